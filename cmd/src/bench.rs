@@ -1,0 +1,124 @@
+//! `k1s bench store`: measures whether this machine's disk is good enough for the datastore,
+//! optionally against an etcd in the same run, and prints one JSON object as its last line.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use k1s_store::Store;
+use k1s_store::bench::{self, BenchConfig, BenchReport};
+use k1s_store::etcd::{EtcdStore, parse_endpoints};
+use k1s_store::redb::{RedbConfig, RedbStore};
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Durable put throughput and latency (1 and N writers), range reads and watch delivery.
+    Store(StoreBenchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StoreBenchArgs {
+    /// Directory on the disk to test; a scratch database is created in it and removed after.
+    #[arg(long, default_value = "/var/lib/k1s")]
+    pub dir: PathBuf,
+    /// Also run the workload against this etcd (client URL) and print the ratios.
+    #[arg(long)]
+    pub etcd: Option<String>,
+    /// Puts by the single writer.
+    #[arg(long, default_value_t = 2_000)]
+    pub single_ops: usize,
+    /// Puts shared by the concurrent writers.
+    #[arg(long, default_value_t = 40_000)]
+    pub concurrent_ops: usize,
+    /// Concurrent writers.
+    #[arg(long, default_value_t = 64)]
+    pub writers: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 256)]
+    pub value_size: usize,
+}
+
+pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    let BenchCommand::Store(args) = cmd;
+    let cfg = BenchConfig {
+        single_ops: args.single_ops,
+        concurrent_ops: args.concurrent_ops,
+        writers: args.writers,
+        value_size: args.value_size,
+        ..Default::default()
+    };
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("creating bench directory {}", args.dir.display()))?;
+    let scratch = args.dir.join(format!("k1s-bench-{}", std::process::id()));
+    let k1s = {
+        let path = scratch.join("bench.redb");
+        let store =
+            tokio::task::spawn_blocking(move || RedbStore::open(RedbConfig::new(path))).await??;
+        let store: Arc<dyn Store> = Arc::new(store);
+        eprintln!("k1s (redb) in {} ...", scratch.display());
+        let report = bench::run(store, "k1s-redb", "/bench/", &cfg).await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        report?
+    };
+    print_report(&k1s);
+    let etcd = match &args.etcd {
+        None => None,
+        Some(url) => {
+            let store = EtcdStore::connect(&parse_endpoints(url))
+                .await
+                .with_context(|| format!("connecting to etcd at {url}"))?;
+            let store: Arc<dyn Store> = Arc::new(store);
+            let prefix = format!("/k1s-bench-{}/", std::process::id());
+            eprintln!("etcd at {url} ...");
+            let report = bench::run(store.clone(), "etcd", &prefix, &cfg).await;
+            let removed = bench::cleanup(&store, &prefix).await;
+            if let Err(e) = removed {
+                eprintln!("warning: could not remove bench keys under {prefix}: {e}");
+            }
+            let report = report?;
+            print_report(&report);
+            Some(report)
+        }
+    };
+    let mut out = serde_json::json!({ "k1s": k1s });
+    if let Some(etcd) = &etcd {
+        let ratio = serde_json::json!({
+            "put_1_ops": k1s.put_1.ops_per_sec / etcd.put_1.ops_per_sec,
+            "put_n_ops": k1s.put_n.ops_per_sec / etcd.put_n.ops_per_sec,
+            "range_reads": k1s.range.reads_per_sec / etcd.range.reads_per_sec,
+        });
+        println!(
+            "ratio k1s/etcd: 1 writer {:.2}x, {} writers {:.2}x, range reads {:.2}x",
+            ratio["put_1_ops"].as_f64().unwrap_or_default(),
+            k1s.put_n.writers,
+            ratio["put_n_ops"].as_f64().unwrap_or_default(),
+            ratio["range_reads"].as_f64().unwrap_or_default(),
+        );
+        out["etcd"] = serde_json::to_value(etcd)?;
+        out["ratio"] = ratio;
+    }
+    println!("{}", serde_json::to_string(&out)?);
+    Ok(())
+}
+
+fn print_report(r: &BenchReport) {
+    println!("{}:", r.backend);
+    for p in [&r.put_1, &r.put_n] {
+        println!(
+            "  put   {:>3} writers: {:>9.0} ops/s  p50 {:>7.3} ms  p99 {:>7.3} ms",
+            p.writers, p.ops_per_sec, p.p50_ms, p.p99_ms
+        );
+    }
+    println!(
+        "  range {:>5} keys:  {:>9.0} reads/s p50 {:>7.3} ms  p99 {:>7.3} ms",
+        r.range.keys_per_read, r.range.reads_per_sec, r.range.p50_ms, r.range.p99_ms
+    );
+    println!(
+        "  watch: put→event p50 {:.3} ms p99 {:.3} ms; after ack p50 {:.3} ms p99 {:.3} ms",
+        r.watch.put_to_event_p50_ms,
+        r.watch.put_to_event_p99_ms,
+        r.watch.after_ack_p50_ms,
+        r.watch.after_ack_p99_ms
+    );
+}

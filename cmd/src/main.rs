@@ -1,0 +1,57 @@
+//! `k1s`: Kubernetes in one binary. This file only parses the command line and wires the
+//! library crates together; the work happens in them.
+
+mod bench;
+mod datastore;
+mod server;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "k1s", version, about = "Kubernetes in one binary")]
+struct Cli {
+    /// Log format: text or json.
+    #[arg(long, global = true, default_value = "text", env = "K1S_LOG_FORMAT")]
+    log_format: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the control plane (datastore, API server, scheduler, controllers) on this node.
+    Server(server::ServerArgs),
+    /// Measure this machine: `k1s bench store` checks whether a disk is fast enough.
+    Bench {
+        #[command(subcommand)]
+        what: bench::BenchCommand,
+    },
+}
+
+fn init_logging(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("K1S_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging(&cli.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("k1s")
+        .build()?;
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Server(args) => server::run(args).await,
+            Command::Bench { what } => bench::run(what).await,
+        }
+    })
+}

@@ -1,0 +1,1 @@
+//! The scheduling framework: queue, cache and plugins per extension point (issue #5).

@@ -1,0 +1,296 @@
+//! The single writer of the redb file: group commit.
+//!
+//! Every write request goes through one channel to one thread. The thread takes everything that
+//! is queued (up to `max_batch`), applies the requests in order inside **one** write transaction,
+//! commits it with one fsync, then answers every caller and publishes the batch's events to the
+//! watch hub. While it waits on the disk, new requests queue up and form the next batch, so the
+//! number of fsyncs per write falls as concurrency grows.
+//!
+//! A request whose precondition fails (exists, conflict, not found) fails alone; the others in
+//! the batch still commit. A failure of the transaction itself (I/O, full disk) fails every
+//! request of the batch, and none of them is acknowledged or published.
+//!
+//! The thread also purges the log below the compacted revision, a chunk per transaction, so a
+//! large compaction never stalls writers.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use redb::{Database, Durability, ReadableTable, Table, WriteTransaction};
+use tokio::sync::oneshot;
+
+use super::codec::{decode_kv, encode_kv, encode_log};
+use super::hub::{Batch, Hub};
+use super::{KV, LOG, META, META_COMPACT, META_REVISION, RedbResultExt, map_redb};
+use crate::{Event, EventKind, KeyValue, Result, Revision, StoreError, check_key};
+
+/// Log entries removed per transaction while purging compacted history.
+const PURGE_CHUNK: usize = 4096;
+
+pub enum Op {
+    Create {
+        key: String,
+        value: Bytes,
+    },
+    Update {
+        key: String,
+        value: Bytes,
+        expected: Revision,
+    },
+    Delete {
+        key: String,
+        expected: Option<Revision>,
+    },
+    Compact {
+        revision: Revision,
+    },
+}
+
+pub enum Done {
+    Written(Revision),
+    Deleted(Revision, KeyValue),
+    Compacted,
+}
+
+pub struct Request {
+    pub op: Op,
+    pub reply: oneshot::Sender<Result<Done>>,
+}
+
+pub struct Committer {
+    pub db: Arc<Database>,
+    pub path: PathBuf,
+    pub hub: Arc<Hub>,
+    pub rx: Receiver<Request>,
+    pub max_batch: usize,
+    /// The last committed revision.
+    pub revision: Revision,
+    /// The committed compacted revision.
+    pub compacted: Revision,
+    /// True while log entries at or below `compacted` may remain on disk.
+    pub purge_pending: bool,
+    /// The first fatal error (I/O, full disk). redb refuses further writes after one, so every
+    /// later write gets this error until k1s restarts.
+    pub failed: Option<StoreError>,
+}
+
+impl Committer {
+    pub fn run(mut self) {
+        loop {
+            let first = if self.purge_pending && self.failed.is_none() {
+                match self.rx.recv_timeout(Duration::from_millis(20)) {
+                    Ok(r) => Some(r),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match self.rx.recv() {
+                    Ok(r) => Some(r),
+                    Err(_) => break,
+                }
+            };
+            let mut batch: Vec<Request> = first.into_iter().collect();
+            while batch.len() < self.max_batch {
+                match self.rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            self.commit_batch(batch);
+        }
+        tracing::debug!(path = %self.path.display(), "store committer stopped");
+    }
+
+    fn commit_batch(&mut self, batch: Vec<Request>) {
+        if let Some(err) = &self.failed {
+            for req in batch {
+                let _ = req.reply.send(Err(err.duplicate()));
+            }
+            return;
+        }
+        let (revision, compacted) = (self.revision, self.compacted);
+        let mut events = Vec::new();
+        let mut results = Vec::with_capacity(batch.len());
+        let outcome = self.begin().and_then(|txn| {
+            self.apply_all(&txn, &batch, &mut events, &mut results)?;
+            txn.commit().map_err(|e| map_redb(&self.path, e))
+        });
+        match outcome {
+            Ok(()) => {
+                if let Some(last) = events.last() {
+                    let revision = last.revision();
+                    self.hub.publish(Batch { events, revision });
+                }
+                for (req, res) in batch.into_iter().zip(results) {
+                    let _ = req.reply.send(res);
+                }
+            }
+            Err(err) => {
+                // Nothing of this batch is on disk: roll the counters back and fail every caller.
+                self.revision = revision;
+                self.compacted = compacted;
+                tracing::error!(error = %err, "store write transaction failed");
+                for req in batch {
+                    let _ = req.reply.send(Err(err.duplicate()));
+                }
+                if matches!(err, StoreError::DiskFull { .. } | StoreError::Io { .. }) {
+                    self.failed = Some(err);
+                }
+            }
+        }
+    }
+
+    fn begin(&self) -> Result<WriteTransaction> {
+        let mut txn = self.db.begin_write().map_err(|e| map_redb(&self.path, e))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| map_redb(&self.path, e))?;
+        Ok(txn)
+    }
+
+    fn apply_all(
+        &mut self,
+        txn: &WriteTransaction,
+        batch: &[Request],
+        events: &mut Vec<Event>,
+        results: &mut Vec<Result<Done>>,
+    ) -> Result<()> {
+        let path = self.path.clone();
+        let mut kv = txn.open_table(KV).at(&path)?;
+        let mut log = txn.open_table(LOG).at(&path)?;
+        for req in batch {
+            let res = self.apply(&mut kv, &mut log, &req.op, events)?;
+            results.push(res);
+        }
+        if self.purge_pending {
+            self.purge(&mut log)?;
+        }
+        let mut meta = txn.open_table(META).at(&path)?;
+        meta.insert(META_REVISION, self.revision as u64).at(&path)?;
+        meta.insert(META_COMPACT, self.compacted as u64).at(&path)?;
+        Ok(())
+    }
+
+    /// Applies one request. The outer `Result` is a failure of the transaction; the inner one
+    /// is this request's own answer.
+    fn apply(
+        &mut self,
+        kv: &mut Table<'_, &'static str, &'static [u8]>,
+        log: &mut Table<'_, u64, &'static [u8]>,
+        op: &Op,
+        events: &mut Vec<Event>,
+    ) -> Result<Result<Done>> {
+        let path = &self.path;
+        let corrupt = |e: super::codec::DecodeError| StoreError::Corrupted {
+            path: path.clone(),
+            detail: e.to_string(),
+        };
+        let (key, expected) = match op {
+            Op::Compact { revision } => return Ok(self.compact(*revision)),
+            Op::Create { key, .. } => (key, None),
+            Op::Update { key, expected, .. } => (key, Some(*expected)),
+            Op::Delete { key, expected } => (key, *expected),
+        };
+        if let Err(e) = check_key(key) {
+            return Ok(Err(e));
+        }
+        let current = match kv.get(key.as_str()).at(&path)? {
+            Some(rec) => Some(decode_kv(key, rec.value()).map_err(corrupt)?),
+            None => None,
+        };
+        let precondition = match (op, &current) {
+            (Op::Create { .. }, Some(_)) => Err(StoreError::AlreadyExists { key: key.clone() }),
+            (Op::Create { .. }, None) => Ok(()),
+            (_, None) => Err(StoreError::NotFound { key: key.clone() }),
+            (_, Some(cur)) => match expected {
+                Some(exp) if exp != cur.mod_revision => Err(StoreError::Conflict {
+                    key: key.clone(),
+                    expected: exp,
+                    actual: cur.mod_revision,
+                }),
+                _ => Ok(()),
+            },
+        };
+        if let Err(e) = precondition {
+            return Ok(Err(e));
+        }
+        let rev = self.revision + 1;
+        let (event, done) = match op {
+            Op::Create { value, .. } | Op::Update { value, .. } => {
+                let create = current.as_ref().map_or(rev, |c| c.create_revision);
+                kv.insert(key.as_str(), encode_kv(create, rev, value).as_slice())
+                    .at(&path)?;
+                let rec = encode_log(EventKind::Put, key, create, value, current.as_ref());
+                log.insert(rev as u64, rec.as_slice()).at(&path)?;
+                let event = Event {
+                    kind: EventKind::Put,
+                    kv: KeyValue {
+                        key: key.clone(),
+                        value: value.clone(),
+                        create_revision: create,
+                        mod_revision: rev,
+                    },
+                    prev: current,
+                };
+                (event, Done::Written(rev))
+            }
+            Op::Delete { .. } => {
+                kv.remove(key.as_str()).at(&path)?;
+                let rec = encode_log(EventKind::Delete, key, 0, b"", current.as_ref());
+                log.insert(rev as u64, rec.as_slice()).at(&path)?;
+                let prev = current.ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
+                let event = Event {
+                    kind: EventKind::Delete,
+                    kv: KeyValue {
+                        key: key.clone(),
+                        value: Bytes::new(),
+                        create_revision: 0,
+                        mod_revision: rev,
+                    },
+                    prev: Some(prev.clone()),
+                };
+                (event, Done::Deleted(rev, prev))
+            }
+            Op::Compact { .. } => unreachable!("handled above"),
+        };
+        self.revision = rev;
+        events.push(event);
+        Ok(Ok(done))
+    }
+
+    fn compact(&mut self, revision: Revision) -> Result<Done> {
+        if revision <= self.compacted {
+            return Err(StoreError::Compacted {
+                requested: revision,
+                compacted: self.compacted,
+            });
+        }
+        if revision > self.revision {
+            return Err(StoreError::FutureRevision {
+                requested: revision,
+                current: self.revision,
+            });
+        }
+        self.compacted = revision;
+        self.purge_pending = true;
+        Ok(Done::Compacted)
+    }
+
+    /// Removes up to [`PURGE_CHUNK`] log entries at or below the compacted revision.
+    fn purge(&mut self, log: &mut Table<'_, u64, &'static [u8]>) -> Result<()> {
+        let path = self.path.clone();
+        let upto = self.compacted as u64;
+        let mut removed = 0;
+        for entry in log.extract_from_if(..=upto, |_, _| true).at(&path)? {
+            entry.at(&path)?;
+            removed += 1;
+            if removed == PURGE_CHUNK {
+                return Ok(());
+            }
+        }
+        self.purge_pending = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,364 @@
+//! The default backend: the [`Store`] contract on one redb file.
+//!
+//! - [`committer`] is the only writer (group commit, one fsync per batch).
+//! - [`read`] serves get/list/count from redb snapshots, and history from the revision log.
+//! - [`hub`] fans committed batches out to live watchers; [`watch`] is a watcher's stream,
+//!   which catches up from the on-disk log before it goes live.
+//! - [`codec`] encodes the records.
+//!
+//! The tables and their invariants are described in `docs/store.md`.
+
+mod codec;
+mod committer;
+mod hub;
+mod read;
+mod watch;
+
+use std::any::Any;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use redb::{Database, ReadableDatabase, TableDefinition};
+use tokio::sync::oneshot;
+
+use crate::{
+    KeyValue, ListRequest, ListResponse, Result, Revision, Store, StoreError, WatchOptions,
+    WatchStream,
+};
+use committer::{Committer, Done, Op, Request};
+use hub::Hub;
+
+/// Current key → `create_rev | mod_rev | value`.
+pub(crate) const KV: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("kv");
+/// Revision → the change written at it, with the previous value (see `codec`).
+pub(crate) const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("log");
+/// `format`, `revision` (last written), `compact` (compacted revision).
+pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+pub(crate) const META_FORMAT: &str = "format";
+pub(crate) const META_REVISION: &str = "revision";
+pub(crate) const META_COMPACT: &str = "compact";
+
+/// The on-disk format this code reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Settings of a [`RedbStore`].
+#[derive(Clone, Debug)]
+pub struct RedbConfig {
+    /// The database file; created, with its directory, if missing.
+    pub path: PathBuf,
+    /// Per-watcher buffer, in committed batches, before a watcher is ended as too slow.
+    pub watch_buffer: usize,
+    /// The most write requests one transaction takes.
+    pub max_batch: usize,
+}
+
+impl RedbConfig {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            watch_buffer: 1024,
+            max_batch: 1024,
+        }
+    }
+}
+
+/// State shared by the store handle, its reads and its watch streams.
+pub(crate) struct Shared {
+    pub db: Arc<Database>,
+    pub path: PathBuf,
+    pub hub: Arc<Hub>,
+}
+
+/// The redb-backed [`Store`].
+pub struct RedbStore {
+    shared: Arc<Shared>,
+    tx: Option<mpsc::Sender<Request>>,
+    committer: Option<JoinHandle<()>>,
+}
+
+impl RedbStore {
+    /// Opens (or creates) the store file. After a crash this runs redb's repair, which reads
+    /// the whole file; progress is logged.
+    pub fn open(config: RedbConfig) -> Result<Self> {
+        let path = config.path.clone();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| io_error(dir, source))?;
+        }
+        let db = open_database(&path)?;
+        let (revision, compacted, purge_pending) = init_meta(&db, &path)?;
+        tracing::info!(path = %path.display(), revision, compacted, "store opened");
+        let hub = Arc::new(Hub::new(revision, config.watch_buffer));
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel();
+        let committer = Committer {
+            db: db.clone(),
+            path: path.clone(),
+            hub: hub.clone(),
+            rx,
+            max_batch: config.max_batch.max(1),
+            revision,
+            compacted,
+            purge_pending,
+            failed: None,
+        };
+        let handle = std::thread::Builder::new()
+            .name("k1s-store-commit".into())
+            .spawn(move || committer.run())
+            .map_err(|source| io_error(&path, source))?;
+        Ok(Self {
+            shared: Arc::new(Shared { db, path, hub }),
+            tx: Some(tx),
+            committer: Some(handle),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
+    /// The compacted revision: reads and watches before it fail with `Compacted`.
+    pub async fn compacted_revision(&self) -> Result<Revision> {
+        read::blocking(&self.shared, |s| read::compacted(s)).await
+    }
+
+    /// The number of live watchers.
+    pub fn watchers(&self) -> usize {
+        self.shared.hub.watchers()
+    }
+
+    /// Stops the writer thread after the queued writes and ends every watcher.
+    pub fn close(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.tx.take();
+        if let Some(handle) = self.committer.take() {
+            let _ = handle.join();
+        }
+        self.shared.hub.close();
+    }
+
+    async fn submit(&self, op: Op) -> Result<Done> {
+        let (reply, rx) = oneshot::channel();
+        let tx = self.tx.as_ref().ok_or(StoreError::Closed)?;
+        tx.send(Request { op, reply })
+            .map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for RedbStore {
+    async fn current_revision(&self) -> Result<Revision> {
+        read::blocking(&self.shared, |s| read::head(s)).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        crate::check_key(key)?;
+        let key = key.to_owned();
+        read::blocking(&self.shared, move |s| read::get(s, &key)).await
+    }
+
+    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        read::blocking(&self.shared, move |s| read::list(s, &req)).await
+    }
+
+    async fn count(&self, prefix: &str) -> Result<(u64, Revision)> {
+        let prefix = prefix.to_owned();
+        read::blocking(&self.shared, move |s| read::count(s, &prefix)).await
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        let op = Op::Create {
+            key: key.to_owned(),
+            value,
+        };
+        match self.submit(op).await? {
+            Done::Written(rev) => Ok(rev),
+            _ => Err(StoreError::Backend("unexpected reply to create".into())),
+        }
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        let op = Op::Update {
+            key: key.to_owned(),
+            value,
+            expected,
+        };
+        match self.submit(op).await? {
+            Done::Written(rev) => Ok(rev),
+            _ => Err(StoreError::Backend("unexpected reply to update".into())),
+        }
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
+        let op = Op::Delete {
+            key: key.to_owned(),
+            expected,
+        };
+        match self.submit(op).await? {
+            Done::Deleted(rev, prev) => Ok((rev, prev)),
+            _ => Err(StoreError::Backend("unexpected reply to delete".into())),
+        }
+    }
+
+    fn watch(&self, prefix: &str, after: Revision, opts: WatchOptions) -> WatchStream {
+        if after < 0 {
+            return crate::error_stream(StoreError::InvalidArgument(format!(
+                "watch revision {after} is negative"
+            )));
+        }
+        watch::stream(self.shared.clone(), prefix.to_owned(), after, opts)
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.submit(Op::Compact { revision }).await.map(|_| ())
+    }
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> StoreError {
+    if source.raw_os_error() == Some(libc::ENOSPC)
+        || source.kind() == std::io::ErrorKind::StorageFull
+    {
+        return StoreError::DiskFull {
+            path: path.to_owned(),
+        };
+    }
+    StoreError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// `.at(path)`: maps any redb error onto the store's errors, naming the file.
+pub(crate) trait RedbResultExt<T> {
+    fn at(self, path: &Path) -> Result<T>;
+}
+
+impl<T, E: Into<redb::Error>> RedbResultExt<T> for std::result::Result<T, E> {
+    fn at(self, path: &Path) -> Result<T> {
+        self.map_err(|e| map_redb(path, e))
+    }
+}
+
+/// Maps any redb error onto the store's errors, naming the file.
+pub(crate) fn map_redb(path: &Path, err: impl Into<redb::Error>) -> StoreError {
+    let err: redb::Error = err.into();
+    let path_buf = path.to_owned();
+    match err {
+        redb::Error::Io(source) => io_error(path, source),
+        redb::Error::Corrupted(detail) => StoreError::Corrupted {
+            path: path_buf,
+            detail,
+        },
+        redb::Error::DatabaseAlreadyOpen => StoreError::Locked { path: path_buf },
+        redb::Error::UpgradeRequired(v) => StoreError::UnsupportedFormat {
+            path: path_buf,
+            found: format!("redb file format {v}"),
+            supported: FORMAT_VERSION,
+        },
+        redb::Error::PreviousIo => StoreError::Io {
+            path: path_buf,
+            source: std::io::Error::other("an earlier write to the database failed; restart k1s"),
+        },
+        other => StoreError::Io {
+            path: path_buf,
+            source: std::io::Error::other(other.to_string()),
+        },
+    }
+}
+
+fn open_database(path: &Path) -> Result<Database> {
+    let owned = path.to_owned();
+    // redb reports damage as errors; the catch is a last line of defence so that a file we
+    // cannot parse becomes a clear error, not a crash of the whole server.
+    let opened = std::panic::catch_unwind(move || {
+        let mut builder = Database::builder();
+        builder.set_repair_callback(|session| {
+            tracing::warn!(
+                progress = format!("{:.0}%", session.progress() * 100.0),
+                "repairing the store after an unclean shutdown"
+            );
+        });
+        builder.create(&owned)
+    });
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(e)) => Err(map_redb(path, e)),
+        Err(panic) => Err(StoreError::Corrupted {
+            path: path.to_owned(),
+            detail: panic_message(panic.as_ref()),
+        }),
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unreadable file".into())
+}
+
+/// Reads (or writes, for a new file) the metadata: returns the revision, the compacted
+/// revision and whether compacted log entries remain to purge.
+fn init_meta(db: &Database, path: &Path) -> Result<(Revision, Revision, bool)> {
+    {
+        let txn = db.begin_read().at(path)?;
+        match txn.open_table(META) {
+            Ok(meta) => {
+                let get = |k: &str| -> Result<Option<u64>> {
+                    Ok(meta.get(k).at(path)?.map(|v| v.value()))
+                };
+                let format = get(META_FORMAT)?.ok_or_else(|| StoreError::Corrupted {
+                    path: path.to_owned(),
+                    detail: "the metadata table has no format version".into(),
+                })?;
+                if format != FORMAT_VERSION {
+                    return Err(StoreError::UnsupportedFormat {
+                        path: path.to_owned(),
+                        found: format.to_string(),
+                        supported: FORMAT_VERSION,
+                    });
+                }
+                let revision = get(META_REVISION)?.unwrap_or(1) as Revision;
+                let compacted = get(META_COMPACT)?.unwrap_or(0) as Revision;
+                let log = txn.open_table(LOG).at(path)?;
+                let first = redb::ReadableTable::first(&log).at(path)?;
+                let purge = first.is_some_and(|(k, _)| k.value() as Revision <= compacted);
+                return Ok((revision, compacted, purge));
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(map_redb(path, e)),
+        }
+        if txn.list_tables().at(path)?.next().is_some() {
+            return Err(StoreError::UnsupportedFormat {
+                path: path.to_owned(),
+                found: "a redb file that is not a k1s store".into(),
+                supported: FORMAT_VERSION,
+            });
+        }
+    }
+    let txn = db.begin_write().at(path)?;
+    {
+        let mut meta = txn.open_table(META).at(path)?;
+        meta.insert(META_FORMAT, FORMAT_VERSION).at(path)?;
+        meta.insert(META_REVISION, 1).at(path)?;
+        meta.insert(META_COMPACT, 0).at(path)?;
+        txn.open_table(KV).at(path)?;
+        txn.open_table(LOG).at(path)?;
+    }
+    txn.commit().at(path)?;
+    Ok((1, 0, false))
+}

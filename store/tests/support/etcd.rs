@@ -1,0 +1,247 @@
+//! Test harness: a throwaway single-member etcd server (Debian's `etcd-server`, etcd 3.4) on
+//! free loopback ports, with its data in a temporary directory. Depends only on std and
+//! `tempfile`, so any test file can include it:
+//!
+//! ```ignore
+//! #[path = "support/etcd.rs"]
+//! mod etcd_support;
+//! ```
+//!
+//! `EtcdServer::start()` panics if etcd is not installed; `EtcdServer::start_or_skip()` returns
+//! `None` instead when `K1S_SKIP_ETCD=1` is set. `K1S_ETCD_BIN` overrides the binary.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long etcd gets to answer its health check after starting.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How often to start etcd again on fresh ports if it dies at startup (a port taken between
+/// choosing and binding it).
+const START_ATTEMPTS: usize = 3;
+
+/// A running etcd server; killed (SIGKILL) and its data removed on drop.
+pub struct EtcdServer {
+    child: Option<Child>,
+    bin: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    dir: tempfile::TempDir,
+}
+
+/// The etcd binary: `$K1S_ETCD_BIN`, else `etcd` on `$PATH`, else `/usr/bin/etcd`.
+pub fn etcd_binary() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os("K1S_ETCD_BIN") {
+        let bin = PathBuf::from(bin);
+        return bin.is_file().then_some(bin);
+    }
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("etcd"))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let bin = PathBuf::from("/usr/bin/etcd");
+        bin.is_file().then_some(bin)
+    })
+}
+
+fn skip_requested() -> bool {
+    std::env::var("K1S_SKIP_ETCD").is_ok_and(|v| v == "1")
+}
+
+const NOT_INSTALLED: &str = "etcd is not installed: `apt-get install etcd-server` (or set \
+     K1S_ETCD_BIN to an etcd binary; set K1S_SKIP_ETCD=1 to skip the etcd tests)";
+
+impl EtcdServer {
+    /// Starts etcd and waits until it is healthy. Panics if etcd is missing or does not come
+    /// up (with the tail of its log).
+    pub fn start() -> EtcdServer {
+        let Some(bin) = etcd_binary() else {
+            panic!("{NOT_INSTALLED}");
+        };
+        Self::start_with(bin)
+    }
+
+    /// Like [`EtcdServer::start`], but if etcd is not installed and `K1S_SKIP_ETCD=1` is set,
+    /// prints `SKIPPED: etcd not installed` to stderr and returns `None`.
+    pub fn start_or_skip() -> Option<EtcdServer> {
+        match etcd_binary() {
+            Some(bin) => Some(Self::start_with(bin)),
+            None if skip_requested() => {
+                eprintln!("SKIPPED: etcd not installed (K1S_SKIP_ETCD=1)");
+                None
+            }
+            None => panic!("{NOT_INSTALLED}"),
+        }
+    }
+
+    fn start_with(bin: PathBuf) -> EtcdServer {
+        let dir = tempfile::Builder::new()
+            .prefix("k1s-etcd-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temporary directory for etcd: {e}"));
+        let mut server = EtcdServer {
+            child: None,
+            bin,
+            client_port: 0,
+            peer_port: 0,
+            dir,
+        };
+        let mut last_error = String::new();
+        for _ in 0..START_ATTEMPTS {
+            server.client_port = free_port();
+            server.peer_port = free_port();
+            match server.launch() {
+                Ok(()) => return server,
+                Err(e) => {
+                    server.kill();
+                    // Start over with an empty data directory on the new ports.
+                    let _ = std::fs::remove_dir_all(server.data_dir());
+                    last_error = e;
+                }
+            }
+        }
+        panic!("etcd did not start: {last_error}");
+    }
+
+    /// The client URL, e.g. `http://127.0.0.1:23790`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    /// The value of an unlabelled metric from etcd's `/metrics`, e.g.
+    /// `etcd_debugging_mvcc_watcher_total` (the number of open watchers).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.client_port));
+        let page = http_get(addr, "/metrics").ok()?;
+        page.lines().find_map(|line| {
+            let (metric, value) = line.split_once(' ')?;
+            (metric == name)
+                .then(|| value.trim().parse().ok())
+                .flatten()
+        })
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Kills etcd (SIGKILL, like a crash) and starts it again on the same ports and data.
+    pub fn kill_and_restart(&mut self) {
+        self.kill();
+        if let Err(e) = self.launch() {
+            panic!("etcd did not restart: {e}");
+        }
+    }
+
+    /// Kills etcd (SIGKILL) and waits for it to exit. The data stays until drop.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("etcd.log")
+    }
+
+    /// Spawns etcd and waits for it to be healthy.
+    fn launch(&mut self) -> Result<(), String> {
+        let client_url = self.endpoint();
+        let peer_url = format!("http://127.0.0.1:{}", self.peer_port);
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .map_err(|e| format!("cannot create {}: {e}", self.log_path().display()))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| format!("cannot open the etcd log twice: {e}"))?;
+        let child = Command::new(&self.bin)
+            .arg("--name=k1s-test")
+            .arg(format!("--data-dir={}", self.data_dir().display()))
+            .arg(format!("--listen-client-urls={client_url}"))
+            .arg(format!("--advertise-client-urls={client_url}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=k1s-test={peer_url}"))
+            .arg("--initial-cluster-state=new")
+            .arg("--initial-cluster-token=k1s-test")
+            .arg("--logger=zap")
+            .arg("--log-outputs=stderr")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+        self.child = Some(child);
+
+        let deadline = Instant::now() + START_TIMEOUT;
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.client_port));
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!(
+                    "etcd exited with {status}; log:\n{}",
+                    log_tail(&self.log_path())
+                ));
+            }
+            if healthy(addr) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "etcd did not become healthy within {START_TIMEOUT:?}; log:\n{}",
+                    log_tail(&self.log_path())
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback port nobody listens on right now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
+}
+
+/// Whether etcd's `/health` endpoint on the client port says healthy.
+fn healthy(addr: SocketAddr) -> bool {
+    http_get(addr, "/health").is_ok_and(|answer| {
+        answer.starts_with("HTTP/1.0 200") && answer.contains("\"health\":\"true\"")
+    })
+}
+
+/// A plain HTTP/1.0 GET (no chunked encoding) on the client port: status line, headers, body.
+fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+fn log_tail(path: &Path) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
