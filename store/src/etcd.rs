@@ -19,8 +19,10 @@
 //! answer to such a request is not ordered with the watch's events (etcd issue #15220): it can
 //! overtake events that are already queued on the server. To keep [`WatchItem::Progress`]
 //! truthful the stream only reports a revision that a *second* progress request, sent after the
-//! first answer arrived, has confirmed; a watch that started behind the head waits a grace
-//! period for etcd to finish sending it history first; and progress never goes backwards. Should
+//! first answer arrived, has confirmed; a watch that started behind the head reports progress
+//! only once etcd should have sent it all history (etcd sends history every 100 ms, up to 1000
+//! revisions at a time: a short history needs a few hundred milliseconds, a long one a quiet
+//! spell without events); and progress never goes backwards. Should
 //! etcd still deliver an event at or below a reported progress revision, the stream ends with
 //! [`StoreError::WatcherTooSlow`] (list again) rather than deliver it out of order.
 
@@ -52,9 +54,13 @@ const MAX_DECODING_MESSAGE_SIZE: usize = i32::MAX as usize;
 /// a revision is compacted.
 const COMPACTED_LOOKUP_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A watch that has to catch up on history does not report progress until this long after etcd
-/// created it (etcd sends history every 100 ms; see the module docs).
-const CATCH_UP_GRACE: Duration = Duration::from_millis(500);
+/// A watch that has to catch up on history reports progress only this long after etcd created
+/// it: etcd sends history every 100 ms, up to [`HISTORY_BATCH_REVISIONS`] at a time. A longer
+/// history has to be followed by this long without events. See the module docs.
+const CATCH_UP_QUIET: Duration = Duration::from_millis(300);
+
+/// etcd sends a catching-up watch at most this many revisions of history at a time.
+const HISTORY_BATCH_REVISIONS: Revision = 1000;
 
 /// A progress request without an answer for this many progress intervals is sent again.
 const PROGRESS_RETRY_TICKS: u32 = 3;
@@ -143,15 +149,20 @@ impl EtcdStore {
     }
 
     /// Turns an etcd error of a read or compaction at `requested` into the store's error.
-    async fn revision_error(&self, requested: Revision, e: etcd_client::Error) -> StoreError {
+    /// `compacted_at_least` is what is known of the compacted revision should etcd not say
+    /// (a compacted read is below it, a refused compaction at or below it).
+    async fn revision_error(
+        &self,
+        requested: Revision,
+        compacted_at_least: Revision,
+        e: etcd_client::Error,
+    ) -> StoreError {
         match classify(&e) {
             ErrorKind::Compacted => {
                 let compacted = compacted_revision(self.watch.clone()).await;
                 StoreError::Compacted {
                     requested,
-                    // etcd did not say; a compacted read is below it, a refused compaction at
-                    // or below it.
-                    compacted: compacted.unwrap_or(requested),
+                    compacted: compacted.unwrap_or(compacted_at_least),
                 }
             }
             ErrorKind::Future => {
@@ -234,7 +245,10 @@ impl Store for EtcdStore {
         };
         let mut resp = match self.kv.clone().get(key, Some(options)).await {
             Ok(resp) => resp,
-            Err(e) => return Err(self.revision_error(at.unwrap_or(0), e).await),
+            Err(e) => {
+                let requested = at.unwrap_or(0);
+                return Err(self.revision_error(requested, requested + 1, e).await);
+            }
         };
         let revision = match at {
             Some(r) => r,
@@ -359,7 +373,7 @@ impl Store for EtcdStore {
         }
         match self.kv.clone().compact(revision, None).await {
             Ok(_) => Ok(()),
-            Err(e) => Err(self.revision_error(revision, e).await),
+            Err(e) => Err(self.revision_error(revision, revision, e).await),
         }
     }
 }
@@ -509,6 +523,10 @@ struct LiveWatch {
     watch_id: Option<i64>,
     /// When etcd created the watch.
     created_at: Instant,
+    /// When etcd last sent events (or created the watch).
+    last_batch_at: Instant,
+    /// Whether the history to catch up on is longer than etcd sends at once.
+    long_history: bool,
     /// The watch must catch up on history before it may report progress (see module docs).
     catching_up: bool,
     ticker: Option<Interval>,
@@ -602,6 +620,8 @@ impl WatchState {
             after: self.after,
             watch_id: None,
             created_at: Instant::now(),
+            last_batch_at: Instant::now(),
+            long_history: false,
             catching_up: false,
             ticker,
             probe: Probe::Idle,
@@ -672,10 +692,13 @@ impl LiveWatch {
             }
             let revision = resp.header().map_or(0, |h| h.revision());
             self.watch_id = Some(resp.watch_id());
-            self.created_at = Instant::now();
             // etcd holds the watch as "synced" only if it starts after its current revision;
             // otherwise it first sends history in the background.
-            self.catching_up = self.after.max(1) <= revision;
+            let start = self.after.max(1);
+            self.catching_up = start <= revision;
+            self.long_history = revision - start >= HISTORY_BATCH_REVISIONS;
+            self.created_at = Instant::now();
+            self.last_batch_at = self.created_at;
             return;
         }
         if resp.canceled() {
@@ -692,6 +715,7 @@ impl LiveWatch {
             }
             return;
         }
+        self.last_batch_at = Instant::now();
         for ev in resp.events() {
             if self.failed {
                 return;
@@ -851,7 +875,14 @@ impl LiveWatch {
             } => {
                 self.probe = Probe::Idle;
                 if self.catching_up {
-                    if sent_at < self.created_at + CATCH_UP_GRACE {
+                    // A short history has been sent within a few of etcd's 100 ms rounds; a
+                    // long one only when etcd has gone quiet (no events since either).
+                    let since = if self.long_history {
+                        self.last_batch_at
+                    } else {
+                        self.created_at
+                    };
+                    if sent_at < since + CATCH_UP_QUIET {
                         return;
                     }
                     self.catching_up = false;

@@ -541,28 +541,31 @@ async fn progress_is_never_ahead_of_events() {
         let store = store.clone();
         tokio::spawn(async move {
             let mut mine = Vec::new();
-            for i in 0..400 {
+            let mut last = 0;
+            for i in 0..600 {
                 let prefix = if i % 3 == 0 { "/s/" } else { "/other/" };
-                let r = store
+                last = store
                     .create(&format!("{prefix}{i}"), Bytes::from_static(b"v"))
                     .await
                     .unwrap();
                 if prefix == "/s/" {
-                    mine.push(r);
+                    mine.push(last);
                 }
-                if i % 50 == 0 {
-                    tokio::time::sleep(Duration::from_millis(30)).await;
+                if i % 20 == 0 {
+                    tokio::time::sleep(Duration::from_millis(15)).await;
                 }
             }
-            mine
+            (mine, last)
         })
     };
     let mut events = Vec::new();
     let mut progress = 0;
     let mut progress_count = 0;
-    let expected = loop {
-        if writer.is_finished() && events.len() == 134 {
-            break writer.await.unwrap();
+    let mut done: Option<(Vec<Revision>, Revision)> = None;
+    loop {
+        if done.is_none() && writer.is_finished() {
+            done = Some(writer.await.unwrap());
+            break;
         }
         match next(&mut w).await {
             Ok(WatchItem::Event(e)) => {
@@ -581,7 +584,72 @@ async fn progress_is_never_ahead_of_events() {
             }
             Err(e) => panic!("watch failed: {e}"),
         }
-    };
+    }
+    let (expected, last) = done.unwrap();
+    // Once idle, progress reaches the last write, after every event.
+    while progress < last {
+        match next(&mut w).await {
+            Ok(WatchItem::Event(e)) => {
+                assert!(
+                    e.revision() > progress,
+                    "event {} after progress {progress}",
+                    e.revision()
+                );
+                events.push(e.revision());
+            }
+            Ok(WatchItem::Progress(r)) => {
+                assert!(r >= progress);
+                progress = r;
+                progress_count += 1;
+            }
+            Err(e) => panic!("watch failed: {e}"),
+        }
+    }
     assert_eq!(events, expected);
     eprintln!("{progress_count} progress notifications");
+}
+
+/// A watch that starts far behind (etcd sends history in batches of 1000 revisions every
+/// 100 ms) reports progress only once it has delivered that history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_waits_for_history() {
+    let Some((_server, store)) = setup().await else {
+        return;
+    };
+    let store = std::sync::Arc::new(store);
+    let mut tasks = Vec::new();
+    for t in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..300 {
+                store
+                    .create(&format!("/h/{t}/{i}"), Bytes::from_static(b"v"))
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let last = store.current_revision().await.unwrap();
+    let mut w = store.watch(
+        "/h/",
+        1,
+        WatchOptions {
+            progress_interval: Some(Duration::from_millis(10)),
+        },
+    );
+    let mut events = 0;
+    loop {
+        match next(&mut w).await {
+            Ok(WatchItem::Event(_)) => events += 1,
+            Ok(WatchItem::Progress(r)) => {
+                assert_eq!(events, 2400, "progress {r} after {events} events");
+                assert_eq!(r, last);
+                break;
+            }
+            Err(e) => panic!("watch failed: {e}"),
+        }
+    }
 }

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use redb::{Database, Durability, ReadableTable, Table, WriteTransaction};
@@ -29,6 +29,9 @@ use crate::{Event, EventKind, KeyValue, Result, Revision, StoreError, check_key}
 
 /// Log entries removed per transaction while purging compacted history.
 const PURGE_CHUNK: usize = 4096;
+
+/// The longest a batch waits for the writers of the previous batch to come back.
+const LINGER: Duration = Duration::from_micros(250);
 
 pub enum Op {
     Create {
@@ -75,6 +78,8 @@ pub struct Committer {
     /// The first fatal error (I/O, full disk). redb refuses further writes after one, so every
     /// later write gets this error until k1s restarts.
     pub failed: Option<StoreError>,
+    /// The size of the previous batch: how many writers are likely to send again soon.
+    pub last_batch: usize,
 }
 
 impl Committer {
@@ -93,15 +98,36 @@ impl Committer {
                 }
             };
             let mut batch: Vec<Request> = first.into_iter().collect();
-            while batch.len() < self.max_batch {
-                match self.rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
+            self.gather(&mut batch);
+            self.last_batch = batch.len();
             self.commit_batch(batch);
         }
         tracing::debug!(path = %self.path.display(), "store committer stopped");
+    }
+
+    /// Fills `batch` with what is queued. The callers answered by the previous commit are
+    /// usually about to send their next write, so when that batch had more than one request
+    /// this waits up to [`LINGER`] for as many to arrive: without it the woken writers miss the
+    /// next transaction and batches stay small under load.
+    fn gather(&mut self, batch: &mut Vec<Request>) {
+        let target = self.last_batch.min(self.max_batch);
+        let deadline = Instant::now() + LINGER;
+        while batch.len() < self.max_batch {
+            match self.rx.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) if batch.is_empty() || batch.len() >= target => return,
+                Err(_) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return;
+                    }
+                    match self.rx.recv_timeout(deadline - now) {
+                        Ok(r) => batch.push(r),
+                        Err(_) => return,
+                    }
+                }
+            }
+        }
     }
 
     fn commit_batch(&mut self, batch: Vec<Request>) {

@@ -109,9 +109,9 @@ impl Hub {
         self.slots().clear();
     }
 
-    /// The number of live watchers.
+    /// The number of live watchers (dropped streams are not counted).
     pub fn watchers(&self) -> usize {
-        self.slots().len()
+        self.slots().iter().filter(|s| !s.tx.is_closed()).count()
     }
 
     /// The configured per-watcher buffer, in batches.

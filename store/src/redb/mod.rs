@@ -103,6 +103,7 @@ impl RedbStore {
             compacted,
             purge_pending,
             failed: None,
+            last_batch: 1,
         };
         let handle = std::thread::Builder::new()
             .name("k1s-store-commit".into())
@@ -233,6 +234,12 @@ fn io_error(path: &Path, source: std::io::Error) -> StoreError {
     {
         return StoreError::DiskFull {
             path: path.to_owned(),
+        };
+    }
+    if source.kind() == std::io::ErrorKind::InvalidData {
+        return StoreError::Corrupted {
+            path: path.to_owned(),
+            detail: source.to_string(),
         };
     }
     StoreError::Io {

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, then every unit and integration test (the store
+# conformance suite on redb and on a real etcd, the crash test, the end-to-end binary tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
