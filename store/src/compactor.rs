@@ -123,12 +123,12 @@ mod tests {
             // (policy, now, head, compacted, expected)
             (policy(10_000, 300), at(120), 40_000, 0, None), // nothing is 5 minutes old yet
             (policy(10_000, 100), at(170), 40_000, 0, Some(5_000)), // time window is larger
-            (policy(100, 60), at(190), 40_000, 0, Some(5_000)),
+            (policy(100, 60), at(190), 40_000, 0, Some(39_900)), // keep the last 100
             (policy(38_000, 60), at(190), 40_000, 0, Some(2_000)), // count window is larger
-            (policy(10_000, 0), at(0), 40_000, 0, Some(30_000)),   // count only
-            (policy(0, 60), at(125), 40_000, 0, Some(5_000)),      // time only
-            (policy(10_000, 0), at(0), 40_000, 30_000, None),      // already there
-            (policy(10_000, 0), at(0), 500, 0, None),              // young store
+            (policy(10_000, 0), at(0), 40_000, 0, Some(30_000)), // count only
+            (policy(0, 60), at(125), 40_000, 0, Some(5_000)), // time only
+            (policy(10_000, 0), at(0), 40_000, 30_000, None), // already there
+            (policy(10_000, 0), at(0), 500, 0, None),        // young store
         ];
         for (i, (p, now, head, compacted, want)) in cases.into_iter().enumerate() {
             assert_eq!(target(&p, &samples, now, head, compacted), want, "case {i}");

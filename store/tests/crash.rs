@@ -52,10 +52,23 @@ fn crash_child() {
     });
 }
 
+/// Prints one line to the parent. If the parent is gone (its end of the pipe is closed), the
+/// child has no reason to live: it exits instead of writing forever.
 fn say(line: String) {
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        std::process::exit(1);
+    }
+}
+
+/// Kills the child when dropped, so a failing parent never leaves a writer behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 async fn writer(store: Arc<dyn Store>, run: u32, w: usize) {
@@ -124,21 +137,23 @@ fn crash_storm() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20u32);
     for run in 0..iterations {
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                "crash_child",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(DIR_ENV, dir.path())
-            .env(RUN_ENV, run.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let mut child = KillOnDrop(
+            Command::new(&exe)
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "crash_child",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(DIR_ENV, dir.path())
+                .env(RUN_ENV, run.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let stdout = child.0.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
             let mut lines = Vec::new();
@@ -159,8 +174,8 @@ fn crash_storm() {
                 .expect("child did not open the store");
             std::thread::sleep(Duration::from_millis(rng.random_range(50..400)));
         }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        child.0.kill().unwrap(); // SIGKILL
+        child.0.wait().unwrap();
         let lines = reader.join().unwrap();
 
         for line in &lines {

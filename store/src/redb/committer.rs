@@ -2,9 +2,14 @@
 //!
 //! Every write request goes through one channel to one thread. The thread takes everything that
 //! is queued (up to `max_batch`), applies the requests in order inside **one** write transaction,
-//! commits it with one fsync, then answers every caller and publishes the batch's events to the
-//! watch hub. While it waits on the disk, new requests queue up and form the next batch, so the
-//! number of fsyncs per write falls as concurrency grows.
+//! appends the batch to the write-ahead log with one `fdatasync`, commits the transaction
+//! (without fsync: the log made it durable), then answers every caller and publishes the batch's
+//! events to the watch hub. While it waits on the disk, new requests queue up and form the next
+//! batch, so the number of syncs per write falls as concurrency grows.
+//!
+//! Checkpoints make redb itself durable (a commit with fsync) and empty the log: when the log
+//! passes [`CHECKPOINT_BYTES`], every [`CHECKPOINT_INTERVAL`], when the writer is idle, and on
+//! shutdown. A checkpoint's own batch skips the log.
 //!
 //! A request whose precondition fails (exists, conflict, not found) fails alone; the others in
 //! the batch still commit. A failure of the transaction itself (I/O, full disk) fails every
@@ -24,7 +29,8 @@ use tokio::sync::oneshot;
 
 use super::codec::{decode_kv, encode_kv, encode_log};
 use super::hub::{Batch, Hub};
-use super::{KV, LOG, META, META_COMPACT, META_REVISION, RedbResultExt, map_redb};
+use super::wal::{Wal, WalEntry};
+use super::{KV, LOG, META, META_COMPACT, META_REVISION, RedbResultExt, io_error, map_redb};
 use crate::{Event, EventKind, KeyValue, Result, Revision, StoreError, check_key};
 
 /// Log entries removed per transaction while purging compacted history.
@@ -32,6 +38,13 @@ const PURGE_CHUNK: usize = 4096;
 
 /// The longest a batch waits for the writers of the previous batch to come back.
 const LINGER: Duration = Duration::from_micros(250);
+
+/// Checkpoint once the write-ahead log holds this much.
+const CHECKPOINT_BYTES: u64 = 16 << 20;
+/// Checkpoint at least this often while writes keep coming.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
+/// Checkpoint after the writer has been idle this long.
+const CHECKPOINT_IDLE: Duration = Duration::from_millis(50);
 
 pub enum Op {
     Create {
@@ -80,13 +93,16 @@ pub struct Committer {
     pub failed: Option<StoreError>,
     /// The size of the previous batch: how many writers are likely to send again soon.
     pub last_batch: usize,
+    pub wal: Wal,
+    pub last_checkpoint: Instant,
 }
 
 impl Committer {
     pub fn run(mut self) {
         loop {
-            let first = if self.purge_pending && self.failed.is_none() {
-                match self.rx.recv_timeout(Duration::from_millis(20)) {
+            let idle_work = self.purge_pending || self.wal.len() > 0;
+            let first = if idle_work && self.failed.is_none() {
+                match self.rx.recv_timeout(CHECKPOINT_IDLE) {
                     Ok(r) => Some(r),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -101,6 +117,9 @@ impl Committer {
             self.gather(&mut batch);
             self.last_batch = batch.len();
             self.commit_batch(batch);
+        }
+        if self.failed.is_none() && self.wal.len() > 0 {
+            self.commit_batch(Vec::new());
         }
         tracing::debug!(path = %self.path.display(), "store committer stopped");
     }
@@ -140,9 +159,24 @@ impl Committer {
         let (revision, compacted) = (self.revision, self.compacted);
         let mut events = Vec::new();
         let mut results = Vec::with_capacity(batch.len());
-        let outcome = self.begin().and_then(|txn| {
-            self.apply_all(&txn, &batch, &mut events, &mut results)?;
-            txn.commit().map_err(|e| map_redb(&self.path, e))
+        let mut logged = Vec::new();
+        // An empty batch is the idle (or shutdown) checkpoint.
+        let checkpoint = batch.is_empty()
+            || self.wal.len() >= CHECKPOINT_BYTES
+            || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
+        let outcome = self.begin(checkpoint).and_then(|txn| {
+            self.apply_all(&txn, &batch, &mut events, &mut results, &mut logged)?;
+            if !checkpoint && !logged.is_empty() {
+                self.wal
+                    .append(&logged)
+                    .map_err(|e| io_error(self.wal.path(), e))?;
+            }
+            txn.commit().map_err(|e| map_redb(&self.path, e))?;
+            if checkpoint {
+                self.wal.reset().map_err(|e| io_error(self.wal.path(), e))?;
+                self.last_checkpoint = Instant::now();
+            }
+            Ok(())
         });
         match outcome {
             Ok(()) => {
@@ -169,9 +203,14 @@ impl Committer {
         }
     }
 
-    fn begin(&self) -> Result<WriteTransaction> {
+    fn begin(&self, durable: bool) -> Result<WriteTransaction> {
         let mut txn = self.db.begin_write().map_err(|e| map_redb(&self.path, e))?;
-        txn.set_durability(Durability::Immediate)
+        let durability = if durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        txn.set_durability(durability)
             .map_err(|e| map_redb(&self.path, e))?;
         Ok(txn)
     }
@@ -182,12 +221,13 @@ impl Committer {
         batch: &[Request],
         events: &mut Vec<Event>,
         results: &mut Vec<Result<Done>>,
+        logged: &mut Vec<WalEntry>,
     ) -> Result<()> {
         let path = self.path.clone();
         let mut kv = txn.open_table(KV).at(&path)?;
         let mut log = txn.open_table(LOG).at(&path)?;
         for req in batch {
-            let res = self.apply(&mut kv, &mut log, &req.op, events)?;
+            let res = self.apply(&mut kv, &mut log, &req.op, events, logged)?;
             results.push(res);
         }
         if self.purge_pending {
@@ -207,6 +247,7 @@ impl Committer {
         log: &mut Table<'_, u64, &'static [u8]>,
         op: &Op,
         events: &mut Vec<Event>,
+        logged: &mut Vec<WalEntry>,
     ) -> Result<Result<Done>> {
         let path = &self.path;
         let corrupt = |e: super::codec::DecodeError| StoreError::Corrupted {
@@ -214,7 +255,15 @@ impl Committer {
             detail: e.to_string(),
         };
         let (key, expected) = match op {
-            Op::Compact { revision } => return Ok(self.compact(*revision)),
+            Op::Compact { revision } => {
+                let res = self.compact(*revision);
+                if res.is_ok() {
+                    logged.push(WalEntry::Compact {
+                        revision: *revision,
+                    });
+                }
+                return Ok(res);
+            }
             Op::Create { key, .. } => (key, None),
             Op::Update { key, expected, .. } => (key, Some(*expected)),
             Op::Delete { key, expected } => (key, *expected),
@@ -250,6 +299,10 @@ impl Committer {
                     .at(&path)?;
                 let rec = encode_log(EventKind::Put, key, create, value, current.as_ref());
                 log.insert(rev as u64, rec.as_slice()).at(&path)?;
+                logged.push(WalEntry::Change {
+                    revision: rev,
+                    record: rec,
+                });
                 let event = Event {
                     kind: EventKind::Put,
                     kv: KeyValue {
@@ -266,6 +319,10 @@ impl Committer {
                 kv.remove(key.as_str()).at(&path)?;
                 let rec = encode_log(EventKind::Delete, key, 0, b"", current.as_ref());
                 log.insert(rev as u64, rec.as_slice()).at(&path)?;
+                logged.push(WalEntry::Change {
+                    revision: rev,
+                    record: rec,
+                });
                 let prev = current.ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
                 let event = Event {
                     kind: EventKind::Delete,

@@ -12,6 +12,7 @@ mod codec;
 mod committer;
 mod hub;
 mod read;
+mod wal;
 mod watch;
 
 use std::any::Any;
@@ -30,6 +31,7 @@ use crate::{
 };
 use committer::{Committer, Done, Op, Request};
 use hub::Hub;
+use wal::{Wal, WalEntry, WalError};
 
 /// Current key → `create_rev | mod_rev | value`.
 pub(crate) const KV: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("kv");
@@ -88,7 +90,8 @@ impl RedbStore {
             std::fs::create_dir_all(dir).map_err(|source| io_error(dir, source))?;
         }
         let db = open_database(&path)?;
-        let (revision, compacted, purge_pending) = init_meta(&db, &path)?;
+        let meta = init_meta(&db, &path)?;
+        let (wal, (revision, compacted, purge_pending)) = recover(&db, &path, meta)?;
         tracing::info!(path = %path.display(), revision, compacted, "store opened");
         let hub = Arc::new(Hub::new(revision, config.watch_buffer));
         let db = Arc::new(db);
@@ -104,6 +107,8 @@ impl RedbStore {
             purge_pending,
             failed: None,
             last_batch: 1,
+            wal,
+            last_checkpoint: std::time::Instant::now(),
         };
         let handle = std::thread::Builder::new()
             .name("k1s-store-commit".into())
@@ -228,7 +233,95 @@ impl Store for RedbStore {
     }
 }
 
-fn io_error(path: &Path, source: std::io::Error) -> StoreError {
+/// The write-ahead log beside the database file: `<file>-wal`.
+pub fn wal_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// Opens the write-ahead log and replays into redb what the last durable commit lacks, then
+/// checkpoints and empties the log. Returns the log and the recovered (revision, compacted
+/// revision, purge pending).
+fn recover(
+    db: &Database,
+    path: &Path,
+    (mut revision, mut compacted, mut purge): (Revision, Revision, bool),
+) -> Result<(Wal, (Revision, Revision, bool))> {
+    let wal_file = wal_path(path);
+    let recovered = Wal::open(&wal_file).map_err(|e| match e {
+        WalError::Io(source) => io_error(&wal_file, source),
+        other => StoreError::Corrupted {
+            path: wal_file.clone(),
+            detail: other.to_string(),
+        },
+    })?;
+    let mut wal = recovered.wal;
+    if recovered.torn_bytes > 0 {
+        tracing::warn!(path = %wal_file.display(), bytes = recovered.torn_bytes, "cut off a torn write-ahead log record (an unacknowledged write)");
+    }
+    let pending: Vec<_> = recovered
+        .entries
+        .into_iter()
+        .filter(|e| match e {
+            WalEntry::Change { revision: r, .. } => *r > revision,
+            WalEntry::Compact { revision: c } => *c > compacted,
+        })
+        .collect();
+    if !pending.is_empty() {
+        let corrupt = |detail: String| StoreError::Corrupted {
+            path: wal_file.clone(),
+            detail,
+        };
+        let replayed = pending.len();
+        let mut txn = db.begin_write().at(path)?;
+        txn.set_durability(redb::Durability::Immediate).at(path)?;
+        {
+            let mut kv = txn.open_table(KV).at(path)?;
+            let mut log = txn.open_table(LOG).at(path)?;
+            for entry in pending {
+                match entry {
+                    WalEntry::Change {
+                        revision: r,
+                        record,
+                    } => {
+                        if r != revision + 1 {
+                            return Err(corrupt(format!(
+                                "revision {r} follows {revision} in the write-ahead log"
+                            )));
+                        }
+                        let ev =
+                            codec::decode_log(r, &record).map_err(|e| corrupt(e.to_string()))?;
+                        match ev.kind {
+                            crate::EventKind::Put => {
+                                let rec = codec::encode_kv(ev.kv.create_revision, r, &ev.kv.value);
+                                kv.insert(ev.kv.key.as_str(), rec.as_slice()).at(path)?;
+                            }
+                            crate::EventKind::Delete => {
+                                kv.remove(ev.kv.key.as_str()).at(path)?;
+                            }
+                        }
+                        log.insert(r as u64, record.as_slice()).at(path)?;
+                        revision = r;
+                    }
+                    WalEntry::Compact { revision: c } => {
+                        compacted = c;
+                        purge = true;
+                    }
+                }
+            }
+            let mut meta = txn.open_table(META).at(path)?;
+            meta.insert(META_REVISION, revision as u64).at(path)?;
+            meta.insert(META_COMPACT, compacted as u64).at(path)?;
+        }
+        txn.commit().at(path)?;
+        tracing::info!(entries = replayed, revision, "replayed the write-ahead log");
+    }
+    wal.reset().map_err(|e| io_error(&wal_file, e))?;
+    Ok((wal, (revision, compacted, purge)))
+}
+
+pub(crate) fn io_error(path: &Path, source: std::io::Error) -> StoreError {
     if source.raw_os_error() == Some(libc::ENOSPC)
         || source.kind() == std::io::ErrorKind::StorageFull
     {
