@@ -3,7 +3,6 @@
 //! against the embedded store and a real etcd, ending with one JSON line.
 
 #[path = "../../store/tests/support/etcd.rs"]
-#[allow(dead_code)]
 mod etcd_support;
 
 use std::io::{BufRead, BufReader};

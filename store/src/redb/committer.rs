@@ -254,7 +254,8 @@ impl Committer {
             path: path.clone(),
             detail: e.to_string(),
         };
-        let (key, expected) = match op {
+        // `put`: the new value, or `None` for a delete.
+        let (key, expected, put) = match op {
             Op::Compact { revision } => {
                 let res = self.compact(*revision);
                 if res.is_ok() {
@@ -264,14 +265,18 @@ impl Committer {
                 }
                 return Ok(res);
             }
-            Op::Create { key, .. } => (key, None),
-            Op::Update { key, expected, .. } => (key, Some(*expected)),
-            Op::Delete { key, expected } => (key, *expected),
+            Op::Create { key, value } => (key, None, Some(value)),
+            Op::Update {
+                key,
+                value,
+                expected,
+            } => (key, Some(*expected), Some(value)),
+            Op::Delete { key, expected } => (key, *expected, None),
         };
         if let Err(e) = check_key(key) {
             return Ok(Err(e));
         }
-        let current = match kv.get(key.as_str()).at(&path)? {
+        let current = match kv.get(key.as_str()).at(path)? {
             Some(rec) => Some(decode_kv(key, rec.value()).map_err(corrupt)?),
             None => None,
         };
@@ -292,13 +297,13 @@ impl Committer {
             return Ok(Err(e));
         }
         let rev = self.revision + 1;
-        let (event, done) = match op {
-            Op::Create { value, .. } | Op::Update { value, .. } => {
+        let (event, done) = match (put, current) {
+            (Some(value), current) => {
                 let create = current.as_ref().map_or(rev, |c| c.create_revision);
                 kv.insert(key.as_str(), encode_kv(create, rev, value).as_slice())
-                    .at(&path)?;
+                    .at(path)?;
                 let rec = encode_log(EventKind::Put, key, create, value, current.as_ref());
-                log.insert(rev as u64, rec.as_slice()).at(&path)?;
+                log.insert(rev as u64, rec.as_slice()).at(path)?;
                 logged.push(WalEntry::Change {
                     revision: rev,
                     record: rec,
@@ -315,15 +320,14 @@ impl Committer {
                 };
                 (event, Done::Written(rev))
             }
-            Op::Delete { .. } => {
-                kv.remove(key.as_str()).at(&path)?;
-                let rec = encode_log(EventKind::Delete, key, 0, b"", current.as_ref());
-                log.insert(rev as u64, rec.as_slice()).at(&path)?;
+            (None, Some(prev)) => {
+                kv.remove(key.as_str()).at(path)?;
+                let rec = encode_log(EventKind::Delete, key, 0, b"", Some(&prev));
+                log.insert(rev as u64, rec.as_slice()).at(path)?;
                 logged.push(WalEntry::Change {
                     revision: rev,
                     record: rec,
                 });
-                let prev = current.ok_or_else(|| StoreError::NotFound { key: key.clone() })?;
                 let event = Event {
                     kind: EventKind::Delete,
                     kv: KeyValue {
@@ -336,7 +340,8 @@ impl Committer {
                 };
                 (event, Done::Deleted(rev, prev))
             }
-            Op::Compact { .. } => unreachable!("handled above"),
+            // Ruled out by the precondition above.
+            (None, None) => return Ok(Err(StoreError::NotFound { key: key.clone() })),
         };
         self.revision = rev;
         events.push(event);

@@ -128,7 +128,7 @@ impl RedbStore {
 
     /// The compacted revision: reads and watches before it fail with `Compacted`.
     pub async fn compacted_revision(&self) -> Result<Revision> {
-        read::blocking(&self.shared, |s| read::compacted(s)).await
+        read::blocking(&self.shared, read::compacted).await
     }
 
     /// The number of live watchers.
@@ -167,7 +167,7 @@ impl Drop for RedbStore {
 #[async_trait::async_trait]
 impl Store for RedbStore {
     async fn current_revision(&self) -> Result<Revision> {
-        read::blocking(&self.shared, |s| read::head(s)).await
+        read::blocking(&self.shared, read::head).await
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
