@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use k1s_store::Store;
-use k1s_store::etcd::{EtcdStore, parse_endpoints};
+use k1s_store::etcd::{EtcdStore, EtcdTls, parse_endpoints};
 use k1s_store::redb::{RedbConfig, RedbStore};
 
 /// The file of the embedded store under a data directory.
@@ -14,12 +14,16 @@ pub fn redb_path(data_dir: &Path) -> std::path::PathBuf {
     data_dir.join("db").join("state.redb")
 }
 
-/// Opens the configured datastore.
-pub async fn open(data_dir: &Path, endpoint: Option<&str>) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the configured datastore; `tls` applies to `https://` etcd endpoints.
+pub async fn open(
+    data_dir: &Path,
+    endpoint: Option<&str>,
+    tls: &EtcdTls,
+) -> anyhow::Result<Arc<dyn Store>> {
     match endpoint {
         Some(ep) if ep.starts_with("http://") || ep.starts_with("https://") => {
             let endpoints = parse_endpoints(ep);
-            let store = EtcdStore::connect(&endpoints)
+            let store = EtcdStore::connect_with_tls(&endpoints, tls)
                 .await
                 .with_context(|| format!("connecting to etcd at {ep}"))?;
             tracing::info!(endpoints = ?endpoints, "using etcd datastore");

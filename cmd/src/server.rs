@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use k1s_store::compactor::{self, CompactionPolicy};
+use k1s_store::etcd::EtcdTls;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -19,6 +20,15 @@ pub struct ServerArgs {
     /// etcd client URLs (comma-separated) to use instead of the embedded store.
     #[arg(long, env = "K1S_DATASTORE_ENDPOINT")]
     pub datastore_endpoint: Option<String>,
+    /// CA certificate (PEM) that signed the etcd servers' certificates, for https:// endpoints.
+    #[arg(long)]
+    pub datastore_cafile: Option<PathBuf>,
+    /// Client certificate (PEM) for etcd's --client-cert-auth.
+    #[arg(long)]
+    pub datastore_certfile: Option<PathBuf>,
+    /// Client key (PEM) for etcd's --client-cert-auth.
+    #[arg(long)]
+    pub datastore_keyfile: Option<PathBuf>,
     /// Keep at least this many revisions of history for watchers to resume from.
     #[arg(long, default_value_t = 10_000)]
     pub compaction_keep_revisions: i64,
@@ -31,7 +41,12 @@ pub struct ServerArgs {
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
-    let store = datastore::open(&args.data_dir, args.datastore_endpoint.as_deref()).await?;
+    let tls = EtcdTls {
+        ca_file: args.datastore_cafile.clone(),
+        cert_file: args.datastore_certfile.clone(),
+        key_file: args.datastore_keyfile.clone(),
+    };
+    let store = datastore::open(&args.data_dir, args.datastore_endpoint.as_deref(), &tls).await?;
     let revision = store.current_revision().await?;
     tracing::info!(revision, data_dir = %args.data_dir.display(), "datastore ready");
 

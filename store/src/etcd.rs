@@ -78,6 +78,55 @@ pub fn parse_endpoints(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// Client TLS files for etcd, as k3s' `--datastore-cafile`, `--datastore-certfile` and
+/// `--datastore-keyfile`.
+#[derive(Clone, Debug, Default)]
+pub struct EtcdTls {
+    pub ca_file: Option<std::path::PathBuf>,
+    pub cert_file: Option<std::path::PathBuf>,
+    pub key_file: Option<std::path::PathBuf>,
+}
+
+impl EtcdTls {
+    fn is_empty(&self) -> bool {
+        self.ca_file.is_none() && self.cert_file.is_none() && self.key_file.is_none()
+    }
+
+    fn options(&self) -> Result<etcd_client::TlsOptions> {
+        let read = |path: &std::path::Path, what: &str| {
+            std::fs::read(path).map_err(|e| {
+                StoreError::InvalidArgument(format!(
+                    "cannot read the etcd {what} {}: {e}",
+                    path.display()
+                ))
+            })
+        };
+        let ca = self.ca_file.as_deref().ok_or_else(|| {
+            StoreError::InvalidArgument(
+                "https:// etcd endpoints need the CA that signed etcd's certificate (--datastore-cafile)"
+                    .into(),
+            )
+        })?;
+        let mut options = etcd_client::TlsOptions::new()
+            .ca_certificate(etcd_client::Certificate::from_pem(read(ca, "CA file")?));
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                options = options.identity(etcd_client::Identity::from_pem(
+                    read(cert, "client certificate")?,
+                    read(key, "client key")?,
+                ));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(StoreError::InvalidArgument(
+                    "give both --datastore-certfile and --datastore-keyfile, or neither".into(),
+                ));
+            }
+        }
+        Ok(options)
+    }
+}
+
 /// A store backed by etcd. Cheap to share: every call clones a handle onto one multiplexed
 /// gRPC channel.
 pub struct EtcdStore {
@@ -99,6 +148,13 @@ impl EtcdStore {
     /// Connects to an etcd cluster, e.g. `["http://127.0.0.1:2379"]`. An entry may itself be a
     /// comma-separated list. Fails with [`StoreError::Backend`] if no endpoint answers.
     pub async fn connect(endpoints: &[String]) -> Result<EtcdStore> {
+        Self::connect_with_tls(endpoints, &EtcdTls::default()).await
+    }
+
+    /// Like [`EtcdStore::connect`], with client TLS for `https://` endpoints: the CA that
+    /// signed etcd's serving certificate and, for etcd's `--client-cert-auth`, a client
+    /// certificate and key (all PEM files).
+    pub async fn connect_with_tls(endpoints: &[String], tls: &EtcdTls) -> Result<EtcdStore> {
         let endpoints: Vec<String> = endpoints.iter().flat_map(|e| parse_endpoints(e)).collect();
         if endpoints.is_empty() {
             return Err(StoreError::InvalidArgument(
@@ -106,11 +162,19 @@ impl EtcdStore {
             ));
         }
         let joined: Arc<str> = endpoints.join(",").into();
-        let options = ConnectOptions::new()
+        let https = endpoints.iter().any(|e| e.starts_with("https://"));
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(5))
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
             .with_keep_alive_while_idle(true)
             .with_require_leader(true);
+        if https {
+            options = options.with_tls(tls.options()?);
+        } else if !tls.is_empty() {
+            return Err(StoreError::InvalidArgument(format!(
+                "etcd TLS files were given but the endpoints {joined} are not https://"
+            )));
+        }
         let client = Client::connect(&endpoints, Some(options))
             .await
             .map_err(|e| match e {

@@ -233,6 +233,16 @@ mod tests {
         }
     }
 
+    /// A log holding the batches [2] and [3].
+    fn two_records() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let mut wal = Wal::open(&path).unwrap().wal;
+        wal.append(&[change(2)]).unwrap();
+        wal.append(&[change(3)]).unwrap();
+        (dir, path)
+    }
+
     #[test]
     fn appends_survive_reopen_and_reset_empties() {
         let dir = tempfile::tempdir().unwrap();
@@ -262,12 +272,7 @@ mod tests {
 
     #[test]
     fn a_torn_or_damaged_tail_is_cut_off() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wal");
-        let mut wal = Wal::open(&path).unwrap().wal;
-        wal.append(&[change(2)]).unwrap();
-        wal.append(&[change(3)]).unwrap();
-        drop(wal);
+        let (_dir, path) = two_records();
         let full = std::fs::read(&path).unwrap();
         for cut in 1..12 {
             std::fs::write(&path, &full[..full.len() - cut]).unwrap();
@@ -292,12 +297,7 @@ mod tests {
 
     #[test]
     fn damage_before_intact_records_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("wal");
-        let mut wal = Wal::open(&path).unwrap().wal;
-        wal.append(&[change(2)]).unwrap();
-        wal.append(&[change(3)]).unwrap();
-        drop(wal);
+        let (_dir, path) = two_records();
         let mut data = std::fs::read(&path).unwrap();
         data[MAGIC.len() + 10] ^= 0xff; // inside the first record's payload
         std::fs::write(&path, &data).unwrap();

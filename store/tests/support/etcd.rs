@@ -30,7 +30,19 @@ pub struct EtcdServer {
     bin: PathBuf,
     client_port: u16,
     peer_port: u16,
+    /// Plain-HTTP port for `/health` and `/metrics`, also when clients use TLS.
+    metrics_port: u16,
+    tls: Option<ServerTls>,
     dir: tempfile::TempDir,
+}
+
+/// PEM files for an etcd that serves clients over TLS and requires client certificates.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    /// The CA that signed the serving certificate and that client certificates must chain to.
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// The etcd binary: `$K1S_ETCD_BIN`, else `etcd` on `$PATH`, else `/usr/bin/etcd`.
@@ -64,14 +76,22 @@ impl EtcdServer {
         let Some(bin) = etcd_binary() else {
             panic!("{NOT_INSTALLED}");
         };
-        Self::start_with(bin)
+        Self::start_with(bin, None)
+    }
+
+    /// Starts etcd serving clients on `https://` with `--client-cert-auth`.
+    pub fn start_tls(tls: ServerTls) -> EtcdServer {
+        let Some(bin) = etcd_binary() else {
+            panic!("{NOT_INSTALLED}");
+        };
+        Self::start_with(bin, Some(tls))
     }
 
     /// Like [`EtcdServer::start`], but if etcd is not installed and `K1S_SKIP_ETCD=1` is set,
     /// prints `SKIPPED: etcd not installed` to stderr and returns `None`.
     pub fn start_or_skip() -> Option<EtcdServer> {
         match etcd_binary() {
-            Some(bin) => Some(Self::start_with(bin)),
+            Some(bin) => Some(Self::start_with(bin, None)),
             None if skip_requested() => {
                 eprintln!("SKIPPED: etcd not installed (K1S_SKIP_ETCD=1)");
                 None
@@ -80,7 +100,7 @@ impl EtcdServer {
         }
     }
 
-    fn start_with(bin: PathBuf) -> EtcdServer {
+    fn start_with(bin: PathBuf, tls: Option<ServerTls>) -> EtcdServer {
         let dir = tempfile::Builder::new()
             .prefix("k1s-etcd-")
             .tempdir()
@@ -90,12 +110,15 @@ impl EtcdServer {
             bin,
             client_port: 0,
             peer_port: 0,
+            metrics_port: 0,
+            tls,
             dir,
         };
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             server.client_port = free_port();
             server.peer_port = free_port();
+            server.metrics_port = free_port();
             match server.launch() {
                 Ok(()) => return server,
                 Err(e) => {
@@ -109,15 +132,16 @@ impl EtcdServer {
         panic!("etcd did not start: {last_error}");
     }
 
-    /// The client URL, e.g. `http://127.0.0.1:23790`.
+    /// The client URL, e.g. `http://127.0.0.1:23790` (`https://` with TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// The value of an unlabelled metric from etcd's `/metrics`, e.g.
     /// `etcd_debugging_mvcc_watcher_total` (the number of open watchers).
     pub fn metric(&self, name: &str) -> Option<f64> {
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.client_port));
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
         let page = http_get(addr, "/metrics").ok()?;
         page.lines().find_map(|line| {
             let (metric, value) = line.split_once(' ')?;
@@ -164,8 +188,19 @@ impl EtcdServer {
         let log_err = log
             .try_clone()
             .map_err(|e| format!("cannot open the etcd log twice: {e}"))?;
-        let child = Command::new(&self.bin)
+        let mut cmd = Command::new(&self.bin);
+        if let Some(tls) = &self.tls {
+            cmd.arg(format!("--cert-file={}", tls.cert.display()))
+                .arg(format!("--key-file={}", tls.key.display()))
+                .arg(format!("--trusted-ca-file={}", tls.ca.display()))
+                .arg("--client-cert-auth");
+        }
+        let child = cmd
             .arg("--name=k1s-test")
+            .arg(format!(
+                "--listen-metrics-urls=http://127.0.0.1:{}",
+                self.metrics_port
+            ))
             .arg(format!("--data-dir={}", self.data_dir().display()))
             .arg(format!("--listen-client-urls={client_url}"))
             .arg(format!("--advertise-client-urls={client_url}"))
@@ -184,7 +219,7 @@ impl EtcdServer {
         self.child = Some(child);
 
         let deadline = Instant::now() + START_TIMEOUT;
-        let addr = SocketAddr::from(([127, 0, 0, 1], self.client_port));
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -222,14 +257,14 @@ fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("cannot find a free loopback port: {e}"))
 }
 
-/// Whether etcd's `/health` endpoint on the client port says healthy.
+/// Whether etcd's `/health` endpoint on the metrics port says healthy.
 fn healthy(addr: SocketAddr) -> bool {
     http_get(addr, "/health").is_ok_and(|answer| {
         answer.starts_with("HTTP/1.0 200") && answer.contains("\"health\":\"true\"")
     })
 }
 
-/// A plain HTTP/1.0 GET (no chunked encoding) on the client port: status line, headers, body.
+/// A plain HTTP/1.0 GET (no chunked encoding): status line, headers, body.
 fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
     conn.set_read_timeout(Some(Duration::from_secs(2)))?;
