@@ -37,6 +37,15 @@ pub struct StoreBenchArgs {
     /// Value size in bytes.
     #[arg(long, default_value_t = 256)]
     pub value_size: usize,
+    /// Keys in the prefix that each range read lists.
+    #[arg(long, default_value_t = 1_000)]
+    pub range_keys: usize,
+    /// Range reads to time.
+    #[arg(long, default_value_t = 500)]
+    pub range_reads: usize,
+    /// Puts whose watch delivery is timed.
+    #[arg(long, default_value_t = 2_000)]
+    pub watch_events: usize,
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -46,7 +55,9 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         concurrent_ops: args.concurrent_ops,
         writers: args.writers,
         value_size: args.value_size,
-        ..Default::default()
+        range_keys: args.range_keys,
+        range_ops: args.range_reads,
+        watch_ops: args.watch_events,
     };
     std::fs::create_dir_all(&args.dir)
         .with_context(|| format!("creating bench directory {}", args.dir.display()))?;

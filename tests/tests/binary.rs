@@ -155,12 +155,12 @@ fn last_json_line(stdout: &[u8]) -> serde_json::Value {
 fn bench_store_reports_figures_for_k1s_and_etcd() {
     let dir = tempfile::tempdir().unwrap();
     let small = [
-        "--single-ops",
-        "50",
-        "--concurrent-ops",
-        "400",
-        "--writers",
-        "8",
+        "--single-ops=50",
+        "--concurrent-ops=400",
+        "--writers=8",
+        "--range-keys=100",
+        "--range-reads=20",
+        "--watch-events=100",
     ];
     let Some(etcd) = etcd_support::EtcdServer::start_or_skip() else {
         return;
@@ -183,7 +183,9 @@ fn bench_store_reports_figures_for_k1s_and_etcd() {
         assert_eq!(b["put_n"]["ops"], 400);
         assert_eq!(b["put_n"]["writers"], 8);
         assert!(b["put_1"]["ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert_eq!(b["range"]["keys_per_read"], 100);
         assert!(b["range"]["reads_per_sec"].as_f64().unwrap() > 0.0);
+        assert_eq!(b["watch"]["events"], 100);
         assert!(b["watch"]["put_to_event_p99_ms"].as_f64().unwrap() > 0.0);
     }
     assert!(json["ratio"]["put_n_ops"].as_f64().unwrap() > 0.0);
