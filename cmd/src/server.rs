@@ -1,10 +1,16 @@
-//! `k1s server`: the control-plane process. Today it runs the datastore and its background
-//! compaction; the API server, scheduler, controllers and kubelet join it as their issues land.
+//! `k1s server`: the control-plane process. Today it runs the datastore with its background
+//! compaction and the HTTPS API endpoint (certificates, kubeconfig, version and health); the
+//! resources, scheduler, controllers and kubelet join it as their issues land.
 
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::Args;
+use k1s_apiserver::pki::{Pki, PkiConfig};
+use k1s_apiserver::server::{self as api, ApiState};
 use k1s_store::compactor::{self, CompactionPolicy};
 use k1s_store::etcd::EtcdTls;
 use tokio_util::sync::CancellationToken;
@@ -38,9 +44,68 @@ pub struct ServerArgs {
     /// How often the compactor runs, in seconds.
     #[arg(long, default_value_t = 60)]
     pub compaction_interval_seconds: u64,
+    /// Port of the HTTPS API.
+    #[arg(long, default_value_t = 6443)]
+    pub https_port: u16,
+    /// Address the HTTPS API listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// Extra host names or IPs for the serving certificate (repeatable).
+    #[arg(long = "tls-san")]
+    pub tls_san: Vec<String>,
+    /// This node's IP addresses (repeatable); found from the host name when not given.
+    #[arg(long = "node-ip")]
+    pub node_ip: Vec<IpAddr>,
+    /// Where to write the admin kubeconfig.
+    #[arg(
+        long,
+        default_value = "/etc/k1s/k1s.yaml",
+        env = "K1S_KUBECONFIG_OUTPUT"
+    )]
+    pub write_kubeconfig: PathBuf,
+    /// File mode of the admin kubeconfig, in octal (e.g. 644).
+    #[arg(long, default_value = "600", value_parser = parse_mode)]
+    pub write_kubeconfig_mode: u32,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("{s:?} is not an octal file mode such as 600 or 644"))
+}
+
+/// This machine's host name.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The node IPs: the flags, or the non-loopback addresses the host name resolves to.
+fn node_ips(flags: &[IpAddr], hostname: &str) -> Vec<IpAddr> {
+    if !flags.is_empty() {
+        return flags.to_vec();
+    }
+    let mut ips: Vec<IpAddr> = (hostname, 0)
+        .to_socket_addrs()
+        .map(|addrs| {
+            addrs
+                .map(|a| a.ip())
+                .filter(|ip| !ip.is_loopback())
+                .collect()
+        })
+        .unwrap_or_default();
+    ips.sort();
+    ips.dedup();
+    ips
 }
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
+    // Take over SIGTERM/SIGINT before anything else, so a stop during start-up is clean too.
+    let stop = shutdown_signal()?;
     let tls = EtcdTls {
         ca_file: args.datastore_cafile.clone(),
         cert_file: args.datastore_certfile.clone(),
@@ -58,9 +123,37 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         interval: Duration::from_secs(args.compaction_interval_seconds.max(1)),
     };
     tasks.spawn(compactor::run(store.clone(), policy, cancel.clone()));
+
+    let hostname = hostname();
+    let pki_config = PkiConfig {
+        dir: args.data_dir.join("tls"),
+        hostname: hostname.clone(),
+        node_ips: node_ips(&args.node_ip, &hostname),
+        tls_sans: args.tls_san.clone(),
+    };
+    let pki = Pki::load_or_create(&pki_config)?;
+    let tls = Arc::new(pki.server_config()?);
+    let addr = SocketAddr::new(args.bind_address, args.https_port);
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr} (is another API server running? use --https-port)")
+    })?;
+    let server_url = format!("https://127.0.0.1:{}", args.https_port);
+    pki.write_kubeconfig(
+        &args.write_kubeconfig,
+        args.write_kubeconfig_mode,
+        &server_url,
+    )?;
+    tracing::info!(kubeconfig = %args.write_kubeconfig.display(), "wrote admin kubeconfig");
+    tasks.spawn(api::serve(
+        listener,
+        tls,
+        ApiState::new(store.clone()),
+        cancel.clone(),
+    ));
+    tracing::info!(%addr, version = api::KUBE_GIT_VERSION, "API server listening");
     tasks.close();
 
-    shutdown_signal().await?;
+    stop.await;
     tracing::info!("shutting down");
     cancel.cancel();
     tasks.wait().await;
@@ -69,13 +162,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() -> anyhow::Result<()> {
+/// Installs the SIGTERM and SIGINT handlers now; the returned future completes on either.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    Ok(())
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }

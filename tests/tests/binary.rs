@@ -47,10 +47,25 @@ fn sigterm(pid: u32) {
     assert!(status.success());
 }
 
-/// Starts `k1s server` with `args`; its log lines arrive on the returned channel.
-fn spawn_server(args: &[&str]) -> (Child, Receiver<String>) {
+/// Starts `k1s server` on `data_dir` with `args`, on a free loopback port and with its
+/// kubeconfig under `data_dir`; its log lines arrive on the returned channel.
+fn spawn_server(data_dir: &std::path::Path, args: &[&str]) -> (Child, Receiver<String>) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
     let mut child = Command::new(k1s_bin())
         .arg("server")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args([
+            "--bind-address",
+            "127.0.0.1",
+            "--https-port",
+            &port.to_string(),
+        ])
+        .arg("--write-kubeconfig")
+        .arg(data_dir.join("kubeconfig.yaml"))
         .args(args)
         .env("K1S_LOG", "info")
         .stderr(Stdio::piped())
@@ -99,9 +114,8 @@ fn stop(mut child: Child) {
 #[test]
 fn server_starts_and_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_str().unwrap();
-    let (child, rx) = spawn_server(&["--data-dir", data_dir]);
-    wait_for_log(&rx, "datastore ready");
+    let (child, rx) = spawn_server(dir.path(), &[]);
+    wait_for_log(&rx, "API server listening");
     assert!(dir.path().join("db/state.redb").exists());
     stop(child);
     wait_for_log(&rx, "stopped");
@@ -199,11 +213,10 @@ fn server_runs_on_etcd() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_str().unwrap();
     let endpoint = etcd.endpoint();
-    let (child, rx) = spawn_server(&["--data-dir", data_dir, "--datastore-endpoint", &endpoint]);
+    let (child, rx) = spawn_server(dir.path(), &["--datastore-endpoint", &endpoint]);
     wait_for_log(&rx, "using etcd datastore");
-    wait_for_log(&rx, "datastore ready");
+    wait_for_log(&rx, "API server listening");
     assert!(
         !dir.path().join("db/state.redb").exists(),
         "used the embedded store"
