@@ -25,28 +25,30 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, DirBuilder, File};
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rcgen::string::{BmpString, Ia5String, PrintableString, TeletexString, UniversalString};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use rcgen::string::Ia5String;
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
-    ExtendedKeyUsagePurpose, IsCa, Issuer, KeyIdMethod, KeyPair, KeyUsagePurpose, PublicKeyData,
-    SanType,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
 };
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
-use rustls::server::danger::ClientCertVerifier;
 use rustls::{RootCertStore, ServerConfig};
+use time::format_description::well_known::Rfc3339;
+use time::{Duration, OffsetDateTime};
+use x509_parser::extensions::{GeneralName, ParsedExtension};
 
 /// File names under the tls directory.
 pub const CA_CERT: &str = "ca.crt";
@@ -61,15 +63,14 @@ pub const ADMIN_CERT: &str = "admin.crt";
 /// The admin client certificate's private key.
 pub const ADMIN_KEY: &str = "admin.key";
 
-const DAY: u64 = 24 * 60 * 60;
 /// Validity of the cluster CA (k3s: 10 years).
-const CA_VALIDITY: Duration = Duration::from_secs(3650 * DAY);
+const CA_VALIDITY: Duration = Duration::days(3650);
 /// Validity of leaf certificates (k3s: 1 year).
-const LEAF_VALIDITY: Duration = Duration::from_secs(365 * DAY);
+const LEAF_VALIDITY: Duration = Duration::days(365);
 /// Leaf certificates are re-issued when they expire within this window (k3s: 90 days).
-const RENEW_BEFORE: Duration = Duration::from_secs(90 * DAY);
+const RENEW_BEFORE: Duration = Duration::days(90);
 /// `notBefore` is back-dated this much, for nodes whose clocks lag a little.
-const BACKDATE: Duration = Duration::from_secs(60 * 60);
+const BACKDATE: Duration = Duration::hours(1);
 
 const KEY_MODE: u32 = 0o600;
 const CERT_MODE: u32 = 0o644;
@@ -283,7 +284,7 @@ impl Pki {
     pub fn load_or_create(cfg: &PkiConfig) -> Result<Pki, PkiError> {
         let sans = required_sans(cfg)?;
         ensure_dir(&cfg.dir)?;
-        let now = SystemTime::now();
+        let now = OffsetDateTime::now_utc();
         let ca = ensure_ca(&cfg.dir, now)?;
         let serving = ensure_leaf(&cfg.dir, &ca, LeafKind::Serving, &sans, now)?;
         let admin = ensure_leaf(&cfg.dir, &ca, LeafKind::Admin, &sans, now)?;
@@ -349,9 +350,9 @@ impl Pki {
         }
         // A JSON string is a valid YAML double-quoted scalar.
         let server = serde_json::Value::from(server_url).to_string();
-        let ca = base64(self.ca.cert_pem.as_bytes());
-        let cert = base64(self.admin.cert_pem.as_bytes());
-        let key = base64(self.admin.key_pem.as_bytes());
+        let ca = BASE64.encode(&self.ca.cert_pem);
+        let cert = BASE64.encode(&self.admin.cert_pem);
+        let key = BASE64.encode(&self.admin.key_pem);
         Ok(format!(
             "apiVersion: v1
 kind: Config
@@ -493,6 +494,8 @@ struct Ca {
     pem: CertKeyPem,
     info: CertInfo,
     issuer: Issuer<'static, KeyPair>,
+    /// For verifying what it issued.
+    roots: Arc<RootCertStore>,
 }
 
 fn ca_remedy(dir: &Path) -> String {
@@ -503,7 +506,7 @@ fn ca_remedy(dir: &Path) -> String {
     )
 }
 
-fn ensure_ca(dir: &Path, now: SystemTime) -> Result<Ca, PkiError> {
+fn ensure_ca(dir: &Path, now: OffsetDateTime) -> Result<Ca, PkiError> {
     let cert_path = dir.join(CA_CERT);
     let key_path = dir.join(CA_KEY);
     let has_cert = exists(&cert_path)?;
@@ -536,7 +539,7 @@ fn ensure_ca(dir: &Path, now: SystemTime) -> Result<Ca, PkiError> {
     load_ca(dir, now)
 }
 
-fn create_ca(cert_path: &Path, key_path: &Path, now: SystemTime) -> Result<(), PkiError> {
+fn create_ca(cert_path: &Path, key_path: &Path, now: OffsetDateTime) -> Result<(), PkiError> {
     let gen_err = |source| PkiError::Generate {
         what: "cluster CA",
         source,
@@ -546,7 +549,7 @@ fn create_ca(cert_path: &Path, key_path: &Path, now: SystemTime) -> Result<(), P
     let mut dn = DistinguishedName::new();
     dn.push(
         DnType::CommonName,
-        format!("k1s-server-ca@{}", unix_secs(now)),
+        format!("k1s-server-ca@{}", now.unix_timestamp()),
     );
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -555,7 +558,8 @@ fn create_ca(cert_path: &Path, key_path: &Path, now: SystemTime) -> Result<(), P
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    set_validity(&mut params, now, now + CA_VALIDITY);
+    params.not_before = now - BACKDATE;
+    params.not_after = now + CA_VALIDITY;
     let cert = params.self_signed(&key).map_err(gen_err)?;
     write_atomic(key_path, key.serialize_pem().as_bytes(), KEY_MODE)?;
     write_atomic(cert_path, cert.pem().as_bytes(), CERT_MODE)?;
@@ -563,7 +567,7 @@ fn create_ca(cert_path: &Path, key_path: &Path, now: SystemTime) -> Result<(), P
     Ok(())
 }
 
-fn load_ca(dir: &Path, now: SystemTime) -> Result<Ca, PkiError> {
+fn load_ca(dir: &Path, now: OffsetDateTime) -> Result<Ca, PkiError> {
     let cert_path = dir.join(CA_CERT);
     let key_path = dir.join(CA_KEY);
     let corrupt = |path: &Path, what, reason: String| PkiError::Corrupt {
@@ -591,25 +595,26 @@ fn load_ca(dir: &Path, now: SystemTime) -> Result<Ca, PkiError> {
             key: key_path,
         });
     }
-    let now_secs = unix_secs(now);
-    if info.not_after <= now_secs {
+    if info.not_after <= now {
         return Err(PkiError::CaExpired {
             dir: dir.to_owned(),
             path: cert_path,
             not_after: format_time(info.not_after),
         });
     }
-    if info.not_after < now_secs + secs(RENEW_BEFORE) {
+    if info.not_after < now + RENEW_BEFORE {
         tracing::warn!(
             path = %cert_path.display(),
             not_after = %format_time(info.not_after),
             "the cluster CA expires soon; k1s does not rotate it, plan a new cluster CA"
         );
     }
-    let issuer = issuer_from(&info, key).map_err(|reason| {
-        let reason = format!("k1s cannot sign with this CA: {reason}");
+    // The issuer reproduces the CA's subject and key identifier, so issued certificates chain.
+    let issuer = Issuer::from_ca_cert_der(&der, key).map_err(|e| {
+        let reason = format!("k1s cannot sign with this CA: {e}");
         corrupt(&cert_path, "CA certificate", reason)
     })?;
+    let roots = root_store(&cert_path, &cert_pem)?;
     Ok(Ca {
         pem: CertKeyPem {
             cert_path,
@@ -619,53 +624,8 @@ fn load_ca(dir: &Path, now: SystemTime) -> Result<Ca, PkiError> {
         },
         info,
         issuer,
+        roots,
     })
-}
-
-/// An rcgen issuer reproducing the CA certificate's subject and key identifier exactly, so
-/// issued certificates chain to it (rcgen parses certificates only with x509-parser, which
-/// this build does not enable).
-fn issuer_from(info: &CertInfo, key: KeyPair) -> Result<Issuer<'static, KeyPair>, String> {
-    let mut dn = DistinguishedName::new();
-    for NameAttr { oid, tag, value } in parse_name(&info.subject)? {
-        let ty = DnType::CustomDnType(oid);
-        if dn.get(&ty).is_some() {
-            return Err("its subject repeats an attribute".into());
-        }
-        let text = || String::from_utf8(value.clone()).map_err(|_| "non-UTF-8 subject string");
-        let bad = |e: rcgen::Error| format!("subject string: {e}");
-        let value = match tag {
-            TAG_UTF8_STRING => DnValue::Utf8String(text()?),
-            TAG_PRINTABLE_STRING => {
-                DnValue::PrintableString(PrintableString::try_from(text()?).map_err(bad)?)
-            }
-            TAG_IA5_STRING => DnValue::Ia5String(Ia5String::try_from(text()?).map_err(bad)?),
-            TAG_TELETEX_STRING => {
-                DnValue::TeletexString(TeletexString::try_from(text()?).map_err(bad)?)
-            }
-            TAG_BMP_STRING => DnValue::BmpString(BmpString::from_utf16be(value).map_err(bad)?),
-            TAG_UNIVERSAL_STRING => {
-                DnValue::UniversalString(UniversalString::from_utf32be(value).map_err(bad)?)
-            }
-            other => {
-                return Err(format!(
-                    "unsupported subject string type (tag {other:#04x})"
-                ));
-            }
-        };
-        dn.push(ty, value);
-    }
-    let mut params = CertificateParams::default();
-    params.distinguished_name = dn;
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    if let Some(ski) = &info.ski {
-        params.key_identifier_method = KeyIdMethod::PreSpecified(ski.clone());
-    }
-    Ok(Issuer::new(params, key))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -721,16 +681,22 @@ fn ensure_leaf(
     ca: &Ca,
     kind: LeafKind,
     sans: &BTreeSet<San>,
-    now: SystemTime,
+    now: OffsetDateTime,
 ) -> Result<CertKeyPem, PkiError> {
     let (cert_file, key_file) = kind.files();
     let cert_path = dir.join(cert_file);
     let key_path = dir.join(key_file);
-    let checker = Checker::new(ca)?;
     let reason = match (exists(&cert_path)?, exists(&key_path)?) {
         (true, true) => {
-            let pem = load_leaf(&cert_path, &key_path, kind)?;
-            match checker.renewal_reason(ca, kind, sans, &pem, now)? {
+            let remedy = || leaf_remedy(&cert_path, &key_path);
+            let pem = CertKeyPem {
+                key_pem: read_text(&key_path, "private key", remedy)?,
+                cert_pem: read_text(&cert_path, kind.what(), remedy)?,
+                cert_path: cert_path.clone(),
+                key_path: key_path.clone(),
+            };
+            tighten_key_mode(&key_path)?;
+            match renewal_reason(ca, kind, sans, &pem, now)? {
                 None => return Ok(pem),
                 Some(reason) => reason,
             }
@@ -743,7 +709,7 @@ fn ensure_leaf(
     let pem = issue_leaf(ca, kind, sans, &cert_path, &key_path, now, not_after)?;
     write_atomic(&key_path, pem.key_pem.as_bytes(), KEY_MODE)?;
     write_atomic(&cert_path, pem.cert_pem.as_bytes(), CERT_MODE)?;
-    match checker.renewal_reason(ca, kind, sans, &pem, now)? {
+    match renewal_reason(ca, kind, sans, &pem, now)? {
         None => Ok(pem),
         Some(reason) => Err(PkiError::SelfCheck {
             dir: dir.to_owned(),
@@ -754,19 +720,6 @@ fn ensure_leaf(
     }
 }
 
-fn load_leaf(cert_path: &Path, key_path: &Path, kind: LeafKind) -> Result<CertKeyPem, PkiError> {
-    let remedy = || leaf_remedy(cert_path, key_path);
-    let key_pem = read_text(key_path, "private key", remedy)?;
-    let cert_pem = read_text(cert_path, kind.what(), remedy)?;
-    tighten_key_mode(key_path)?;
-    Ok(CertKeyPem {
-        cert_path: cert_path.to_owned(),
-        key_path: key_path.to_owned(),
-        cert_pem,
-        key_pem,
-    })
-}
-
 /// Signs a new leaf certificate (with a new key) by the cluster CA; writes nothing.
 fn issue_leaf(
     ca: &Ca,
@@ -774,8 +727,8 @@ fn issue_leaf(
     sans: &BTreeSet<San>,
     cert_path: &Path,
     key_path: &Path,
-    now: SystemTime,
-    not_after: SystemTime,
+    now: OffsetDateTime,
+    not_after: OffsetDateTime,
 ) -> Result<CertKeyPem, PkiError> {
     let gen_err = |source| PkiError::Generate {
         what: kind.what(),
@@ -812,10 +765,10 @@ fn issue_leaf(
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
     ];
-    params.use_authority_key_identifier_extension = ca.info.ski.is_some();
+    params.use_authority_key_identifier_extension = ca.info.has_ski;
+    params.not_before = now - BACKDATE;
     // Never outlive the CA.
-    let ca_not_after = UNIX_EPOCH + Duration::from_secs(ca.info.not_after.max(0).unsigned_abs());
-    set_validity(&mut params, now, not_after.min(ca_not_after));
+    params.not_after = not_after.min(ca.info.not_after);
     let cert = params.signed_by(&key, &ca.issuer).map_err(gen_err)?;
     Ok(CertKeyPem {
         cert_path: cert_path.to_owned(),
@@ -825,87 +778,67 @@ fn issue_leaf(
     })
 }
 
-/// Verifies leaf certificates against the cluster CA with webpki, as TLS peers will.
-struct Checker {
-    server: Arc<WebPkiServerVerifier>,
-    client: Arc<dyn ClientCertVerifier>,
-}
-
-impl Checker {
-    fn new(ca: &Ca) -> Result<Checker, PkiError> {
-        let roots = root_store(&ca.pem.cert_path, &ca.pem.cert_pem)?;
-        let verifier_err = |source| PkiError::Verifier {
-            path: ca.pem.cert_path.clone(),
-            source,
-        };
-        let server = WebPkiServerVerifier::builder_with_provider(roots.clone(), provider())
-            .build()
-            .map_err(verifier_err)?;
-        let client = WebPkiClientVerifier::builder_with_provider(roots, provider())
-            .build()
-            .map_err(verifier_err)?;
-        Ok(Checker { server, client })
+/// `Err` if the files cannot be parsed; `Ok(Some(reason))` if the certificate must be
+/// re-issued; `Ok(None)` if it is good. Verifies with webpki, as TLS peers will.
+fn renewal_reason(
+    ca: &Ca,
+    kind: LeafKind,
+    sans: &BTreeSet<San>,
+    pem: &CertKeyPem,
+    now: OffsetDateTime,
+) -> Result<Option<String>, PkiError> {
+    let corrupt = |path: &Path, what, reason: String| PkiError::Corrupt {
+        path: path.to_owned(),
+        what,
+        reason,
+        remedy: leaf_remedy(&pem.cert_path, &pem.key_path),
+    };
+    let key = KeyPair::from_pem(&pem.key_pem)
+        .map_err(|e| corrupt(&pem.key_path, "private key", e.to_string()))?;
+    let der = CertificateDer::from_pem_slice(pem.cert_pem.as_bytes())
+        .map_err(|e| corrupt(&pem.cert_path, kind.what(), e.to_string()))?;
+    let info = parse_cert(&der).map_err(|e| corrupt(&pem.cert_path, kind.what(), e))?;
+    if info.spki != key.subject_public_key_info() {
+        return Ok(Some(
+            "it does not match its private key (an interrupted renewal?)".into(),
+        ));
     }
-
-    /// `Err` if the files cannot be parsed; `Ok(Some(reason))` if the certificate must be
-    /// re-issued; `Ok(None)` if it is good.
-    fn renewal_reason(
-        &self,
-        ca: &Ca,
-        kind: LeafKind,
-        sans: &BTreeSet<San>,
-        pem: &CertKeyPem,
-        now: SystemTime,
-    ) -> Result<Option<String>, PkiError> {
-        let corrupt = |path: &Path, what, reason: String| PkiError::Corrupt {
-            path: path.to_owned(),
-            what,
-            reason,
-            remedy: leaf_remedy(&pem.cert_path, &pem.key_path),
-        };
-        let key = KeyPair::from_pem(&pem.key_pem)
-            .map_err(|e| corrupt(&pem.key_path, "private key", e.to_string()))?;
-        let der = CertificateDer::from_pem_slice(pem.cert_pem.as_bytes())
-            .map_err(|e| corrupt(&pem.cert_path, kind.what(), e.to_string()))?;
-        let info = parse_cert(&der).map_err(|e| corrupt(&pem.cert_path, kind.what(), e))?;
-        if info.spki != key.subject_public_key_info() {
-            return Ok(Some(
-                "it does not match its private key (an interrupted renewal?)".into(),
-            ));
-        }
-        let deadline = (unix_secs(now) + secs(RENEW_BEFORE)).min(ca.info.not_after);
-        if info.not_after < deadline {
-            return Ok(Some(format!(
-                "it expires at {}",
-                format_time(info.not_after)
-            )));
-        }
-        if kind == LeafKind::Serving {
-            let missing: Vec<String> = sans.difference(&info.sans).map(San::to_string).collect();
-            if !missing.is_empty() {
-                return Ok(Some(format!("it does not cover {}", missing.join(", "))));
-            }
-        }
-        let verified = match kind {
-            LeafKind::Serving => {
-                let name = ServerName::DnsName(
-                    rustls::pki_types::DnsName::try_from("localhost")
-                        .map_err(|e| corrupt(&pem.cert_path, kind.what(), e.to_string()))?,
-                );
-                self.server
-                    .verify_server_cert(&der, &[], &name, &[], unix_time(now))
-                    .map(drop)
-            }
-            LeafKind::Admin => self
-                .client
-                .verify_client_cert(&der, &[], unix_time(now))
-                .map(drop),
-        };
-        if let Err(e) = verified {
-            return Ok(Some(format!("it does not verify against {}: {e}", CA_CERT)));
-        }
-        Ok(None)
+    if info.not_after < (now + RENEW_BEFORE).min(ca.info.not_after) {
+        let not_after = format_time(info.not_after);
+        return Ok(Some(format!("it expires at {not_after}")));
     }
+    if kind == LeafKind::Serving {
+        let missing: Vec<String> = sans.difference(&info.sans).map(San::to_string).collect();
+        if !missing.is_empty() {
+            return Ok(Some(format!("it does not cover {}", missing.join(", "))));
+        }
+    }
+    let verifier_err = |source| PkiError::Verifier {
+        path: ca.pem.cert_path.clone(),
+        source,
+    };
+    let roots = ca.roots.clone();
+    let verified = match kind {
+        LeafKind::Serving => WebPkiServerVerifier::builder_with_provider(roots, provider())
+            .build()
+            .map_err(verifier_err)?
+            .verify_server_cert(
+                &der,
+                &[],
+                &"localhost".try_into().unwrap(),
+                &[],
+                unix_time(now),
+            )
+            .map(drop),
+        LeafKind::Admin => WebPkiClientVerifier::builder_with_provider(roots, provider())
+            .build()
+            .map_err(verifier_err)?
+            .verify_client_cert(&der, &[], unix_time(now))
+            .map(drop),
+    };
+    Ok(verified
+        .err()
+        .map(|e| format!("it does not verify against {CA_CERT}: {e}")))
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -960,22 +893,16 @@ fn read_text(
 
 /// Creates the tls directory 0700, or tightens an existing one that others can read.
 fn ensure_dir(dir: &Path) -> Result<(), PkiError> {
-    if !exists(dir)? {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(DIR_MODE)
-            .create(dir)
-            .map_err(io_err("create directory", dir))?;
-    }
-    let meta = fs::metadata(dir).map_err(io_err("inspect", dir))?;
-    if !meta.is_dir() {
-        return Err(PkiError::Io {
-            op: "use as the tls directory",
-            path: dir.to_owned(),
-            source: io::Error::other("not a directory"),
-        });
-    }
-    if meta.permissions().mode() & 0o7777 != DIR_MODE {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(io_err("create directory", dir))?;
+    let mode = fs::metadata(dir)
+        .map_err(io_err("inspect", dir))?
+        .permissions()
+        .mode();
+    if mode & 0o7777 != DIR_MODE {
         fs::set_permissions(dir, fs::Permissions::from_mode(DIR_MODE))
             .map_err(io_err("set the mode of", dir))?;
     }
@@ -999,441 +926,99 @@ fn tighten_key_mode(path: &Path) -> Result<(), PkiError> {
 /// Writes `contents` to `path` with `mode`: a temporary file beside it, fsync, rename, fsync
 /// of the directory. Readers see the old file or the new one, never a torn one.
 fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), PkiError> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| PkiError::Io {
-        op: "write",
-        path: path.to_owned(),
-        source: io::Error::new(io::ErrorKind::InvalidInput, "not a file path"),
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(".tmp");
-    let tmp = dir.join(tmp_name);
-    // A stale temporary file would keep its old mode: start from a fresh one.
-    match fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("remove", &tmp)(e)),
-    }
-    if let Err(e) = write_and_rename(&tmp, path, contents, mode) {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    // Created 0600; then exactly `mode`, whatever the umask.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".k1s-")
+        .tempfile_in(dir)
+        .map_err(io_err("create a temporary file in", dir))?;
+    let file = tmp.as_file_mut();
+    file.set_permissions(fs::Permissions::from_mode(mode))
+        .and_then(|()| file.write_all(contents))
+        .and_then(|()| file.sync_all())
+        .map_err(io_err("write", tmp.path()))?;
+    tmp.persist(path)
+        .map_err(|e| io_err("rename into place", path)(e.error))?;
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err("fsync directory", dir))
 }
 
-fn write_and_rename(tmp: &Path, path: &Path, contents: &[u8], mode: u32) -> Result<(), PkiError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(tmp)
-        .map_err(io_err("create", tmp))?;
-    // The umask may have narrowed the mode; the caller asked for exactly this one.
-    file.set_permissions(fs::Permissions::from_mode(mode))
-        .map_err(io_err("set the mode of", tmp))?;
-    file.write_all(contents).map_err(io_err("write", tmp))?;
-    file.sync_all().map_err(io_err("fsync", tmp))?;
-    drop(file);
-    fs::rename(tmp, path).map_err(io_err("rename into place", path))
-}
-
 // ---------------------------------------------------------------------------------------------
-// Time
-
-fn unix_secs(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-fn secs(d: Duration) -> i64 {
-    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
-}
-
-fn unix_time(t: SystemTime) -> UnixTime {
-    UnixTime::since_unix_epoch(t.duration_since(UNIX_EPOCH).unwrap_or_default())
-}
-
-fn set_validity(params: &mut CertificateParams, now: SystemTime, not_after: SystemTime) {
-    let epoch = rcgen::date_time_ymd(1970, 1, 1);
-    let since = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    params.not_before = epoch + since(now).saturating_sub(BACKDATE);
-    params.not_after = epoch + since(not_after);
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let month_from_march = (month + 9) % 12;
-    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// (year, month, day) of a day count since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_from_march = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
-    let month = if month_from_march < 10 {
-        month_from_march + 3
-    } else {
-        month_from_march - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-/// RFC 3339 (UTC) of a Unix time.
-fn format_time(unix: i64) -> String {
-    let (y, mo, d) = civil_from_days(unix.div_euclid(86_400));
-    let s = unix.rem_euclid(86_400);
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
-}
-
-// ---------------------------------------------------------------------------------------------
-// A minimal DER reader for the few certificate fields the PKI needs (rcgen's parser needs
-// x509-parser, which this build does not enable).
-
-const TAG_BOOLEAN: u8 = 0x01;
-const TAG_INTEGER: u8 = 0x02;
-const TAG_OCTET_STRING: u8 = 0x04;
-const TAG_OID: u8 = 0x06;
-const TAG_UTF8_STRING: u8 = 0x0c;
-const TAG_PRINTABLE_STRING: u8 = 0x13;
-const TAG_TELETEX_STRING: u8 = 0x14;
-const TAG_IA5_STRING: u8 = 0x16;
-const TAG_UTC_TIME: u8 = 0x17;
-const TAG_GENERALIZED_TIME: u8 = 0x18;
-const TAG_UNIVERSAL_STRING: u8 = 0x1c;
-const TAG_BMP_STRING: u8 = 0x1e;
-const TAG_SEQUENCE: u8 = 0x30;
-const TAG_SET: u8 = 0x31;
-const TAG_VERSION: u8 = 0xa0; // [0] EXPLICIT
-const TAG_EXTENSIONS: u8 = 0xa3; // [3] EXPLICIT
-const TAG_SAN_DNS: u8 = 0x82; // [2] IMPLICIT IA5String
-const TAG_SAN_IP: u8 = 0x87; // [7] IMPLICIT OCTET STRING
-
-const OID_SUBJECT_KEY_IDENTIFIER: &[u8] = &[0x55, 0x1d, 0x0e]; // 2.5.29.14
-const OID_SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11]; // 2.5.29.17
-const OID_BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13]; // 2.5.29.19
+// Certificate fields
 
 /// The fields of a certificate the PKI looks at.
 #[derive(Debug)]
 struct CertInfo {
-    /// The subject Name's content (the RDN SETs).
-    subject: Vec<u8>,
-    /// `notAfter`, Unix seconds.
-    not_after: i64,
+    not_after: OffsetDateTime,
     /// The SubjectPublicKeyInfo, whole DER element.
     spki: Vec<u8>,
     sans: BTreeSet<San>,
-    /// Subject key identifier.
-    ski: Option<Vec<u8>>,
     /// basicConstraints cA.
     is_ca: bool,
-}
-
-struct Tlv<'a> {
-    tag: u8,
-    content: &'a [u8],
-}
-
-struct Der<'a>(&'a [u8]);
-
-impl<'a> Der<'a> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The next element and its whole encoding.
-    fn next_raw(&mut self) -> Result<(Tlv<'a>, &'a [u8]), String> {
-        let data = self.0;
-        let (&tag, rest) = data.split_first().ok_or("truncated DER")?;
-        if tag & 0x1f == 0x1f {
-            return Err("unsupported DER tag".into());
-        }
-        let (&first, rest) = rest.split_first().ok_or("truncated DER length")?;
-        let (len, rest) = if first < 0x80 {
-            (usize::from(first), rest)
-        } else {
-            let n = usize::from(first & 0x7f);
-            if n == 0 || n > 4 || rest.len() < n {
-                return Err("bad DER length".into());
-            }
-            let len = rest[..n]
-                .iter()
-                .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-            (len, &rest[n..])
-        };
-        if rest.len() < len {
-            return Err("truncated DER element".into());
-        }
-        let header = data.len() - rest.len();
-        self.0 = &rest[len..];
-        Ok((
-            Tlv {
-                tag,
-                content: &rest[..len],
-            },
-            &data[..header + len],
-        ))
-    }
-
-    fn next(&mut self) -> Result<Tlv<'a>, String> {
-        self.next_raw().map(|(tlv, _)| tlv)
-    }
-
-    fn expect(&mut self, tag: u8, what: &str) -> Result<Tlv<'a>, String> {
-        let tlv = self.next()?;
-        if tlv.tag != tag {
-            return Err(format!("malformed certificate: expected {what}"));
-        }
-        Ok(tlv)
-    }
+    /// Whether it has a subject key identifier.
+    has_ski: bool,
 }
 
 fn parse_cert(der: &[u8]) -> Result<CertInfo, String> {
-    let mut top = Der(der);
-    let cert = top.expect(TAG_SEQUENCE, "Certificate")?;
-    if !top.is_empty() {
+    let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+    if !rest.is_empty() {
         return Err("trailing data after the certificate".into());
     }
-    let mut cert = Der(cert.content);
-    let tbs = cert.expect(TAG_SEQUENCE, "TBSCertificate")?;
-    let mut tbs = Der(tbs.content);
-    let mut field = tbs.next()?;
-    if field.tag == TAG_VERSION {
-        field = tbs.next()?;
-    }
-    if field.tag != TAG_INTEGER {
-        return Err("malformed certificate: expected serialNumber".into());
-    }
-    tbs.expect(TAG_SEQUENCE, "signature algorithm")?;
-    tbs.expect(TAG_SEQUENCE, "issuer")?;
-    let validity = tbs.expect(TAG_SEQUENCE, "validity")?;
-    let mut validity = Der(validity.content);
-    let _not_before = validity.next()?;
-    let not_after = parse_time(&validity.next()?)?;
-    let subject = tbs.expect(TAG_SEQUENCE, "subject")?.content.to_vec();
-    let (spki, spki_raw) = tbs.next_raw()?;
-    if spki.tag != TAG_SEQUENCE {
-        return Err("malformed certificate: expected subjectPublicKeyInfo".into());
-    }
-    let mut info = CertInfo {
-        subject,
-        not_after,
-        spki: spki_raw.to_vec(),
-        sans: BTreeSet::new(),
-        ski: None,
-        is_ca: false,
-    };
-    while !tbs.is_empty() {
-        let field = tbs.next()?;
-        if field.tag == TAG_EXTENSIONS {
-            parse_extensions(field.content, &mut info)?;
-        }
-    }
-    Ok(info)
-}
-
-fn parse_extensions(explicit: &[u8], info: &mut CertInfo) -> Result<(), String> {
-    let seq = Der(explicit).expect(TAG_SEQUENCE, "extensions")?;
-    let mut exts = Der(seq.content);
-    while !exts.is_empty() {
-        let ext = exts.expect(TAG_SEQUENCE, "extension")?;
-        let mut ext = Der(ext.content);
-        let oid = ext.expect(TAG_OID, "extension id")?;
-        let mut value = ext.next()?;
-        if value.tag == TAG_BOOLEAN {
-            value = ext.next()?;
-        }
-        if value.tag != TAG_OCTET_STRING {
-            return Err("malformed certificate: expected extension value".into());
-        }
-        match oid.content {
-            OID_SUBJECT_ALT_NAME => {
-                let names = Der(value.content).expect(TAG_SEQUENCE, "subjectAltName")?;
-                let mut names = Der(names.content);
-                while !names.is_empty() {
-                    let name = names.next()?;
-                    match name.tag {
-                        TAG_SAN_DNS => {
-                            let dns = std::str::from_utf8(name.content)
-                                .map_err(|_| "non-ASCII DNS name in subjectAltName")?;
-                            info.sans.insert(San::Dns(dns.to_ascii_lowercase()));
-                        }
-                        TAG_SAN_IP => {
-                            let ip = match name.content.len() {
-                                4 => <[u8; 4]>::try_from(name.content).map(IpAddr::from).ok(),
-                                16 => <[u8; 16]>::try_from(name.content).map(IpAddr::from).ok(),
-                                _ => None,
-                            };
-                            info.sans
-                                .insert(San::Ip(ip.ok_or("bad IP in subjectAltName")?));
-                        }
-                        _ => {}
-                    }
-                }
+    let mut sans = BTreeSet::new();
+    let san_ext = cert.subject_alternative_name().map_err(|e| e.to_string())?;
+    for name in san_ext.iter().flat_map(|ext| &ext.value.general_names) {
+        match name {
+            GeneralName::DNSName(dns) => {
+                sans.insert(San::Dns(dns.to_ascii_lowercase()));
             }
-            OID_SUBJECT_KEY_IDENTIFIER => {
-                let ski = Der(value.content).expect(TAG_OCTET_STRING, "subjectKeyIdentifier")?;
-                info.ski = Some(ski.content.to_vec());
-            }
-            OID_BASIC_CONSTRAINTS => {
-                let bc = Der(value.content).expect(TAG_SEQUENCE, "basicConstraints")?;
-                let mut bc = Der(bc.content);
-                if !bc.is_empty() {
-                    let first = bc.next()?;
-                    info.is_ca = first.tag == TAG_BOOLEAN && first.content.iter().any(|b| *b != 0);
-                }
+            GeneralName::IPAddress(bytes) => {
+                let ip = <[u8; 4]>::try_from(*bytes)
+                    .map(IpAddr::from)
+                    .or_else(|_| <[u8; 16]>::try_from(*bytes).map(IpAddr::from))
+                    .map_err(|_| "bad IP in subjectAltName")?;
+                sans.insert(San::Ip(ip));
             }
             _ => {}
         }
     }
-    Ok(())
+    let has_ski = cert.iter_extensions().any(|e| {
+        matches!(
+            e.parsed_extension(),
+            ParsedExtension::SubjectKeyIdentifier(_)
+        )
+    });
+    Ok(CertInfo {
+        not_after: cert.validity().not_after.to_datetime(),
+        spki: cert.public_key().raw.to_vec(),
+        sans,
+        is_ca: cert.is_ca(),
+        has_ski,
+    })
 }
 
-/// UTCTime or GeneralizedTime (`Z` form, as RFC 5280 requires) to Unix seconds.
-fn parse_time(tlv: &Tlv<'_>) -> Result<i64, String> {
-    let text = std::str::from_utf8(tlv.content).map_err(|_| "bad certificate time")?;
-    let digits = text
-        .strip_suffix('Z')
-        .ok_or("certificate time is not UTC")?;
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("bad certificate time".into());
-    }
-    let (year, rest) = match (tlv.tag, digits.len()) {
-        (TAG_UTC_TIME, 12) => {
-            let yy: i64 = digits[..2].parse().map_err(|_| "bad certificate time")?;
-            (if yy < 50 { 2000 + yy } else { 1900 + yy }, &digits[2..])
-        }
-        (TAG_GENERALIZED_TIME, 14) => (
-            digits[..4].parse().map_err(|_| "bad certificate time")?,
-            &digits[4..],
-        ),
-        _ => return Err("bad certificate time".into()),
-    };
-    let n = |i: usize| -> i64 {
-        rest[i..i + 2]
-            .bytes()
-            .fold(0, |acc, b| acc * 10 + i64::from(b - b'0'))
-    };
-    let (month, day, hour, minute, second) = (n(0), n(2), n(4), n(6), n(8));
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return Err("bad certificate time".into());
-    }
-    Ok(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+/// RFC 3339 (UTC).
+fn format_time(t: OffsetDateTime) -> String {
+    t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
 }
 
-/// One attribute of a distinguished name.
-#[derive(Debug, PartialEq, Eq)]
-struct NameAttr {
-    /// The attribute type's OID arcs.
-    oid: Vec<u64>,
-    /// The string type's DER tag.
-    tag: u8,
-    /// The string's bytes.
-    value: Vec<u8>,
-}
-
-/// The attribute of each (single-valued) RDN of a Name's content.
-fn parse_name(content: &[u8]) -> Result<Vec<NameAttr>, String> {
-    let mut rdns = Der(content);
-    let mut attrs = Vec::new();
-    while !rdns.is_empty() {
-        let set = rdns.expect(TAG_SET, "RelativeDistinguishedName")?;
-        let mut set = Der(set.content);
-        let attr = set.expect(TAG_SEQUENCE, "AttributeTypeAndValue")?;
-        if !set.is_empty() {
-            return Err("its subject has a multi-valued RDN".into());
-        }
-        let mut attr = Der(attr.content);
-        let oid = decode_oid(attr.expect(TAG_OID, "attribute type")?.content)?;
-        let value = attr.next()?;
-        attrs.push(NameAttr {
-            oid,
-            tag: value.tag,
-            value: value.content.to_vec(),
-        });
-    }
-    Ok(attrs)
-}
-
-fn decode_oid(bytes: &[u8]) -> Result<Vec<u64>, String> {
-    let mut arcs = Vec::new();
-    let mut acc: u64 = 0;
-    for (i, b) in bytes.iter().enumerate() {
-        if acc > u64::MAX >> 7 {
-            return Err("OID arc too large".into());
-        }
-        acc = (acc << 7) | u64::from(b & 0x7f);
-        if b & 0x80 != 0 {
-            if i + 1 == bytes.len() {
-                return Err("truncated OID".into());
-            }
-            continue;
-        }
-        if arcs.is_empty() {
-            let first = (acc / 40).min(2);
-            arcs.push(first);
-            arcs.push(acc - first * 40);
-        } else {
-            arcs.push(acc);
-        }
-        acc = 0;
-    }
-    if arcs.is_empty() {
-        return Err("empty OID".into());
-    }
-    Ok(arcs)
-}
-
-// ---------------------------------------------------------------------------------------------
-// base64 (standard alphabet, padded), for the kubeconfig's *-data fields.
-
-fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b1 = chunk.get(1).copied().unwrap_or(0);
-        let b2 = chunk.get(2).copied().unwrap_or(0);
-        let n = (u32::from(chunk[0]) << 16) | (u32::from(b1) << 8) | u32::from(b2);
-        let sextet = |shift: u32| char::from(ALPHABET[((n >> shift) & 63) as usize]);
-        out.push(sextet(18));
-        out.push(sextet(12));
-        out.push(if chunk.len() > 1 { sextet(6) } else { '=' });
-        out.push(if chunk.len() > 2 { sextet(0) } else { '=' });
-    }
-    out
+/// rustls' clock.
+fn unix_time(t: OffsetDateTime) -> UnixTime {
+    UnixTime::since_unix_epoch(
+        (t - OffsetDateTime::UNIX_EPOCH)
+            .try_into()
+            .unwrap_or_default(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::pki_types::ServerName;
+    use x509_parser::der_parser::asn1_rs::Tag;
 
     fn config(dir: &Path) -> PkiConfig {
         PkiConfig {
@@ -1472,28 +1057,6 @@ mod tests {
             .map(drop)
     }
 
-    fn decode_base64(s: &str) -> Vec<u8> {
-        let value = |c: u8| match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => panic!("bad base64 {c}"),
-        };
-        let mut out = Vec::new();
-        for chunk in s.as_bytes().chunks(4) {
-            let pad = chunk.iter().filter(|c| **c == b'=').count();
-            let n = chunk
-                .iter()
-                .map(|c| if *c == b'=' { 0 } else { u32::from(value(*c)) })
-                .fold(0u32, |acc, v| (acc << 6) | v);
-            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-            out.extend_from_slice(&bytes[..3 - pad]);
-        }
-        out
-    }
-
     #[test]
     fn first_start_creates_every_file_with_its_mode() {
         let tmp = tempfile::tempdir().unwrap();
@@ -1525,13 +1088,13 @@ mod tests {
             .collect();
         assert_eq!(names.len(), 6, "{names:?}");
         // Validity: CA ~10 years, leaves ~1 year.
-        let now = unix_secs(SystemTime::now());
+        let now = OffsetDateTime::now_utc();
         let ca = parse_cert(&der(&pki.ca.cert_pem)).unwrap();
         assert!(ca.is_ca);
-        assert!((ca.not_after - now - secs(CA_VALIDITY)).abs() < 60);
+        assert!((ca.not_after - now - CA_VALIDITY).abs() < Duration::seconds(60));
         let serving = parse_cert(&der(&pki.serving.cert_pem)).unwrap();
         assert!(!serving.is_ca);
-        assert!((serving.not_after - now - secs(LEAF_VALIDITY)).abs() < 60);
+        assert!((serving.not_after - now - LEAF_VALIDITY).abs() < Duration::seconds(60));
     }
 
     #[test]
@@ -1597,15 +1160,17 @@ mod tests {
                 )
                 .is_err()
         );
-        let admin = parse_cert(&der(&pki.admin.cert_pem)).unwrap();
-        let subject = parse_name(&admin.subject).unwrap();
-        let attr = |oid: &[u64], value: &str| NameAttr {
-            oid: oid.to_vec(),
-            tag: TAG_UTF8_STRING,
-            value: value.as_bytes().to_vec(),
+        let admin = der(&pki.admin.cert_pem);
+        let (_, admin) = x509_parser::parse_x509_certificate(&admin).unwrap();
+        let utf8 = |attr: &x509_parser::x509::AttributeTypeAndValue<'_>| {
+            assert_eq!(attr.attr_value().header.tag(), Tag::Utf8String);
+            attr.as_str().unwrap().to_owned()
         };
-        assert!(subject.contains(&attr(&[2, 5, 4, 3], "system:admin")));
-        assert!(subject.contains(&attr(&[2, 5, 4, 10], "system:masters")));
+        let subject = admin.subject();
+        let cn: Vec<_> = subject.iter_common_name().map(utf8).collect();
+        let o: Vec<_> = subject.iter_organization().map(utf8).collect();
+        assert_eq!(cn, ["system:admin"]);
+        assert_eq!(o, ["system:masters"]);
     }
 
     #[test]
@@ -1634,7 +1199,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cfg = config(tmp.path());
         let first = Pki::load_or_create(&cfg).unwrap();
-        let now = SystemTime::now();
+        let now = OffsetDateTime::now_utc();
         let ca = load_ca(&cfg.dir, now).unwrap();
         let sans = required_sans(&cfg).unwrap();
         // An admin certificate expiring in 30 days.
@@ -1645,7 +1210,7 @@ mod tests {
             &first.admin.cert_path,
             &first.admin.key_path,
             now,
-            now + Duration::from_secs(30 * DAY),
+            now + Duration::days(30),
         )
         .unwrap();
         write_atomic(&short.key_path, short.key_pem.as_bytes(), KEY_MODE).unwrap();
@@ -1659,7 +1224,7 @@ mod tests {
         assert_eq!(second.ca, first.ca);
         assert_ne!(second.admin.cert_pem, short.cert_pem);
         let admin = parse_cert(&der(&second.admin.cert_pem)).unwrap();
-        assert!(admin.not_after > unix_secs(now) + 300 * secs(Duration::from_secs(DAY)));
+        assert!(admin.not_after > now + Duration::days(300));
         assert_ne!(second.serving.key_pem, other_key);
         second.server_config().unwrap();
     }
@@ -1837,7 +1402,7 @@ mod tests {
                 .map(str::trim)
                 .find(|l| l.starts_with(&prefix))
                 .unwrap();
-            decode_base64(&line[prefix.len()..])
+            BASE64.decode(&line[prefix.len()..]).unwrap()
         };
         assert_eq!(
             field("certificate-authority-data"),
@@ -1862,20 +1427,25 @@ mod tests {
             ("fooba", "Zm9vYmE="),
             ("foobar", "Zm9vYmFy"),
         ] {
-            assert_eq!(base64(input.as_bytes()), want);
-            assert_eq!(decode_base64(want), input.as_bytes());
+            assert_eq!(BASE64.encode(input), want);
+            assert_eq!(BASE64.decode(want).unwrap(), input.as_bytes());
         }
     }
 
     #[test]
     fn calendar_arithmetic() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(format_time(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_time(4_102_444_799), "2099-12-31T23:59:59Z");
+        let at = |unix| OffsetDateTime::from_unix_timestamp(unix).unwrap();
+        let date = |y, m, d| time::Date::from_calendar_date(y, m, d).unwrap();
+        let epoch = OffsetDateTime::UNIX_EPOCH.date();
+        assert_eq!(date(1970, time::Month::January, 1), epoch);
+        assert_eq!(
+            (date(2000, time::Month::March, 1) - epoch).whole_days(),
+            11_017
+        );
+        assert_eq!(format_time(at(951_782_400)), "2000-02-29T00:00:00Z");
+        assert_eq!(format_time(at(4_102_444_799)), "2099-12-31T23:59:59Z");
         for days in [-1, 0, 59, 60, 10_957, 20_000, 2_932_896] {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
+            assert_eq!((at(days * 86_400).date() - epoch).whole_days(), days);
         }
     }
 }
