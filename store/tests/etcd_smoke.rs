@@ -567,43 +567,14 @@ async fn progress_is_never_ahead_of_events() {
             done = Some(writer.await.unwrap());
             break;
         }
-        match next(&mut w).await {
-            Ok(WatchItem::Event(e)) => {
-                assert!(
-                    e.revision() > progress,
-                    "event {} after progress {progress}",
-                    e.revision()
-                );
-                events.push(e.revision());
-            }
-            Ok(WatchItem::Progress(r)) => {
-                assert!(r >= progress);
-                assert!(r >= events.last().copied().unwrap_or(start));
-                progress = r;
-                progress_count += 1;
-            }
-            Err(e) => panic!("watch failed: {e}"),
-        }
+        let item = next(&mut w).await;
+        record(item, start, &mut events, &mut progress, &mut progress_count);
     }
     let (expected, last) = done.unwrap();
     // Once idle, progress reaches the last write, after every event.
     while progress < last {
-        match next(&mut w).await {
-            Ok(WatchItem::Event(e)) => {
-                assert!(
-                    e.revision() > progress,
-                    "event {} after progress {progress}",
-                    e.revision()
-                );
-                events.push(e.revision());
-            }
-            Ok(WatchItem::Progress(r)) => {
-                assert!(r >= progress);
-                progress = r;
-                progress_count += 1;
-            }
-            Err(e) => panic!("watch failed: {e}"),
-        }
+        let item = next(&mut w).await;
+        record(item, start, &mut events, &mut progress, &mut progress_count);
     }
     assert_eq!(events, expected);
     eprintln!("{progress_count} progress notifications");
@@ -651,5 +622,33 @@ async fn progress_waits_for_history() {
             }
             Err(e) => panic!("watch failed: {e}"),
         }
+    }
+}
+
+/// Checks one watch item against the progress seen so far and records it: events must come
+/// after the last progress, progress never goes back nor below the last event.
+fn record(
+    item: Result<WatchItem, StoreError>,
+    start: Revision,
+    events: &mut Vec<Revision>,
+    progress: &mut Revision,
+    progress_count: &mut usize,
+) {
+    match item {
+        Ok(WatchItem::Event(e)) => {
+            assert!(
+                e.revision() > *progress,
+                "event {} after progress {progress}",
+                e.revision()
+            );
+            events.push(e.revision());
+        }
+        Ok(WatchItem::Progress(r)) => {
+            assert!(r >= *progress);
+            assert!(r >= events.last().copied().unwrap_or(start));
+            *progress = r;
+            *progress_count += 1;
+        }
+        Err(e) => panic!("watch failed: {e}"),
     }
 }

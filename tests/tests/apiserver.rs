@@ -3,12 +3,20 @@
 //! 1.33 client through the dispatcher), the health endpoints and upstream's 404 Status; a
 //! restart keeps the CA, so the kubeconfig keeps working.
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k1s_tests::{Server, free_port, k1s_bin};
+
+/// The flags every server in this file gets.
+const FLAGS: &[&str] = &[
+    "--write-kubeconfig-mode",
+    "640",
+    "--tls-san",
+    "k1s.example.test",
+];
 
 /// The kubectl to drive the server with: `$K1S_KUBECTL`, else `kubectl` on `$PATH`. In CI a
 /// missing kubectl fails the test (scripts/deps.sh installs one); elsewhere it is skipped
@@ -30,114 +38,6 @@ fn kubectl() -> Option<PathBuf> {
         eprintln!("SKIPPED: kubectl not installed");
     }
     found
-}
-
-fn k1s_bin() -> PathBuf {
-    if let Ok(p) = std::env::var("K1S_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_owned();
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", "k1s"])
-        .args(if profile_dir.ends_with("release") {
-            &["--release"][..]
-        } else {
-            &[][..]
-        })
-        .status()
-        .unwrap();
-    assert!(status.success(), "cargo build -p k1s failed");
-    profile_dir.join("k1s")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A running `k1s server`; SIGKILLed on drop if the test did not stop it.
-struct Server {
-    child: Option<Child>,
-    logs: Receiver<String>,
-}
-
-impl Server {
-    fn start(bin: &Path, data_dir: &Path, port: u16, kubeconfig: &Path) -> Server {
-        let mut child = Command::new(bin)
-            .args(["server", "--bind-address", "127.0.0.1", "--data-dir"])
-            .arg(data_dir)
-            .args(["--https-port", &port.to_string(), "--write-kubeconfig"])
-            .arg(kubeconfig)
-            .args([
-                "--write-kubeconfig-mode",
-                "640",
-                "--tls-san",
-                "k1s.example.test",
-            ])
-            .env("K1S_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, logs) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let server = Server {
-            child: Some(child),
-            logs,
-        };
-        server.wait_for_log("API server listening");
-        server
-    }
-
-    fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let line = self
-                .logs
-                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|_| panic!("server never logged {needle:?}"));
-            if line.contains(needle) {
-                return;
-            }
-        }
-    }
-
-    fn stop(mut self) {
-        let mut child = self.child.take().unwrap();
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        let started = Instant::now();
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "server ignored SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        assert!(status.success(), "server exited with {status}");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 fn run_kubectl(kubectl: &Path, kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
@@ -168,8 +68,7 @@ fn kubectl_connects_over_tls_with_the_admin_kubeconfig() {
     let kubeconfig = dir.path().join("etc/k1s.yaml");
     let cache = dir.path().join("kube-cache");
     let port = free_port();
-    let bin = k1s_bin();
-    let server = Server::start(&bin, &data, port, &kubeconfig);
+    let server = Server::start(&data, port, &kubeconfig, FLAGS);
 
     let mode = std::fs::metadata(&kubeconfig).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o640, "--write-kubeconfig-mode");
@@ -202,7 +101,7 @@ fn kubectl_connects_over_tls_with_the_admin_kubeconfig() {
     // The serving certificate names the --tls-san; a restart keeps the CA and the kubeconfig.
     let ca_before = std::fs::read(data.join("tls/ca.crt")).unwrap();
     server.stop();
-    let server = Server::start(&bin, &data, port, &kubeconfig);
+    let server = Server::start(&data, port, &kubeconfig, FLAGS);
     assert_eq!(std::fs::read(data.join("tls/ca.crt")).unwrap(), ca_before);
     assert_eq!(stdout_of(&kc(&["get", "--raw", "/readyz"])), "ok");
     server.stop();
@@ -212,12 +111,11 @@ fn kubectl_connects_over_tls_with_the_admin_kubeconfig() {
 fn plain_http_and_bad_flags_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let bin = k1s_bin();
     let server = Server::start(
-        &bin,
         &dir.path().join("data"),
         port,
         &dir.path().join("kc.yaml"),
+        FLAGS,
     );
     // Plain HTTP to the TLS port gets no HTTP answer (the TLS handshake fails).
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -228,7 +126,7 @@ fn plain_http_and_bad_flags_are_refused() {
     assert!(!String::from_utf8_lossy(&answer).contains("gitVersion"));
     server.stop();
 
-    let out = Command::new(&bin)
+    let out = Command::new(k1s_bin())
         .args(["server", "--write-kubeconfig-mode", "9x9"])
         .output()
         .unwrap();

@@ -5,120 +5,28 @@
 #[path = "../../store/tests/support/etcd.rs"]
 mod etcd_support;
 
-use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
-use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-/// The `k1s` binary of this workspace: `$K1S_BIN`, or `target/<profile>/k1s` beside this
-/// test's executable (built with `cargo build -p k1s` if it is not there yet).
-fn k1s_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(p) = std::env::var("K1S_BIN") {
-            return PathBuf::from(p);
-        }
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_owned();
-        let bin = profile_dir.join("k1s");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "k1s"])
-            .args(if profile_dir.ends_with("release") {
-                &["--release"][..]
-            } else {
-                &[][..]
-            })
-            .status()
-            .unwrap();
-        assert!(status.success(), "cargo build -p k1s failed");
-        assert!(bin.exists(), "{} missing after build", bin.display());
-        bin
-    })
-    .clone()
-}
+use k1s_tests::{Server, free_port, k1s_bin};
 
-fn sigterm(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-/// Starts `k1s server` on `data_dir` with `args`, on a free loopback port and with its
-/// kubeconfig under `data_dir`; its log lines arrive on the returned channel.
-fn spawn_server(data_dir: &std::path::Path, args: &[&str]) -> (Child, Receiver<String>) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
-    let mut child = Command::new(k1s_bin())
-        .arg("server")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args([
-            "--bind-address",
-            "127.0.0.1",
-            "--https-port",
-            &port.to_string(),
-        ])
-        .arg("--write-kubeconfig")
-        .arg(data_dir.join("kubeconfig.yaml"))
-        .args(args)
-        .env("K1S_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    (child, rx)
-}
-
-/// Waits up to 30 s for a log line containing `needle`.
-fn wait_for_log(rx: &Receiver<String>, needle: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let line = rx
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-            .unwrap_or_else(|_| panic!("server never logged {needle:?}"));
-        if line.contains(needle) {
-            return;
-        }
-    }
-}
-
-/// Sends SIGTERM and asserts a clean exit within 20 s.
-fn stop(mut child: Child) {
-    sigterm(child.id());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "server ignored SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "server exited with {status}");
+/// Starts `k1s server` on `data_dir` with `extra` flags, on a free loopback port with its
+/// kubeconfig under `data_dir`, and waits until it listens.
+fn start_server(data_dir: &std::path::Path, extra: &[&str]) -> Server {
+    Server::start(
+        data_dir,
+        free_port(),
+        &data_dir.join("kubeconfig.yaml"),
+        extra,
+    )
 }
 
 #[test]
 fn server_starts_and_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
-    let (child, rx) = spawn_server(dir.path(), &[]);
-    wait_for_log(&rx, "API server listening");
+    let server = start_server(dir.path(), &[]);
     assert!(dir.path().join("db/state.redb").exists());
-    stop(child);
-    wait_for_log(&rx, "stopped");
+    let rest = server.stop();
+    assert!(rest.iter().any(|l| l.contains("stopped")), "{rest:?}");
 }
 
 #[test]
@@ -214,12 +122,10 @@ fn server_runs_on_etcd() {
     };
     let dir = tempfile::tempdir().unwrap();
     let endpoint = etcd.endpoint();
-    let (child, rx) = spawn_server(dir.path(), &["--datastore-endpoint", &endpoint]);
-    wait_for_log(&rx, "using etcd datastore");
-    wait_for_log(&rx, "API server listening");
+    let server = start_server(dir.path(), &["--datastore-endpoint", &endpoint]);
     assert!(
         !dir.path().join("db/state.redb").exists(),
         "used the embedded store"
     );
-    stop(child);
+    server.stop();
 }
