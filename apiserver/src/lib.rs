@@ -6,7 +6,9 @@
 //! - [`pki`]: the cluster CA, the serving and admin certificates, the admin kubeconfig.
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
 //! - [`status`]: `metav1.Status` errors as kube-apiserver writes them.
+//! - [`metrics`]: Prometheus metrics (`/metrics`) and the store latency decorator.
 
+pub mod metrics;
 pub mod pki;
 pub mod server;
 pub mod status;

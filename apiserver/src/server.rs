@@ -5,8 +5,8 @@
 //! connection task is tracked, so shutdown stops accepting, lets in-flight requests finish
 //! (bounded by a grace period) and then returns.
 //!
-//! Served so far: `/version`, `/healthz`, `/livez`, `/readyz` (each with `?verbose` and
-//! per-check sub-paths). Every other path answers upstream's 404 `Status`; the resource
+//! Served so far: `/version`, `/metrics`, `/healthz`, `/livez`, `/readyz` (each with
+//! `?verbose` and per-check sub-paths). Every other path answers upstream's 404 `Status`; the resource
 //! handlers come with the rest of issue #3.
 
 use std::convert::Infallible;
@@ -29,6 +29,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{InstrumentedStore, Metrics};
 use crate::status::ApiError;
 
 /// The response body type of every handler.
@@ -48,15 +49,19 @@ const STORE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the handlers share.
 pub struct ApiState {
+    /// The datastore, timed into `metrics`.
     pub store: Arc<dyn Store>,
+    pub metrics: Arc<Metrics>,
     /// Set when shutdown begins: `/readyz` fails from then on, so load balancers drain.
     pub shutting_down: AtomicBool,
 }
 
 impl ApiState {
     pub fn new(store: Arc<dyn Store>) -> Arc<Self> {
+        let metrics = Metrics::new();
         Arc::new(Self {
-            store,
+            store: Arc::new(InstrumentedStore::new(store, metrics.clone())),
+            metrics,
             shutting_down: AtomicBool::new(false),
         })
     }
@@ -129,8 +134,13 @@ async fn handle(
         q.split('&')
             .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
     });
+    let started = std::time::Instant::now();
     let resp = route(&state, &method, &path, verbose).await;
-    tracing::debug!(%peer, %method, %path, code = resp.status().as_u16(), "request");
+    let code = resp.status().as_u16();
+    state
+        .metrics
+        .observe_request(method.as_str(), code, started);
+    tracing::debug!(%peer, %method, %path, code, "request");
     Ok(resp)
 }
 
@@ -143,6 +153,14 @@ async fn route(state: &ApiState, method: &Method, path: &str, verbose: bool) -> 
     });
     match (method, path, health) {
         (&Method::GET, "/version", _) => json(StatusCode::OK, &version()),
+        (&Method::GET, "/metrics", _) => {
+            let mut resp = text(StatusCode::OK, state.metrics.encode());
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            resp
+        }
         (&Method::GET | &Method::HEAD, _, Some(endpoint)) => {
             let only = path[endpoint.len()..].trim_start_matches('/');
             health_check(state, endpoint, only, verbose).await

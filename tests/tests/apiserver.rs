@@ -93,6 +93,17 @@ fn kubectl_connects_over_tls_with_the_admin_kubeconfig() {
     assert!(ready.contains("readyz check passed"), "{ready}");
     assert_eq!(stdout_of(&kc(&["get", "--raw", "/healthz/etcd"])), "ok");
 
+    let metrics = stdout_of(&kc(&["get", "--raw", "/metrics"]));
+    for needle in [
+        "apiserver_request_total{verb=\"GET\",code=\"200\"}",
+        "k1s_store_request_duration_seconds_count{operation=\"current_revision\",result=\"ok\"}",
+    ] {
+        assert!(
+            metrics.contains(needle),
+            "missing {needle:?} in /metrics:\n{metrics}"
+        );
+    }
+
     let missing = kc(&["get", "--raw", "/apis/nothing.example/v1/things"]);
     assert!(!missing.status.success());
     let stderr = String::from_utf8_lossy(&missing.stderr);

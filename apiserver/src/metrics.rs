@@ -1,0 +1,203 @@
+//! Prometheus metrics of the API server, served as text at `/metrics`.
+//!
+//! - `apiserver_request_total{verb,code}` and `apiserver_request_duration_seconds{verb}`, named
+//!   as kube-apiserver names them, so existing dashboards find them;
+//! - `k1s_store_request_duration_seconds{operation,result}`: every datastore call the API
+//!   server makes, through [`InstrumentedStore`], a decorator over any `Store`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use k1s_store::{
+    KeyValue, ListRequest, ListResponse, Result, Revision, Store, WatchOptions, WatchStream,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    verb: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabels {
+    verb: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    operation: &'static str,
+    result: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 50 µs .. ~52 s.
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 21))
+}
+
+/// The metrics registry and its families.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_duration: Histograms<VerbLabels>,
+    store_duration: Histograms<StoreLabels>,
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let request_duration: Histograms<VerbLabels> =
+            Family::new_with_constructor(latency_histogram);
+        let store_duration: Histograms<StoreLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "apiserver_request",
+            "Counter of API requests, by verb and HTTP response code",
+            requests.clone(),
+        );
+        registry.register(
+            "apiserver_request_duration_seconds",
+            "API request latency, by verb",
+            request_duration.clone(),
+        );
+        registry.register(
+            "k1s_store_request_duration_seconds",
+            "Datastore call latency, by operation and result",
+            store_duration.clone(),
+        );
+        Arc::new(Self {
+            registry,
+            requests,
+            request_duration,
+            store_duration,
+        })
+    }
+
+    /// Records one finished API request.
+    pub fn observe_request(&self, verb: &str, code: u16, started: Instant) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                verb: verb.to_owned(),
+                code: code.to_string(),
+            })
+            .inc();
+        self.request_duration
+            .get_or_create(&VerbLabels {
+                verb: verb.to_owned(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    fn observe_store<T>(&self, operation: &'static str, started: Instant, res: &Result<T>) {
+        let result = if res.is_ok() { "ok" } else { "error" };
+        self.store_duration
+            .get_or_create(&StoreLabels { operation, result })
+            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// A [`Store`] that times every call into [`Metrics`].
+pub struct InstrumentedStore {
+    inner: Arc<dyn Store>,
+    metrics: Arc<Metrics>,
+}
+
+impl InstrumentedStore {
+    pub fn new(inner: Arc<dyn Store>, metrics: Arc<Metrics>) -> Self {
+        Self { inner, metrics }
+    }
+
+    async fn timed<T>(
+        &self,
+        operation: &'static str,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let started = Instant::now();
+        let res = call.await;
+        self.metrics.observe_store(operation, started, &res);
+        res
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for InstrumentedStore {
+    async fn current_revision(&self) -> Result<Revision> {
+        self.timed("current_revision", self.inner.current_revision())
+            .await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
+        self.timed("get", self.inner.get(key)).await
+    }
+
+    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        self.timed("list", self.inner.list(req)).await
+    }
+
+    async fn count(&self, prefix: &str) -> Result<(u64, Revision)> {
+        self.timed("count", self.inner.count(prefix)).await
+    }
+
+    async fn create(&self, key: &str, value: Bytes) -> Result<Revision> {
+        self.timed("create", self.inner.create(key, value)).await
+    }
+
+    async fn update(&self, key: &str, value: Bytes, expected: Revision) -> Result<Revision> {
+        self.timed("update", self.inner.update(key, value, expected))
+            .await
+    }
+
+    async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
+        self.timed("delete", self.inner.delete(key, expected)).await
+    }
+
+    fn watch(&self, prefix: &str, after: Revision, opts: WatchOptions) -> WatchStream {
+        self.inner.watch(prefix, after, opts)
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<()> {
+        self.timed("compact", self.inner.compact(revision)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k1s_store::redb::{RedbConfig, RedbStore};
+
+    #[tokio::test]
+    async fn store_calls_and_requests_show_up_in_the_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = RedbStore::open(RedbConfig::new(dir.path().join("s.redb"))).unwrap();
+        let metrics = Metrics::new();
+        let store = InstrumentedStore::new(Arc::new(inner), metrics.clone());
+        store.create("/a", Bytes::from_static(b"1")).await.unwrap();
+        assert!(store.create("/a", Bytes::from_static(b"1")).await.is_err());
+        metrics.observe_request("GET", 200, Instant::now());
+        let text = metrics.encode();
+        for needle in [
+            "k1s_store_request_duration_seconds_count{operation=\"create\",result=\"ok\"} 1",
+            "k1s_store_request_duration_seconds_count{operation=\"create\",result=\"error\"} 1",
+            "apiserver_request_total{verb=\"GET\",code=\"200\"} 1",
+            "# TYPE apiserver_request_duration_seconds histogram",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+        }
+    }
+}
