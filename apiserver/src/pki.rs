@@ -1301,6 +1301,21 @@ mod tests {
     }
 
     /// Drives a TLS handshake between in-memory client and server connections.
+    /// Moves every TLS byte `from` has to send into `to`.
+    fn transfer<A, B>(
+        from: &mut rustls::ConnectionCommon<A>,
+        to: &mut rustls::ConnectionCommon<B>,
+    ) {
+        let mut buf = Vec::new();
+        while from.wants_write() {
+            from.write_tls(&mut buf).unwrap();
+        }
+        let mut slice = buf.as_slice();
+        while !slice.is_empty() {
+            to.read_tls(&mut slice).unwrap();
+        }
+    }
+
     fn handshake(
         server: Arc<ServerConfig>,
         client: rustls::ClientConfig,
@@ -1309,23 +1324,9 @@ mod tests {
         let mut client = rustls::ClientConnection::new(Arc::new(client), name)?;
         let mut server = rustls::ServerConnection::new(server)?;
         for _ in 0..20 {
-            let mut buf = Vec::new();
-            while client.wants_write() {
-                client.write_tls(&mut buf).unwrap();
-            }
-            let mut slice = buf.as_slice();
-            while !slice.is_empty() {
-                server.read_tls(&mut slice).unwrap();
-            }
+            transfer(&mut client, &mut server);
             server.process_new_packets()?;
-            let mut buf = Vec::new();
-            while server.wants_write() {
-                server.write_tls(&mut buf).unwrap();
-            }
-            let mut slice = buf.as_slice();
-            while !slice.is_empty() {
-                client.read_tls(&mut slice).unwrap();
-            }
+            transfer(&mut server, &mut client);
             client.process_new_packets()?;
             if !client.is_handshaking() && !server.is_handshaking() {
                 return Ok(server);
