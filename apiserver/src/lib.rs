@@ -7,8 +7,20 @@
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
 //! - [`status`]: `metav1.Status` errors as kube-apiserver writes them.
 //! - [`metrics`]: Prometheus metrics (`/metrics`) and the store latency decorator.
+//! - [`registry`]: the resource catalog (built-in kinds from k8s-openapi, CRDs at run time).
+//! - [`rest`]: generic storage of every resource: CRUD, list, watch, with upstream semantics.
+//! - [`http`]: `/api` and `/apis`: discovery, negotiation, the resource handlers.
+//! - [`patch`]: JSON patch, merge patch and strategic merge patch.
+//! - [`protobuf`]: `application/vnd.kubernetes.protobuf` request bodies decoded to JSON.
+//! - [`table`]: the `kubectl get` columns of each resource (Table responses).
 
+pub mod http;
 pub mod metrics;
+pub mod patch;
 pub mod pki;
+pub mod protobuf;
+pub mod registry;
+pub mod rest;
 pub mod server;
 pub mod status;
+pub mod table;

@@ -15,9 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -30,10 +28,11 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{InstrumentedStore, Metrics};
+use crate::registry::Registry;
+use crate::rest::Rest;
 use crate::status::ApiError;
 
-/// The response body type of every handler.
-pub type Body = Full<Bytes>;
+pub use crate::http::body::Body;
 
 /// The Kubernetes minor version k1s serves (kubectl picks its matching client from it).
 pub const KUBE_MINOR: &str = "33";
@@ -51,6 +50,11 @@ const STORE_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct ApiState {
     /// The datastore, timed into `metrics`.
     pub store: Arc<dyn Store>,
+    /// The generic storage of every resource (over `store`).
+    pub rest: Arc<Rest>,
+    pub registry: Arc<Registry>,
+    /// Fired when the server stops: ends watches so connections can drain.
+    pub cancel: CancellationToken,
     pub metrics: Arc<Metrics>,
     /// Set when shutdown begins: `/readyz` fails from then on, so load balancers drain.
     pub shutting_down: AtomicBool,
@@ -59,8 +63,13 @@ pub struct ApiState {
 impl ApiState {
     pub fn new(store: Arc<dyn Store>) -> Arc<Self> {
         let metrics = Metrics::new();
+        let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, metrics.clone()));
+        let registry = Arc::new(Registry::new());
         Arc::new(Self {
-            store: Arc::new(InstrumentedStore::new(store, metrics.clone())),
+            rest: Arc::new(Rest::new(store.clone(), registry.clone())),
+            registry,
+            cancel: CancellationToken::new(),
+            store,
             metrics,
             shutting_down: AtomicBool::new(false),
         })
@@ -115,6 +124,7 @@ pub async fn serve(
         });
     }
     state.shutting_down.store(true, Ordering::Release);
+    state.cancel.cancel();
     if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
         .await
         .is_err()
@@ -135,7 +145,15 @@ async fn handle(
             .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
     });
     let started = std::time::Instant::now();
-    let resp = route(&state, &method, &path, verbose).await;
+    let resp = if path == "/api"
+        || path.starts_with("/api/")
+        || path == "/apis"
+        || path.starts_with("/apis/")
+    {
+        crate::http::serve_api(&state, req).await
+    } else {
+        route(&state, &method, &path, verbose).await
+    };
     let code = resp.status().as_u16();
     state
         .metrics
@@ -267,12 +285,7 @@ async fn health_check(
 }
 
 fn text(code: StatusCode, body: String) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
-    *resp.status_mut() = code;
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    let mut resp = crate::http::body::respond(code, "text/plain; charset=utf-8", body);
     resp.headers_mut().insert(
         header::X_CONTENT_TYPE_OPTIONS,
         header::HeaderValue::from_static("nosniff"),
@@ -282,15 +295,7 @@ fn text(code: StatusCode, body: String) -> Response<Body> {
 
 fn json<T: serde::Serialize>(code: StatusCode, value: &T) -> Response<Body> {
     match serde_json::to_vec(value) {
-        Ok(body) => {
-            let mut resp = Response::new(Full::new(Bytes::from(body)));
-            *resp.status_mut() = code;
-            resp.headers_mut().insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static("application/json"),
-            );
-            resp
-        }
+        Ok(body) => crate::http::body::respond(code, "application/json", body),
         Err(e) => ApiError::new(500, "InternalError", e.to_string()).into_response(),
     }
 }

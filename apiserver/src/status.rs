@@ -3,8 +3,9 @@
 
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
-use http_body_util::Full;
 use k1s_store::StoreError;
+
+use crate::registry::ResourceType;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ListMeta, Status, StatusCause, StatusDetails,
 };
@@ -16,7 +17,7 @@ pub struct ApiError {
     /// The upstream `StatusReason`, e.g. `NotFound`.
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<StatusDetails>,
+    pub details: Option<Box<StatusDetails>>,
 }
 
 impl ApiError {
@@ -36,6 +37,81 @@ impl ApiError {
             "NotFound",
             "the server could not find the requested resource",
         )
+    }
+
+    /// Adds a cause (reason and message, no field) to the details.
+    pub fn with_cause(mut self, reason: &str, message: impl Into<String>) -> Self {
+        let d = self.details.get_or_insert_with(Default::default);
+        d.causes.get_or_insert_with(Vec::new).push(StatusCause {
+            field: None,
+            message: Some(message.into()),
+            reason: Some(reason.into()),
+        });
+        self
+    }
+
+    /// Tells the client when to retry (`details.retryAfterSeconds`).
+    pub fn retry_after(mut self, seconds: i32) -> Self {
+        self.details
+            .get_or_insert_with(Default::default)
+            .retry_after_seconds = Some(seconds);
+        self
+    }
+
+    /// 404 for a missing object: `deployments.apps "x" not found`.
+    pub fn not_found(res: &ResourceType, name: &str) -> Self {
+        Self::for_object(
+            404,
+            "NotFound",
+            res,
+            name,
+            format!("{} {name:?} not found", res.qualified()),
+        )
+    }
+
+    /// 409 for a create of an existing object.
+    pub fn already_exists(res: &ResourceType, name: &str) -> Self {
+        Self::for_object(
+            409,
+            "AlreadyExists",
+            res,
+            name,
+            format!("{} {name:?} already exists", res.qualified()),
+        )
+    }
+
+    /// 409 for a write based on a stale resourceVersion.
+    pub fn conflict(res: &ResourceType, name: &str) -> Self {
+        Self::for_object(
+            409,
+            "Conflict",
+            res,
+            name,
+            format!(
+                "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
+                res.qualified()
+            ),
+        )
+    }
+
+    fn for_object(
+        code: u16,
+        reason: &'static str,
+        res: &ResourceType,
+        name: &str,
+        message: String,
+    ) -> Self {
+        Self {
+            code,
+            reason,
+            message,
+            details: Some(Box::new(StatusDetails {
+                name: Some(name.into()),
+                group: Some(res.group.clone()),
+                kind: Some(res.plural.clone()),
+                ..Default::default()
+            })),
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -80,19 +156,19 @@ impl ApiError {
             code: 422,
             reason: "Invalid",
             message,
-            details: Some(StatusDetails {
+            details: Some(Box::new(StatusDetails {
                 name: Some(name.into()),
                 kind: Some(kind.into()),
                 causes: Some(causes),
                 ..Default::default()
-            }),
+            })),
         }
     }
 
     pub fn to_status(&self) -> Status {
         Status {
             code: Some(i32::from(self.code)),
-            details: self.details.clone(),
+            details: self.details.as_deref().cloned(),
             message: Some(self.message.clone()),
             metadata: ListMeta::default(),
             reason: Some(self.reason.into()),
@@ -101,9 +177,9 @@ impl ApiError {
     }
 
     /// The JSON response kube-apiserver would send.
-    pub fn into_response(self) -> Response<Full<Bytes>> {
+    pub fn into_response(self) -> Response<crate::http::body::Body> {
         let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
-        let mut resp = Response::new(Full::new(Bytes::from(body)));
+        let mut resp = Response::new(crate::http::body::full(Bytes::from(body)));
         *resp.status_mut() =
             StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         resp.headers_mut().insert(

@@ -1,0 +1,103 @@
+//! The Kubernetes REST API over HTTP: paths under `/api` and `/apis`, discovery, content
+//! negotiation and the resource handlers. Everything stateful is in [`crate::rest`].
+
+pub mod body;
+pub mod discovery;
+pub mod negotiate;
+pub mod request;
+pub mod resources;
+mod table_output;
+
+use http::{Method, Request, Response, StatusCode, header};
+use hyper::body::Incoming;
+
+use self::body::Body;
+use self::request::ApiPath;
+use crate::server::ApiState;
+use crate::status::ApiError;
+
+/// Serves a request under `/api` or `/apis`.
+pub async fn serve_api(state: &ApiState, req: Request<Incoming>) -> Response<Body> {
+    match serve(state, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn serve(state: &ApiState, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+    let (parts, incoming) = req.into_parts();
+    let path = parts.uri.path().to_owned();
+    let catalog = state.registry.catalog();
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let json_doc =
+        |v: serde_json::Value| resources::encode(StatusCode::OK, negotiate::Output::Json, &v, &[]);
+    let is_get = parts.method == Method::GET || parts.method == Method::HEAD;
+    match request::parse(&path) {
+        ApiPath::Root { core } if is_get => {
+            if let Some(v) = negotiate::aggregated_discovery(accept) {
+                let doc = discovery::aggregated(&catalog, core, v);
+                let ct = format!(
+                    "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
+                );
+                let mut resp = body::respond(
+                    StatusCode::OK,
+                    &ct,
+                    serde_json::to_vec(&doc).unwrap_or_default(),
+                );
+                resp.headers_mut()
+                    .insert(header::VARY, header::HeaderValue::from_static("Accept"));
+                return Ok(resp);
+            }
+            let host = parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .or(parts.uri.authority().map(|a| a.as_str()))
+                .unwrap_or("127.0.0.1:6443")
+                .to_owned();
+            Ok(json_doc(if core {
+                discovery::api_versions(&host)
+            } else {
+                discovery::group_list(&catalog)
+            }))
+        }
+        ApiPath::Group(g) if is_get => discovery::group(&catalog, &g)
+            .map(json_doc)
+            .ok_or_else(ApiError::no_route),
+        ApiPath::Resource(t) if t.resource.is_empty() => {
+            if !is_get {
+                return Err(ApiError::method_not_allowed(&parts.method));
+            }
+            discovery::resource_list(&catalog, &t.group, &t.version)
+                .map(json_doc)
+                .ok_or_else(ApiError::no_route)
+        }
+        ApiPath::Resource(t) => {
+            let res = catalog
+                .get(&t.group, &t.version, &t.resource)
+                .cloned()
+                .ok_or_else(ApiError::no_route)?;
+            // A namespaced resource by name needs its namespace; a cluster one has none.
+            if (res.namespaced && t.namespace.is_none() && t.name.is_some())
+                || (!res.namespaced && t.namespace.is_some())
+            {
+                return Err(ApiError::no_route());
+            }
+            let query = request::query(parts.uri.query());
+            let body = body::read(incoming).await?;
+            let call = resources::Call {
+                method: &parts.method,
+                target: &t,
+                query: &query,
+                headers: &parts.headers,
+                body,
+            };
+            resources::handle(&state.rest, res, call, &state.cancel).await
+        }
+        _ if !is_get => Err(ApiError::method_not_allowed(&parts.method)),
+        _ => Err(ApiError::no_route()),
+    }
+}

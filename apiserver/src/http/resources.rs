@@ -1,0 +1,445 @@
+//! The handlers of resource requests: HTTP verbs and query parameters mapped onto
+//! [`crate::rest`], and the answers encoded as the client asked.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use k1s_api::selector::{FieldSelector, LabelSelector};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::body::{self, Body};
+use super::negotiate::{self, Input, Output};
+use super::request::{Target, flag};
+use super::table_output;
+use crate::registry::ResourceType;
+use crate::rest::patch::PatchKind;
+use crate::rest::{
+    DeleteOptions, FieldValidation, ListOptions, ListPage, Rest, RvMatch, WatchEvent, WatchRequest,
+    WriteOptions, Written,
+};
+use crate::status::ApiError;
+
+/// Everything a resource request carries.
+pub struct Call<'a> {
+    pub method: &'a Method,
+    pub target: &'a Target,
+    pub query: &'a HashMap<String, String>,
+    pub headers: &'a HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+fn header(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Serves a request for a resource (or its subresource).
+pub async fn handle(
+    rest: &Arc<Rest>,
+    res: Arc<ResourceType>,
+    call: Call<'_>,
+    cancel: &CancellationToken,
+) -> Result<Response<Body>, ApiError> {
+    let t = call.target;
+    let out = negotiate::output(header(call.headers, header::ACCEPT)).ok_or_else(|| {
+        ApiError::new(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io")
+    })?;
+    let ns = t.namespace.as_deref();
+    let q = call.query;
+    let watch = t.watch_path || flag(q, "watch") == Some(true);
+    match (call.method, t.name.as_deref(), t.subresource.as_deref()) {
+        (&Method::GET, None, None) if watch => watch_response(rest, res, ns, q, out, cancel),
+        (&Method::GET, None, None) => {
+            let page = rest.list(&res, ns, &list_options(q)?).await?;
+            Ok(encode(
+                StatusCode::OK,
+                out,
+                &list_object(&res, page, out, q),
+                &[],
+            ))
+        }
+        (&Method::POST, None, None) if res.verbs.contains(&"create") && res.verbs.len() == 1 => {
+            // Reviews: stored nowhere, answered at once.
+            let mut obj = decode_body(&call)?;
+            obj["status"] =
+                json!({"allowed": true, "reason": "k1s does not enforce authorization yet"});
+            Ok(encode(StatusCode::CREATED, out, &obj, &[]))
+        }
+        (&Method::POST, None, None) => {
+            let obj = decode_body(&call)?;
+            let w = rest.create(&res, ns, obj, &write_options(q)?).await?;
+            Ok(written(&res, w, out, q))
+        }
+        (&Method::DELETE, None, None) => {
+            let opts = delete_options(q, &call.body)?;
+            let items = rest
+                .delete_collection(&res, ns, &list_options(q)?, &opts)
+                .await?;
+            let rv = rest.store.current_revision().await?;
+            let page = ListPage {
+                items,
+                resource_version: rv,
+                continue_token: None,
+                remaining: None,
+            };
+            Ok(encode(
+                StatusCode::OK,
+                out,
+                &list_object(&res, page, Output::Json, q),
+                &[],
+            ))
+        }
+        (&Method::GET, Some(name), None | Some("status")) => {
+            let obj = rest.get(&res, ns, name).await?;
+            Ok(encode(StatusCode::OK, out, &single(&res, obj, out, q), &[]))
+        }
+        (&Method::GET, Some(name), Some("scale")) if res.subresource("scale").is_some() => {
+            let obj = rest.get(&res, ns, name).await?;
+            Ok(encode(
+                StatusCode::OK,
+                out,
+                &crate::rest::scale_of(&obj),
+                &[],
+            ))
+        }
+        (&Method::PUT, Some(name), sub @ (None | Some("status") | Some("finalize")))
+            if sub.is_none_or(|s| res.subresource(s).is_some()) =>
+        {
+            let obj = decode_body(&call)?;
+            let w = rest
+                .update(&res, ns, name, obj, sub, &write_options(q)?)
+                .await?;
+            Ok(written(&res, w, out, q))
+        }
+        (&Method::PUT, Some(name), Some("scale")) if res.subresource("scale").is_some() => {
+            let new = decode_body(&call)?;
+            let scale = rest
+                .update_scale(&res, ns, name, &write_options(q)?, |_| Ok(new.clone()))
+                .await?;
+            Ok(encode(StatusCode::OK, out, &scale, &[]))
+        }
+        (&Method::PATCH, Some(name), sub)
+            if sub.is_none_or(|s| {
+                matches!(s, "status" | "scale") && res.subresource(s).is_some()
+            }) =>
+        {
+            let ct = header(call.headers, header::CONTENT_TYPE).unwrap_or("");
+            let mut kind = PatchKind::from_content_type(ct).ok_or_else(|| {
+                ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ct:?})"),
+                )
+            })?;
+            if let PatchKind::Apply { force } = &mut kind {
+                *force = flag(q, "force") == Some(true);
+                if q.get("fieldManager").is_none_or(String::is_empty) {
+                    return Err(ApiError::bad_request(
+                        "PATCH request is not valid: fieldManager is required for apply requests",
+                    ));
+                }
+            }
+            let w = rest
+                .patch(&res, ns, name, sub, kind, &call.body, &write_options(q)?)
+                .await?;
+            Ok(written(&res, w, out, q))
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let opts = delete_options(q, &call.body)?;
+            let d = rest.delete(&res, ns, name, &opts).await?;
+            if d.gone && res.kind != "Pod" {
+                let status = json!({
+                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                    "details": {"name": name, "group": res.group, "kind": res.plural,
+                        "uid": d.object["metadata"]["uid"]},
+                });
+                Ok(encode(StatusCode::OK, Output::Json, &status, &[]))
+            } else {
+                Ok(encode(
+                    StatusCode::OK,
+                    out,
+                    &single(&res, d.object, out, q),
+                    &[],
+                ))
+            }
+        }
+        (&Method::POST, Some(name), Some("binding")) if res.kind == "Pod" => {
+            let binding = decode_any(&call)?;
+            rest.bind_pod(&res, ns.unwrap_or(""), name, &binding, &write_options(q)?)
+                .await?;
+            Ok(success(StatusCode::CREATED))
+        }
+        (&Method::POST, Some(name), Some("eviction")) if res.kind == "Pod" => {
+            let eviction = decode_any(&call)?;
+            rest.evict_pod(&res, ns.unwrap_or(""), name, &eviction)
+                .await?;
+            Ok(success(StatusCode::CREATED))
+        }
+        (_, _, Some(sub)) if res.subresource(sub).is_none() => Err(ApiError::no_route()),
+        (m, _, Some(sub)) => Err(ApiError::new(
+            501,
+            "NotImplemented",
+            format!("{m} of {}/{sub} is not implemented yet", res.plural),
+        )),
+        (m, _, None) => Err(ApiError::method_not_allowed(m)),
+    }
+}
+
+/// A `Status` of success, as upstream answers bindings and evictions.
+fn success(code: StatusCode) -> Response<Body> {
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code.as_u16()});
+    encode(code, Output::Json, &status, &[])
+}
+
+/// Decodes a request body of the resource's kind (JSON, YAML; protobuf for the kinds kubectl
+/// sends that way).
+fn decode_body(call: &Call<'_>) -> Result<Value, ApiError> {
+    let input = negotiate::input(header(call.headers, header::CONTENT_TYPE))?;
+    match input {
+        Input::Protobuf => crate::protobuf::decode(&call.body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded as protobuf: {e}"
+            ))
+        }),
+        other => negotiate::decode(other, &call.body),
+    }
+}
+
+/// Decodes a body of another kind (Binding, Eviction).
+fn decode_any(call: &Call<'_>) -> Result<Value, ApiError> {
+    decode_body(call)
+}
+
+fn parse_selector<T>(
+    q: &HashMap<String, String>,
+    key: &str,
+    parse: impl Fn(&str) -> Result<T, k1s_api::selector::SelectorError>,
+) -> Result<Option<T>, ApiError> {
+    q.get(key)
+        .map(|s| parse(s).map_err(|e| ApiError::bad_request(e.to_string())))
+        .transpose()
+}
+
+fn list_options(q: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    Ok(ListOptions {
+        label_selector: parse_selector(q, "labelSelector", LabelSelector::parse)?
+            .unwrap_or_default(),
+        field_selector: parse_selector(q, "fieldSelector", FieldSelector::parse)?
+            .unwrap_or_default(),
+        limit: match q.get("limit").map(|l| l.parse::<i64>()) {
+            None => 0,
+            Some(Ok(n)) => usize::try_from(n.max(0)).unwrap_or(0),
+            Some(Err(_)) => return Err(ApiError::bad_request("limit must be an integer")),
+        },
+        continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+        resource_version: q.get("resourceVersion").cloned(),
+        resource_version_match: match q.get("resourceVersionMatch").map(String::as_str) {
+            None | Some("") => None,
+            Some("NotOlderThan") => Some(RvMatch::NotOlderThan),
+            Some("Exact") => Some(RvMatch::Exact),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+                )));
+            }
+        },
+    })
+}
+
+fn write_options(q: &HashMap<String, String>) -> Result<WriteOptions, ApiError> {
+    Ok(WriteOptions {
+        dry_run: dry_run(q)?,
+        field_validation: FieldValidation::parse(
+            q.get("fieldValidation").map_or("", String::as_str),
+        )?,
+        field_manager: q.get("fieldManager").cloned(),
+    })
+}
+
+fn dry_run(q: &HashMap<String, String>) -> Result<bool, ApiError> {
+    match q.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "dryRun: Unsupported value: {other:?}: supported values: \"All\""
+        ))),
+    }
+}
+
+fn delete_options(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions {
+        grace_period_seconds: q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
+        propagation_policy: q.get("propagationPolicy").cloned(),
+        dry_run: dry_run(q)?,
+        ..Default::default()
+    };
+    if !body.is_empty() {
+        let v: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("the DeleteOptions body could not be decoded: {e}"))
+        })?;
+        opts.merge_body(&v)?;
+    }
+    Ok(opts)
+}
+
+/// The list object of a page in the requested representation.
+fn list_object(
+    res: &ResourceType,
+    page: ListPage,
+    out: Output,
+    q: &HashMap<String, String>,
+) -> Value {
+    let mut metadata = json!({"resourceVersion": page.resource_version.to_string()});
+    if let Some(c) = &page.continue_token {
+        metadata["continue"] = json!(c);
+    }
+    if let Some(r) = page.remaining {
+        metadata["remainingItemCount"] = json!(r);
+    }
+    match out {
+        Output::Table => table_output::table(res, &page.items, metadata, q, true),
+        Output::Metadata => json!({
+            "kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+            "metadata": metadata,
+            "items": page.items.iter().map(partial_metadata).collect::<Vec<_>>(),
+        }),
+        Output::Json | Output::Yaml => json!({
+            "kind": res.list_kind, "apiVersion": res.api_version(),
+            "metadata": metadata, "items": page.items,
+        }),
+    }
+}
+
+/// One object in the requested representation.
+fn single(res: &ResourceType, obj: Value, out: Output, q: &HashMap<String, String>) -> Value {
+    match out {
+        Output::Table => {
+            let rv = obj["metadata"]["resourceVersion"].clone();
+            table_output::table(
+                res,
+                std::slice::from_ref(&obj),
+                json!({"resourceVersion": rv}),
+                q,
+                true,
+            )
+        }
+        Output::Metadata => partial_metadata(&obj),
+        Output::Json | Output::Yaml => obj,
+    }
+}
+
+pub fn partial_metadata(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
+}
+
+fn written(
+    res: &ResourceType,
+    w: Written,
+    out: Output,
+    q: &HashMap<String, String>,
+) -> Response<Body> {
+    let code = if w.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    encode(code, out, &single(res, w.object, out, q), &w.warnings)
+}
+
+/// Encodes a value as JSON or YAML with `Warning` headers.
+pub fn encode(code: StatusCode, out: Output, value: &Value, warnings: &[String]) -> Response<Body> {
+    let (ct, bytes) = match out {
+        Output::Yaml => (
+            "application/yaml",
+            serde_yaml::to_string(value)
+                .unwrap_or_default()
+                .into_bytes(),
+        ),
+        _ => (
+            "application/json",
+            serde_json::to_vec(value).unwrap_or_default(),
+        ),
+    };
+    let mut resp = body::respond(code, ct, bytes);
+    for w in warnings {
+        let text = format!("299 - {}", serde_json::to_string(w).unwrap_or_default());
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    resp
+}
+
+fn watch_response(
+    rest: &Arc<Rest>,
+    res: Arc<ResourceType>,
+    ns: Option<&str>,
+    q: &HashMap<String, String>,
+    out: Output,
+    cancel: &CancellationToken,
+) -> Result<Response<Body>, ApiError> {
+    let lo = list_options(q)?;
+    let req = WatchRequest {
+        label_selector: lo.label_selector,
+        field_selector: lo.field_selector,
+        resource_version: lo.resource_version,
+        send_initial_events: flag(q, "sendInitialEvents"),
+        allow_bookmarks: flag(q, "allowWatchBookmarks") == Some(true),
+        timeout: q
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(Duration::from_secs),
+    };
+    let rx = rest.watch(
+        res.clone(),
+        ns.map(str::to_owned),
+        req,
+        cancel.child_token(),
+    )?;
+    let q = q.clone();
+    let mut first = true;
+    let stream = tokio_stream_from(rx).map(move |ev| {
+        let object = match (&ev, out) {
+            (
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
+                Output::Table,
+            ) => {
+                let rv = o["metadata"]["resourceVersion"].clone();
+                let t = table_output::table(
+                    &res,
+                    std::slice::from_ref(o),
+                    json!({"resourceVersion": rv}),
+                    &q,
+                    first,
+                );
+                first = false;
+                t
+            }
+            (
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
+                Output::Metadata,
+            ) => partial_metadata(o),
+            _ => ev.object(&res),
+        };
+        let mut line = serde_json::to_vec(&json!({"type": ev.type_name(), "object": object}))
+            .unwrap_or_default();
+        line.push(b'\n');
+        bytes::Bytes::from(line)
+    });
+    let mut resp = Response::new(body::streamed(stream));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+/// A stream over a channel receiver.
+fn tokio_stream_from<T: Send + 'static>(
+    rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) })
+}

@@ -1,0 +1,478 @@
+//! The resource catalog: which group/version/resources exist, their kinds, scope, verbs,
+//! subresources and short names, and how their objects are decoded.
+//!
+//! Built-in types come from k8s-openapi (one line per type in [`builtin`]); the decoder of each
+//! is the k8s-openapi struct, so type errors and unknown fields are found exactly where the
+//! upstream Go structs would find them. Custom resources (CRDs) are added at run time by
+//! [`Registry::set_custom`].
+//!
+//! This module owns no storage: the storage key of an object is derived here
+//! ([`ResourceType::key`]), everything else is in [`crate::rest`].
+
+use std::any::TypeId;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::{NamespaceResourceScope, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Why an object could not be decoded as its kind: the JSON does not fit the type (upstream:
+/// 400 `cannot be handled as a ...`). Absent fields are not errors: like Go's decoder,
+/// k8s-openapi's fills them with zero values, and validation reports required ones.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DecodeError {
+    Malformed(String),
+}
+
+/// Decodes an object as its kind: returns the normalized object (unknown fields dropped, as
+/// upstream's typed decoding does) and the JSON paths of the unknown fields.
+pub type DecodeFn = fn(&Value) -> Result<(Value, Vec<String>), DecodeError>;
+
+/// Writes the JSON schema of a built-in kind (k8s-openapi's schemars impls) into a generator;
+/// referenced types land in the generator's definitions.
+pub type SchemaFn = fn(&mut schemars::SchemaGenerator) -> schemars::Schema;
+
+/// A subresource and the verbs it serves.
+#[derive(Debug, Clone)]
+pub struct Subresource {
+    pub name: &'static str,
+    pub verbs: &'static [&'static str],
+    /// The kind it answers with, as (group, version, kind); `None` means the parent's kind.
+    pub kind: Option<(&'static str, &'static str, &'static str)>,
+}
+
+/// One served resource (one group/version/plural).
+#[derive(Debug, Clone)]
+pub struct ResourceType {
+    /// "" for the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub subresources: Vec<Subresource>,
+    /// The verbs of the resource itself.
+    pub verbs: Vec<&'static str>,
+    /// `None` for custom resources (their schema lives in the CRD).
+    pub decode: Option<DecodeFn>,
+    /// The kind's schema; `None` for custom resources (their schema lives in the CRD).
+    pub schema: Option<SchemaFn>,
+    /// Whether `metadata.generation` is kept (bumped on changes outside metadata and status).
+    pub generation: bool,
+}
+
+/// All verbs of an ordinary resource, in upstream's discovery order.
+pub const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+const STATUS: Subresource = Subresource {
+    name: "status",
+    verbs: &["get", "patch", "update"],
+    kind: None,
+};
+const SCALE: Subresource = Subresource {
+    name: "scale",
+    verbs: &["get", "patch", "update"],
+    kind: Some(("autoscaling", "v1", "Scale")),
+};
+
+impl ResourceType {
+    /// `apiVersion` as objects carry it: `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `plural` or `plural.group`, as in messages (`deployments.apps "x" not found`).
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// The storage prefix of every object of this resource, ending in `/`.
+    /// `/registry/<group>/<plural>/`, where the core group is spelled `core`.
+    pub fn prefix(&self) -> String {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        format!("/registry/{group}/{}/", self.plural)
+    }
+
+    /// The storage prefix of one namespace's objects (or of all objects when `ns` is `None`).
+    pub fn namespace_prefix(&self, ns: Option<&str>) -> String {
+        match (self.namespaced, ns) {
+            (true, Some(ns)) => format!("{}{ns}/", self.prefix()),
+            _ => self.prefix(),
+        }
+    }
+
+    /// The storage key of one object.
+    pub fn key(&self, ns: Option<&str>, name: &str) -> String {
+        match (self.namespaced, ns) {
+            (true, Some(ns)) => format!("{}{ns}/{name}", self.prefix()),
+            _ => format!("{}{name}", self.prefix()),
+        }
+    }
+
+    pub fn subresource(&self, name: &str) -> Option<&Subresource> {
+        self.subresources.iter().find(|s| s.name == name)
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresource("status").is_some()
+    }
+}
+
+/// Decodes `value` as `T`, reporting fields `T` does not have.
+fn decode_as<T: DeserializeOwned + Serialize>(
+    value: &Value,
+) -> Result<(Value, Vec<String>), DecodeError> {
+    let typed: T =
+        serde_json::from_value(value.clone()).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    let normalized =
+        serde_json::to_value(&typed).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    let mut unknown = Vec::new();
+    unknown_fields(value, &normalized, &mut String::new(), &mut unknown);
+    Ok((normalized, unknown))
+}
+
+/// Collects the paths of fields present (and not null) in `input` but absent from `typed`.
+fn unknown_fields(input: &Value, typed: &Value, path: &mut String, out: &mut Vec<String>) {
+    match (input, typed) {
+        (Value::Object(i), Value::Object(t)) => {
+            for (k, v) in i {
+                let len = path.len();
+                path.push('.');
+                path.push_str(k);
+                match t.get(k) {
+                    Some(tv) => unknown_fields(v, tv, path, out),
+                    None if !v.is_null() => out.push(path.clone()),
+                    None => {}
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(i), Value::Array(t)) => {
+            for (n, (iv, tv)) in i.iter().zip(t).enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{n}]"));
+                unknown_fields(iv, tv, path, out);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One built-in resource entry.
+fn res<T>(
+    short_names: &[&str],
+    categories: &[&str],
+    subresources: &[Subresource],
+    generation: bool,
+) -> ResourceType
+where
+    T: Resource + DeserializeOwned + Serialize + schemars::JsonSchema + 'static,
+{
+    let plural = T::URL_PATH_SEGMENT.to_owned();
+    ResourceType {
+        group: T::GROUP.to_owned(),
+        version: T::VERSION.to_owned(),
+        kind: T::KIND.to_owned(),
+        list_kind: format!("{}List", T::KIND),
+        singular: T::KIND.to_ascii_lowercase(),
+        plural,
+        namespaced: TypeId::of::<T::Scope>() == TypeId::of::<NamespaceResourceScope>(),
+        short_names: short_names.iter().map(|s| (*s).to_owned()).collect(),
+        categories: categories.iter().map(|s| (*s).to_owned()).collect(),
+        subresources: subresources.to_vec(),
+        verbs: ALL_VERBS.to_vec(),
+        decode: Some(decode_as::<T>),
+        schema: Some(<T as schemars::JsonSchema>::json_schema),
+        generation,
+    }
+}
+
+/// A create-only resource (reviews): no storage, only `create`.
+fn review<T>() -> ResourceType
+where
+    T: Resource + DeserializeOwned + Serialize + schemars::JsonSchema + 'static,
+{
+    let mut r = res::<T>(&[], &[], &[], false);
+    r.verbs = vec!["create"];
+    r
+}
+
+/// Every built-in resource k1s serves, in discovery order.
+pub fn builtin() -> Vec<ResourceType> {
+    use k8s_openapi::api::{
+        apps, authorization, batch, coordination, core, discovery, events, networking, policy,
+        rbac, scheduling, storage,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+    let pod_subresources = [
+        STATUS,
+        Subresource {
+            name: "binding",
+            verbs: &["create"],
+            kind: Some(("", "v1", "Binding")),
+        },
+        Subresource {
+            name: "eviction",
+            verbs: &["create"],
+            kind: Some(("policy", "v1", "Eviction")),
+        },
+        Subresource {
+            name: "log",
+            verbs: &["get"],
+            kind: Some(("", "v1", "Pod")),
+        },
+        Subresource {
+            name: "exec",
+            verbs: &["create", "get"],
+            kind: Some(("", "v1", "PodExecOptions")),
+        },
+        Subresource {
+            name: "attach",
+            verbs: &["create", "get"],
+            kind: Some(("", "v1", "PodAttachOptions")),
+        },
+        Subresource {
+            name: "portforward",
+            verbs: &["create", "get"],
+            kind: Some(("", "v1", "PodPortForwardOptions")),
+        },
+    ];
+    let sa_token = Subresource {
+        name: "token",
+        verbs: &["create"],
+        kind: Some(("authentication.k8s.io", "v1", "TokenRequest")),
+    };
+    let finalize = Subresource {
+        name: "finalize",
+        verbs: &["update"],
+        kind: None,
+    };
+    vec![
+        // core/v1
+        res::<core::v1::ConfigMap>(&["cm"], &[], &[], false),
+        res::<core::v1::Endpoints>(&["ep"], &[], &[], false),
+        res::<core::v1::Event>(&["ev"], &[], &[], false),
+        res::<core::v1::LimitRange>(&["limits"], &[], &[], false),
+        res::<core::v1::Namespace>(&["ns"], &[], &[STATUS, finalize], false),
+        res::<core::v1::Node>(&["no"], &[], &[STATUS], false),
+        res::<core::v1::PersistentVolumeClaim>(&["pvc"], &[], &[STATUS], false),
+        res::<core::v1::PersistentVolume>(&["pv"], &[], &[STATUS], false),
+        res::<core::v1::Pod>(&["po"], &["all"], &pod_subresources, true),
+        res::<core::v1::PodTemplate>(&[], &[], &[], false),
+        res::<core::v1::ResourceQuota>(&["quota"], &[], &[STATUS], false),
+        res::<core::v1::Secret>(&[], &[], &[], false),
+        res::<core::v1::ServiceAccount>(&["sa"], &[], &[sa_token], false),
+        res::<core::v1::Service>(&["svc"], &["all"], &[STATUS], false),
+        // apps/v1
+        res::<apps::v1::ControllerRevision>(&[], &[], &[], false),
+        res::<apps::v1::DaemonSet>(&["ds"], &["all"], &[STATUS], true),
+        res::<apps::v1::Deployment>(&["deploy"], &["all"], &[SCALE, STATUS], true),
+        res::<apps::v1::ReplicaSet>(&["rs"], &["all"], &[SCALE, STATUS], true),
+        res::<apps::v1::StatefulSet>(&["sts"], &["all"], &[SCALE, STATUS], true),
+        // events.k8s.io/v1
+        res::<events::v1::Event>(&["ev"], &[], &[], false),
+        // authorization.k8s.io/v1
+        review::<authorization::v1::SelfSubjectAccessReview>(),
+        review::<authorization::v1::SubjectAccessReview>(),
+        // batch/v1
+        res::<batch::v1::CronJob>(&["cj"], &["all"], &[STATUS], true),
+        res::<batch::v1::Job>(&[], &["all"], &[STATUS], true),
+        // networking.k8s.io/v1
+        res::<networking::v1::IngressClass>(&[], &[], &[], true),
+        res::<networking::v1::Ingress>(&["ing"], &[], &[STATUS], true),
+        res::<networking::v1::NetworkPolicy>(&["netpol"], &[], &[], true),
+        // policy/v1
+        res::<policy::v1::PodDisruptionBudget>(&["pdb"], &[], &[STATUS], true),
+        // rbac.authorization.k8s.io/v1
+        res::<rbac::v1::ClusterRoleBinding>(&[], &[], &[], false),
+        res::<rbac::v1::ClusterRole>(&[], &[], &[], false),
+        res::<rbac::v1::RoleBinding>(&[], &[], &[], false),
+        res::<rbac::v1::Role>(&[], &[], &[], false),
+        // storage.k8s.io/v1
+        res::<storage::v1::CSIDriver>(&[], &[], &[], false),
+        res::<storage::v1::CSINode>(&[], &[], &[], false),
+        res::<storage::v1::CSIStorageCapacity>(&[], &[], &[], false),
+        res::<storage::v1::StorageClass>(&["sc"], &[], &[], false),
+        res::<storage::v1::VolumeAttachment>(&[], &[], &[STATUS], false),
+        // apiextensions.k8s.io/v1
+        res::<apiextensions::v1::CustomResourceDefinition>(
+            &["crd", "crds"],
+            &["api-extensions"],
+            &[STATUS],
+            true,
+        ),
+        // scheduling.k8s.io/v1
+        res::<scheduling::v1::PriorityClass>(&["pc"], &[], &[], false),
+        // coordination.k8s.io/v1
+        res::<coordination::v1::Lease>(&[], &[], &[], false),
+        // discovery.k8s.io/v1
+        res::<discovery::v1::EndpointSlice>(&[], &[], &[], false),
+    ]
+}
+
+/// The live catalog: built-in resources plus the custom resources of established CRDs.
+pub struct Registry {
+    /// (group, version, plural) → resource. Replaced wholesale on CRD changes.
+    by_path: RwLock<Arc<Catalog>>,
+}
+
+/// An immutable snapshot of the catalog.
+#[derive(Default)]
+pub struct Catalog {
+    /// In discovery order.
+    pub resources: Vec<Arc<ResourceType>>,
+    index: BTreeMap<(String, String, String), usize>,
+}
+
+impl Catalog {
+    fn new(resources: Vec<ResourceType>) -> Self {
+        let resources: Vec<_> = resources.into_iter().map(Arc::new).collect();
+        let index = resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((r.group.clone(), r.version.clone(), r.plural.clone()), i))
+            .collect();
+        Self { resources, index }
+    }
+
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceType>> {
+        self.index
+            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
+            .map(|&i| &self.resources[i])
+    }
+
+    /// The groups in discovery order, each with its versions in order.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for r in &self.resources {
+            match out.iter_mut().find(|(g, _)| *g == r.group) {
+                Some((_, versions)) if !versions.contains(&r.version) => {
+                    versions.push(r.version.clone());
+                }
+                Some(_) => {}
+                None => out.push((r.group.clone(), vec![r.version.clone()])),
+            }
+        }
+        out
+    }
+
+    /// The resources of one group version.
+    pub fn of(&self, group: &str, version: &str) -> impl Iterator<Item = &Arc<ResourceType>> {
+        self.resources
+            .iter()
+            .filter(move |r| r.group == group && r.version == version)
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self {
+            by_path: RwLock::new(Arc::new(Catalog::new(builtin()))),
+        }
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.by_path
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.catalog().get(group, version, plural).cloned()
+    }
+
+    /// The built-in resource of a kind (for kinds such as `Namespace` that other code needs).
+    pub fn builtin_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
+        self.catalog()
+            .resources
+            .iter()
+            .find(|r| r.group == group && r.kind == kind && r.decode.is_some())
+            .cloned()
+    }
+
+    /// Replaces the set of custom resources.
+    pub fn set_custom(&self, custom: Vec<ResourceType>) {
+        let mut all = builtin();
+        all.extend(custom);
+        *self
+            .by_path
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(Catalog::new(all));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_catalog_has_scopes_and_keys() {
+        let reg = Registry::new();
+        let pods = reg.get("", "v1", "pods").unwrap();
+        assert!(pods.namespaced);
+        assert_eq!(pods.kind, "Pod");
+        assert_eq!(pods.key(Some("ns"), "p"), "/registry/core/pods/ns/p");
+        let nodes = reg.get("", "v1", "nodes").unwrap();
+        assert!(!nodes.namespaced);
+        assert_eq!(nodes.key(None, "n"), "/registry/core/nodes/n");
+        let deploy = reg.get("apps", "v1", "deployments").unwrap();
+        assert_eq!(deploy.api_version(), "apps/v1");
+        assert_eq!(deploy.qualified(), "deployments.apps");
+        assert!(deploy.subresource("scale").is_some());
+        let groups = reg.catalog().groups();
+        assert_eq!(groups[0], ("".to_owned(), vec!["v1".to_owned()]));
+    }
+
+    #[test]
+    fn decode_reports_unknown_fields_and_type_errors() {
+        let cm = ResourceType::clone(&Registry::new().get("", "v1", "configmaps").unwrap());
+        let decode = cm.decode.unwrap();
+        let (norm, unknown) = decode(&serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "bogus": 1, "labels": null},
+            "data": {"k": "v"}, "extra": true
+        }))
+        .unwrap();
+        assert_eq!(unknown, vec![".extra", ".metadata.bogus"]);
+        assert!(norm.get("extra").is_none());
+        let pods = Registry::new().get("", "v1", "pods").unwrap();
+        let err = (pods.decode.unwrap())(&serde_json::json!({"metadata": {"name": 3}}));
+        assert!(matches!(err.unwrap_err(), DecodeError::Malformed(_)));
+    }
+}

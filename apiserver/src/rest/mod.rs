@@ -1,0 +1,369 @@
+//! Generic REST storage: get, list, create, update, patch, delete and watch of any resource
+//! in the [`Registry`], over the [`Store`] trait, with kube-apiserver's semantics (metadata,
+//! resourceVersion rules, preconditions, finalizers, graceful deletion, status split).
+//!
+//! Objects are JSON (`serde_json::Value`) in the store, without `resourceVersion` (it is the
+//! key's modify revision and is filled in on every read, as upstream's etcd3 storage does).
+//! This layer knows nothing of HTTP: the HTTP handlers in [`crate::http`] and the in-process
+//! client both call it.
+
+pub mod fields;
+pub mod meta;
+pub mod patch;
+mod strategy;
+mod subresources;
+mod watch;
+mod write;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use k1s_api::selector::{FieldSelector, LabelSelector};
+use k1s_store::{ListRequest, Revision, Store, StoreError};
+use serde_json::Value;
+
+use crate::registry::{Registry, ResourceType};
+use crate::status::ApiError;
+
+pub use subresources::scale_of;
+pub use watch::{WatchEvent, WatchRequest};
+pub use write::{DeleteOptions, Deleted, FieldValidation, WriteOptions, Written};
+
+/// How many keys one store read fetches while filling a filtered page.
+const LIST_BATCH: usize = 500;
+/// How long a read for a future resourceVersion waits before answering 504.
+const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
+
+/// The generic storage of every resource.
+pub struct Rest {
+    pub store: Arc<dyn Store>,
+    pub registry: Arc<Registry>,
+}
+
+/// `resourceVersionMatch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RvMatch {
+    NotOlderThan,
+    Exact,
+}
+
+/// The options of a list (the query parameters of a LIST request).
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub label_selector: LabelSelector,
+    pub field_selector: FieldSelector,
+    /// 0: no limit.
+    pub limit: usize,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<RvMatch>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct ListPage {
+    pub items: Vec<Value>,
+    pub resource_version: Revision,
+    pub continue_token: Option<String>,
+    /// Items left after this page, when known (unfiltered lists only).
+    pub remaining: Option<i64>,
+}
+
+/// The position a continue token encodes.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    v: String,
+    rv: Revision,
+    start: String,
+}
+
+impl ContinueToken {
+    fn encode(rv: Revision, start: &str) -> String {
+        let t = ContinueToken {
+            v: "meta.k8s.io/v1".into(),
+            rv,
+            start: start.into(),
+        };
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(serde_json::to_vec(&t).unwrap_or_default())
+    }
+
+    fn decode(s: &str, prefix: &str) -> Result<Self, ApiError> {
+        let bad = || {
+            ApiError::bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            )
+        };
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s.trim_end_matches('='))
+            .map_err(|_| bad())?;
+        let t: ContinueToken = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+        if t.v != "meta.k8s.io/v1" || t.rv <= 0 || !t.start.starts_with(prefix) {
+            return Err(bad());
+        }
+        Ok(t)
+    }
+}
+
+impl Rest {
+    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>) -> Self {
+        Self { store, registry }
+    }
+
+    /// Reads one object.
+    pub async fn get(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        let (obj, _) = self.get_with_rev(res, ns, name).await?;
+        Ok(obj)
+    }
+
+    /// Reads one object and its modify revision.
+    pub(crate) async fn get_with_rev(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(Value, Revision), ApiError> {
+        let kv = self
+            .store
+            .get(&res.key(ns, name))
+            .await?
+            .ok_or_else(|| ApiError::not_found(res, name))?;
+        let obj = decode_stored(&kv.value, kv.mod_revision)?;
+        Ok((obj, kv.mod_revision))
+    }
+
+    /// Lists objects with selectors, pagination and the resourceVersion rules of upstream.
+    pub async fn list(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ListPage, ApiError> {
+        fields::check(res, &opts.field_selector)?;
+        let prefix = self.list_prefix(res, ns, &opts.field_selector);
+        let (mut start_after, revision) = match &opts.continue_token {
+            Some(token) => {
+                if opts
+                    .resource_version
+                    .as_deref()
+                    .is_some_and(|rv| !rv.is_empty())
+                {
+                    return Err(ApiError::bad_request(
+                        "specifying resource version is not allowed when using continue",
+                    ));
+                }
+                let t = ContinueToken::decode(token, &prefix)?;
+                (Some(t.start), Some(t.rv))
+            }
+            None => (None, self.list_revision(opts).await?),
+        };
+        let mut items = Vec::new();
+        let mut revision = revision;
+        let filtered = !opts.label_selector.is_empty() || !opts.field_selector.is_empty();
+        loop {
+            let want = if opts.limit == 0 {
+                0
+            } else if filtered {
+                LIST_BATCH.max(opts.limit - items.len())
+            } else {
+                opts.limit - items.len()
+            };
+            let resp = self
+                .store
+                .list(ListRequest {
+                    prefix: prefix.clone(),
+                    start_after: start_after.clone(),
+                    limit: want,
+                    revision,
+                })
+                .await
+                .map_err(|e| match e {
+                    StoreError::Compacted { .. } if opts.continue_token.is_some() => ApiError::new(
+                        410,
+                        "Expired",
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    ),
+                    StoreError::Compacted { .. } => ApiError::new(
+                        410,
+                        "Expired",
+                        "The resourceVersion for the provided list is too old.",
+                    ),
+                    other => other.into(),
+                })?;
+            revision = Some(resp.revision);
+            let n = resp.kvs.len();
+            for (i, kv) in resp.kvs.into_iter().enumerate() {
+                if !is_direct_child(&prefix, &kv.key, res, ns) {
+                    continue;
+                }
+                let obj = decode_stored(&kv.value, kv.mod_revision)?;
+                if opts.label_selector.matches_json(&obj)
+                    && fields::matches(res, &opts.field_selector, &obj)
+                {
+                    items.push(obj);
+                }
+                if opts.limit > 0 && items.len() >= opts.limit {
+                    let more = resp.more || i + 1 < n;
+                    let token = more.then(|| ContinueToken::encode(resp.revision, &kv.key));
+                    let remaining = if more && !filtered {
+                        self.remaining(&prefix, &kv.key, resp.revision).await
+                    } else {
+                        None
+                    };
+                    return Ok(ListPage {
+                        items,
+                        resource_version: resp.revision,
+                        continue_token: token,
+                        remaining,
+                    });
+                }
+                start_after = Some(kv.key);
+            }
+            if !resp.more {
+                return Ok(ListPage {
+                    items,
+                    resource_version: resp.revision,
+                    continue_token: None,
+                    remaining: None,
+                });
+            }
+        }
+    }
+
+    /// Counts the keys after `after` under `prefix` at `rev` (for `remainingItemCount`).
+    async fn remaining(&self, prefix: &str, after: &str, rev: Revision) -> Option<i64> {
+        let resp = self
+            .store
+            .list(ListRequest {
+                prefix: prefix.to_owned(),
+                start_after: Some(after.to_owned()),
+                limit: 0,
+                revision: Some(rev),
+            })
+            .await
+            .ok()?;
+        i64::try_from(resp.kvs.len()).ok()
+    }
+
+    /// The store prefix a list reads: the namespace's, narrowed to one key when the field
+    /// selector pins `metadata.name` is not worth it (names are the key's last part).
+    fn list_prefix(&self, res: &ResourceType, ns: Option<&str>, fs: &FieldSelector) -> String {
+        let ns = ns.or(if res.namespaced {
+            fs.required("metadata.namespace")
+        } else {
+            None
+        });
+        res.namespace_prefix(ns)
+    }
+
+    /// The revision a list without a continue token reads at.
+    async fn list_revision(&self, opts: &ListOptions) -> Result<Option<Revision>, ApiError> {
+        let rv = opts.resource_version.as_deref().unwrap_or("");
+        let parsed = meta::parse_resource_version(rv)?;
+        match (parsed, opts.resource_version_match) {
+            (None, Some(_)) => Err(ApiError::bad_request(
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            )),
+            (Some(0), Some(RvMatch::Exact)) => Err(ApiError::bad_request(
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            )),
+            (None | Some(0), _) => Ok(None),
+            (Some(rv), Some(RvMatch::Exact)) => Ok(Some(rv)),
+            (Some(rv), _) => {
+                self.wait_for_revision(rv).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Waits (briefly) until the store has reached `rv`, as upstream's watch cache does for a
+    /// "not older than" read of a resourceVersion it has not seen yet.
+    pub(crate) async fn wait_for_revision(&self, rv: Revision) -> Result<(), ApiError> {
+        let deadline = tokio::time::Instant::now() + FUTURE_RV_WAIT;
+        loop {
+            let current = self.store.current_revision().await?;
+            if current >= rv {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ApiError::new(
+                    504,
+                    "Timeout",
+                    format!("Too large resource version: {rv}, current: {current}"),
+                )
+                .with_cause("ResourceVersionTooLarge", "Too large resource version")
+                .retry_after(1));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Whether `key` (under `prefix`) is an object of this listing: for a cluster-wide list of a
+/// namespaced resource, `<ns>/<name>`; otherwise a bare name.
+fn is_direct_child(prefix: &str, key: &str, res: &ResourceType, ns: Option<&str>) -> bool {
+    let rest = &key[prefix.len().min(key.len())..];
+    let slashes = rest.matches('/').count();
+    if res.namespaced && ns.is_none() {
+        slashes == 1
+    } else {
+        slashes == 0
+    }
+}
+
+/// Decodes a stored object and stamps its resourceVersion.
+pub(crate) fn decode_stored(bytes: &[u8], rev: Revision) -> Result<Value, ApiError> {
+    let mut obj: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("stored object is not valid JSON: {e}"),
+        )
+    })?;
+    meta::set_resource_version(&mut obj, rev);
+    Ok(obj)
+}
+
+/// Encodes an object for the store: without its resourceVersion.
+pub(crate) fn encode_stored(obj: &Value) -> bytes::Bytes {
+    let mut obj = obj.clone();
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("selfLink");
+    }
+    bytes::Bytes::from(serde_json::to_vec(&obj).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip_and_reject_foreign_prefixes() {
+        let t = ContinueToken::encode(7, "/registry/core/configmaps/d/b");
+        let back = ContinueToken::decode(&t, "/registry/core/configmaps/").unwrap();
+        assert_eq!(
+            (back.rv, back.start.as_str()),
+            (7, "/registry/core/configmaps/d/b")
+        );
+        assert!(ContinueToken::decode(&t, "/registry/core/secrets/").is_err());
+        assert!(ContinueToken::decode("%%%", "/").is_err());
+    }
+
+    #[test]
+    fn direct_children_only() {
+        let reg = Registry::new();
+        let cm = reg.get("", "v1", "configmaps").unwrap();
+        let p = cm.namespace_prefix(None);
+        assert!(is_direct_child(&p, &format!("{p}ns/a"), &cm, None));
+        assert!(!is_direct_child(&p, &format!("{p}a"), &cm, None));
+        let p = cm.namespace_prefix(Some("ns"));
+        assert!(is_direct_child(&p, &format!("{p}a"), &cm, Some("ns")));
+    }
+}

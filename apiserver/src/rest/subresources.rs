@@ -1,0 +1,194 @@
+//! Subresources that are views or actions on their parent object: `scale` (an
+//! `autoscaling/v1 Scale` over `spec.replicas`), pod `binding` and pod `eviction`.
+
+use serde_json::{Value, json};
+
+use super::{DeleteOptions, Rest, WriteOptions, Written, meta};
+use crate::registry::ResourceType;
+use crate::status::ApiError;
+
+/// A label selector object rendered as its string form (`a=b,c in (d)`), as Scale carries it.
+pub fn selector_string(sel: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(ml) = sel["matchLabels"].as_object() {
+        for (k, v) in ml {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
+        }
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_owned(),
+            _ => format!("!{key}"),
+        });
+    }
+    parts.join(",")
+}
+
+/// The Scale view of a scalable object.
+pub fn scale_of(parent: &Value) -> Value {
+    let m = &parent["metadata"];
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
+            "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
+        },
+        "spec": {"replicas": parent["spec"]["replicas"].as_i64().unwrap_or(0)},
+        "status": {
+            "replicas": parent["status"]["replicas"].as_i64().unwrap_or(0),
+            "selector": selector_string(&parent["spec"]["selector"]),
+        },
+    })
+}
+
+impl Rest {
+    /// Changes the Scale of a scalable object: `change` gets the current Scale and returns the
+    /// new one; its `spec.replicas` is written to the parent.
+    pub async fn update_scale<F>(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        opts: &WriteOptions,
+        mut change: F,
+    ) -> Result<Value, ApiError>
+    where
+        F: FnMut(&Value) -> Result<Value, ApiError>,
+    {
+        let w: Written = self
+            .read_modify_write(res, ns, name, None, opts, |parent| {
+                let current = scale_of(parent);
+                let new = change(&current)?;
+                if new["kind"].as_str().is_some_and(|k| k != "Scale") {
+                    return Err(ApiError::bad_request(format!(
+                        "the kind in the data ({}) does not match the expected kind (Scale)",
+                        new["kind"].as_str().unwrap_or_default()
+                    )));
+                }
+                let precondition = new["metadata"]["resourceVersion"].as_str().unwrap_or("");
+                if !precondition.is_empty()
+                    && precondition != parent["metadata"]["resourceVersion"].as_str().unwrap_or("")
+                {
+                    return Err(ApiError::conflict(res, name));
+                }
+                let replicas = match &new["spec"]["replicas"] {
+                    Value::Null => 0,
+                    v => v.as_i64().filter(|r| *r >= 0).ok_or_else(|| {
+                        ApiError::invalid(
+                            "Scale",
+                            name,
+                            vec![(
+                                "spec.replicas".into(),
+                                format!("Invalid value: {v}: must be greater than or equal to 0"),
+                            )],
+                        )
+                    })?,
+                };
+                let mut p = parent.clone();
+                p["spec"]["replicas"] = json!(replicas);
+                Ok(p)
+            })
+            .await?;
+        Ok(scale_of(&w.object))
+    }
+
+    /// `pods/binding`: assigns an unbound pod to a node.
+    pub async fn bind_pod(
+        &self,
+        res: &ResourceType,
+        ns: &str,
+        name: &str,
+        binding: &Value,
+        opts: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        let node = binding["target"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if node.is_empty() {
+            return Err(ApiError::invalid(
+                "Binding",
+                name,
+                vec![("target.name".into(), "Required value".into())],
+            ));
+        }
+        // `binding` writes spec.nodeName and the PodScheduled condition together.
+        self.read_modify_write(res, Some(ns), name, Some("binding"), opts, |pod| {
+            if meta::is_deleting(pod) {
+                return Err(ApiError::conflict(res, name));
+            }
+            if let Some(current) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!("Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is already assigned to node \"{current}\""),
+                ));
+            }
+            let mut p = pod.clone();
+            p["spec"]["nodeName"] = json!(node);
+            let cond = json!({"type": "PodScheduled", "status": "True",
+                "lastProbeTime": null, "lastTransitionTime": meta::now()});
+            let conds = p["status"]["conditions"].as_array_mut();
+            match conds {
+                Some(c) => {
+                    c.retain(|x| x["type"] != "PodScheduled");
+                    c.push(cond);
+                }
+                None => p["status"]["conditions"] = json!([cond]),
+            }
+            Ok(p)
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// `pods/eviction`: deletes a pod with the eviction's delete options.
+    pub async fn evict_pod(
+        &self,
+        res: &ResourceType,
+        ns: &str,
+        name: &str,
+        eviction: &Value,
+    ) -> Result<(), ApiError> {
+        let mut opts = DeleteOptions::default();
+        if let Some(d) = eviction.get("deleteOptions").filter(|d| d.is_object()) {
+            opts.merge_body(d)?;
+        }
+        self.delete(res, Some(ns), name, &opts).await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selector_strings() {
+        let sel = json!({"matchLabels": {"app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                                 {"key": "x", "operator": "DoesNotExist"}]});
+        assert_eq!(selector_string(&sel), "app=web,tier in (a,b),!x");
+    }
+
+    #[test]
+    fn scale_view() {
+        let d = json!({"metadata": {"name": "d", "namespace": "n", "resourceVersion": "5"},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "d"}}},
+            "status": {"replicas": 2}});
+        let s = scale_of(&d);
+        assert_eq!(s["spec"]["replicas"], 3);
+        assert_eq!(s["status"]["replicas"], 2);
+        assert_eq!(s["status"]["selector"], "app=d");
+        assert_eq!(s["metadata"]["resourceVersion"], "5");
+    }
+}

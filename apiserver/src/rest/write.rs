@@ -1,0 +1,691 @@
+//! Create, update and delete: metadata rules, decoding with field validation, the status
+//! split, preconditions, finalizers and graceful deletion.
+
+use k1s_store::{Revision, StoreError};
+use serde_json::{Value, json};
+
+use super::{Rest, encode_stored, meta, strategy};
+use crate::registry::{DecodeError, ResourceType};
+use crate::status::ApiError;
+
+/// `fieldValidation`: what to do with unknown fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    Ignore,
+    /// Upstream's default: accept, and warn.
+    #[default]
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    pub fn parse(s: &str) -> Result<Self, ApiError> {
+        match s {
+            "Ignore" => Ok(Self::Ignore),
+            "Warn" | "" => Ok(Self::Warn),
+            "Strict" => Ok(Self::Strict),
+            other => Err(ApiError::bad_request(format!(
+                "fieldValidation must be one of \"Ignore\", \"Warn\" or \"Strict\", got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Options shared by create, update and patch.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate and answer, but store nothing.
+    pub dry_run: bool,
+    pub field_validation: FieldValidation,
+    pub field_manager: Option<String>,
+}
+
+/// The result of a write.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub object: Value,
+    /// True when the write created the object (201), false for an update (200).
+    pub created: bool,
+    /// `Warning` headers for the client (unknown fields under `fieldValidation=Warn`).
+    pub warnings: Vec<String>,
+}
+
+/// `DeleteOptions` as they matter here.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    /// `Foreground`, `Background` or `Orphan`.
+    pub propagation_policy: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// Reads a `DeleteOptions` body (JSON), merged over query-parameter options.
+    pub fn merge_body(&mut self, body: &Value) -> Result<(), ApiError> {
+        if let Some(g) = body.get("gracePeriodSeconds").filter(|v| !v.is_null()) {
+            self.grace_period_seconds =
+                Some(g.as_i64().ok_or_else(|| {
+                    ApiError::bad_request("gracePeriodSeconds must be an integer")
+                })?);
+        }
+        if let Some(p) = body["propagationPolicy"].as_str() {
+            self.propagation_policy = Some(p.to_owned());
+        }
+        if body.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            self.propagation_policy = Some("Orphan".into());
+        }
+        if let Some(uid) = body["preconditions"]["uid"].as_str() {
+            self.precondition_uid = Some(uid.to_owned());
+        }
+        if let Some(rv) = body["preconditions"]["resourceVersion"].as_str() {
+            self.precondition_resource_version = Some(rv.to_owned());
+        }
+        if body["dryRun"].as_array().is_some_and(|a| !a.is_empty()) {
+            self.dry_run = true;
+        }
+        Ok(())
+    }
+}
+
+/// What a delete did.
+#[derive(Debug, Clone)]
+pub struct Deleted {
+    /// The object as deleted, or as it is now while it waits for finalizers or its grace
+    /// period.
+    pub object: Value,
+    /// True when the object is gone from the store.
+    pub gone: bool,
+}
+
+/// How many times a read-modify-write retries after losing a race.
+const MAX_RETRIES: usize = 16;
+
+impl Rest {
+    /// Decodes a request body as the resource's kind and applies `fieldValidation`.
+    pub(crate) fn decode_body(
+        &self,
+        res: &ResourceType,
+        body: Value,
+        validation: FieldValidation,
+        warnings: &mut Vec<String>,
+    ) -> Result<Value, ApiError> {
+        if !body.is_object() {
+            return Err(ApiError::bad_request(format!(
+                "{} in version {:?} cannot be handled as a {}: the body is not an object",
+                res.kind, res.version, res.kind
+            )));
+        }
+        check_type_meta(res, &body)?;
+        let Some(decode) = res.decode else {
+            let mut body = body;
+            body["apiVersion"] = json!(res.api_version());
+            body["kind"] = json!(res.kind);
+            return Ok(body);
+        };
+        let (mut obj, unknown) = decode(&body).map_err(|e| match e {
+            DecodeError::Malformed(msg) => ApiError::bad_request(format!(
+                "{kind} in version \"{v}\" cannot be handled as a {kind}: {msg}",
+                kind = res.kind,
+                v = res.version
+            )),
+        })?;
+        let unknown: Vec<String> = unknown
+            .into_iter()
+            .map(|p| p.trim_start_matches('.').to_owned())
+            .collect();
+        match validation {
+            FieldValidation::Strict if !unknown.is_empty() => {
+                let list = unknown
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(ApiError::bad_request(format!(
+                    "strict decoding error: {list}"
+                )));
+            }
+            FieldValidation::Warn => {
+                warnings.extend(
+                    unknown
+                        .into_iter()
+                        .map(|f| format!("unknown field \"{f}\"")),
+                );
+            }
+            _ => {}
+        }
+        // The typed round trip writes `apiVersion`/`kind` itself; keep the request's metadata
+        // nulls out of the stored object.
+        if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.retain(|_, v| !v.is_null());
+        }
+        Ok(obj)
+    }
+
+    /// Creates an object in `ns` (or cluster-wide).
+    pub async fn create(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let mut warnings = Vec::new();
+        let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
+        self.prepare_create(res, ns, &mut obj)?;
+        if res.namespaced {
+            self.check_namespace_open(meta::namespace(&obj).unwrap_or_default())
+                .await?;
+        }
+        strategy::validate(res, &obj)?;
+        let name = meta::name(&obj).to_owned();
+        if opts.dry_run {
+            if self.store.get(&res.key(ns, &name)).await?.is_some() {
+                return Err(ApiError::already_exists(res, &name));
+            }
+            return Ok(Written {
+                object: obj,
+                created: true,
+                warnings,
+            });
+        }
+        let rev = self
+            .store
+            .create(&res.key(meta::namespace(&obj), &name), encode_stored(&obj))
+            .await
+            .map_err(|e| match e {
+                StoreError::AlreadyExists { .. } => ApiError::already_exists(res, &name),
+                other => other.into(),
+            })?;
+        meta::set_resource_version(&mut obj, rev);
+        Ok(Written {
+            object: obj,
+            created: true,
+            warnings,
+        })
+    }
+
+    /// Fills in server-set metadata of a new object and checks its name and namespace.
+    fn prepare_create(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        obj: &mut Value,
+    ) -> Result<(), ApiError> {
+        let kind = res.kind.clone();
+        let m = meta::metadata_mut(obj);
+        if res.namespaced {
+            let body_ns = m.get("namespace").and_then(Value::as_str).unwrap_or("");
+            match ns {
+                Some(ns) if !body_ns.is_empty() && body_ns != ns => {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+                Some(ns) => {
+                    m.insert("namespace".into(), json!(ns));
+                }
+                None => {
+                    return Err(ApiError::bad_request(format!(
+                        "{} is namespaced: create it in a namespace",
+                        res.qualified()
+                    )));
+                }
+            }
+        } else {
+            m.remove("namespace");
+        }
+        let mut name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        if name.is_empty() {
+            let prefix = m.get("generateName").and_then(Value::as_str).unwrap_or("");
+            if prefix.is_empty() {
+                return Err(ApiError::invalid(
+                    &kind,
+                    "",
+                    vec![(
+                        "metadata.name".into(),
+                        "Required value: name or generateName is required".into(),
+                    )],
+                ));
+            }
+            name = meta::generate_name(prefix);
+            m.insert("name".into(), json!(name));
+        }
+        if let Some(msg) = meta::validate_name(res, &name) {
+            return Err(ApiError::invalid(
+                &kind,
+                &name,
+                vec![(
+                    "metadata.name".into(),
+                    format!("Invalid value: {name:?}: {msg}"),
+                )],
+            ));
+        }
+        m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        m.insert("creationTimestamp".into(), json!(meta::now()));
+        for k in [
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+        ] {
+            m.remove(k);
+        }
+        if res.generation || res.decode.is_none() {
+            m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
+        }
+        strategy::prepare_create(res, obj);
+        Ok(())
+    }
+
+    /// NamespaceLifecycle: no creates in a missing or terminating namespace.
+    async fn check_namespace_open(&self, ns: &str) -> Result<(), ApiError> {
+        let Some(nsres) = self.registry.builtin_kind("", "Namespace") else {
+            return Ok(());
+        };
+        match self.get(&nsres, None, ns).await {
+            Ok(n) if meta::is_deleting(&n) || n["status"]["phase"] == "Terminating" => {
+                Err(ApiError::new(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "unable to create new content in namespace {ns} because it is being terminated"
+                    ),
+                ))
+            }
+            Ok(_) => Ok(()),
+            Err(e) if e.code == 404 => Err(ApiError::not_found(&nsres, ns)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Replaces an object (PUT), or its status (`subresource` = `status`).
+    pub async fn update(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let mut warnings = Vec::new();
+        let new = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
+        let body_name = meta::name(&new);
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if let (true, Some(ns), Some(body_ns)) = (res.namespaced, ns, meta::namespace(&new))
+            && body_ns != ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let precondition = meta::parse_resource_version(
+            new["metadata"]["resourceVersion"].as_str().unwrap_or(""),
+        )?;
+        let (old, old_rev) = self.get_with_rev(res, ns, name).await?;
+        if let Some(p) = precondition
+            && p != old_rev
+        {
+            return Err(ApiError::conflict(res, name));
+        }
+        let mut w = self
+            .replace(res, ns, name, &old, old_rev, new, subresource, opts)
+            .await?;
+        w.warnings.extend(warnings);
+        Ok(w)
+    }
+
+    /// Writes `new` over `old` (read at `old_rev`), applying the update rules.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn replace(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        old: &Value,
+        old_rev: Revision,
+        new: Value,
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let mut obj = match subresource {
+            Some("status") => {
+                // Status writes change status only.
+                let mut o = old.clone();
+                o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+                if o["status"].is_null() {
+                    o.as_object_mut().map(|m| m.remove("status"));
+                }
+                o
+            }
+            // Pod binding: spec.nodeName and the PodScheduled condition in one write.
+            Some("binding") => new,
+            Some("finalize") => {
+                // Namespaces: the finalize subresource changes spec.finalizers only.
+                let mut o = old.clone();
+                o["spec"]["finalizers"] = new["spec"]["finalizers"].clone();
+                o
+            }
+            _ => {
+                let mut o = new;
+                if res.has_status() {
+                    match old.get("status") {
+                        Some(s) => o["status"] = s.clone(),
+                        None => {
+                            o.as_object_mut().map(|m| m.remove("status"));
+                        }
+                    }
+                }
+                o
+            }
+        };
+        // Server-owned metadata cannot be changed by clients.
+        {
+            let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
+            let m = meta::metadata_mut(&mut obj);
+            for k in [
+                "name",
+                "namespace",
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
+                match old_meta.get(k) {
+                    Some(v) => m.insert(k.into(), v.clone()),
+                    None => m.remove(k),
+                };
+            }
+            m.remove("resourceVersion");
+            // A deleting object may lose finalizers but gain none.
+        }
+        if meta::is_deleting(old) {
+            let before = meta::finalizers(old);
+            let added = meta::finalizers(&obj)
+                .into_iter()
+                .any(|f| !before.contains(&f));
+            if added {
+                return Err(ApiError::invalid(
+                    &res.kind,
+                    name,
+                    vec![(
+                        "metadata.finalizers".into(),
+                        "Forbidden: no new finalizers can be added if the object is being deleted"
+                            .into(),
+                    )],
+                ));
+            }
+        }
+        if (res.generation || res.decode.is_none())
+            && subresource.is_none()
+            && meta::spec_changed(old, &obj)
+        {
+            let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            meta::metadata_mut(&mut obj).insert("generation".into(), json!(g));
+        }
+        strategy::prepare_update(res, old, &mut obj);
+        strategy::validate(res, &obj)?;
+        let mut unchanged = old.clone();
+        meta::metadata_mut(&mut unchanged).remove("resourceVersion");
+        if obj == unchanged {
+            // A no-op write keeps the resourceVersion, as upstream does.
+            return Ok(Written {
+                object: old.clone(),
+                created: false,
+                warnings: Vec::new(),
+            });
+        }
+        if opts.dry_run {
+            meta::set_resource_version(&mut obj, old_rev);
+            return Ok(Written {
+                object: obj,
+                created: false,
+                warnings: Vec::new(),
+            });
+        }
+        let key = res.key(ns, name);
+        if meta::is_deleting(&obj)
+            && meta::finalizers(&obj).is_empty()
+            && !strategy::blocks_deletion(res, &obj)
+        {
+            // The last finalizer is gone: the object goes away now.
+            let (rev, _) = self
+                .store
+                .delete(&key, Some(old_rev))
+                .await
+                .map_err(|e| self.write_error(res, name, e))?;
+            meta::set_resource_version(&mut obj, rev);
+            return Ok(Written {
+                object: obj,
+                created: false,
+                warnings: Vec::new(),
+            });
+        }
+        let rev = self
+            .store
+            .update(&key, encode_stored(&obj), old_rev)
+            .await
+            .map_err(|e| self.write_error(res, name, e))?;
+        meta::set_resource_version(&mut obj, rev);
+        Ok(Written {
+            object: obj,
+            created: false,
+            warnings: Vec::new(),
+        })
+    }
+
+    fn write_error(&self, res: &ResourceType, name: &str, e: StoreError) -> ApiError {
+        match e {
+            StoreError::Conflict { .. } => ApiError::conflict(res, name),
+            StoreError::NotFound { .. } => ApiError::not_found(res, name),
+            other => other.into(),
+        }
+    }
+
+    /// Reads, changes and writes an object, retrying when another writer got there first.
+    /// `change` gets the current object and returns the new one.
+    pub(crate) async fn read_modify_write<F>(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+        mut change: F,
+    ) -> Result<Written, ApiError>
+    where
+        F: FnMut(&Value) -> Result<Value, ApiError>,
+    {
+        for _ in 0..MAX_RETRIES {
+            let (old, old_rev) = self.get_with_rev(res, ns, name).await?;
+            let new = change(&old)?;
+            match self
+                .replace(res, ns, name, &old, old_rev, new, subresource, opts)
+                .await
+            {
+                Err(e) if e.reason == "Conflict" => continue,
+                other => return other,
+            }
+        }
+        Err(ApiError::conflict(res, name))
+    }
+
+    /// Deletes an object: at once, or by marking it (finalizers, graceful pod deletion).
+    pub async fn delete(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        for _ in 0..MAX_RETRIES {
+            let (old, old_rev) = self.get_with_rev(res, ns, name).await?;
+            if let Some(uid) = &opts.precondition_uid
+                && old["metadata"]["uid"].as_str() != Some(uid.as_str())
+            {
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        res.qualified(),
+                        old["metadata"]["uid"].as_str().unwrap_or("")
+                    ),
+                ));
+            }
+            if let Some(rv) = &opts.precondition_resource_version
+                && meta::parse_resource_version(rv)? != Some(old_rev)
+            {
+                return Err(ApiError::conflict(res, name));
+            }
+            let mut obj = old.clone();
+            let mut finalizers = meta::finalizers(&obj);
+            match opts.propagation_policy.as_deref() {
+                Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => {
+                    finalizers.push("orphan".into());
+                }
+                Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                    finalizers.push("foregroundDeletion".into());
+                }
+                Some("Orphan" | "Foreground" | "Background") | None => {}
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        "DeleteOptions",
+                        "",
+                        vec![(
+                            "propagationPolicy".into(),
+                            format!(
+                                "Unsupported value: {other:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                            ),
+                        )],
+                    ));
+                }
+            }
+            let grace = strategy::grace_period(res, &old, opts.grace_period_seconds);
+            let already = meta::is_deleting(&old);
+            let needs_mark =
+                !finalizers.is_empty() || grace > 0 || strategy::blocks_deletion(res, &old);
+            if !needs_mark {
+                if opts.dry_run {
+                    return Ok(Deleted {
+                        object: old,
+                        gone: true,
+                    });
+                }
+                match self.store.delete(&res.key(ns, name), Some(old_rev)).await {
+                    Ok((rev, _)) => {
+                        meta::set_resource_version(&mut obj, rev);
+                        return Ok(Deleted {
+                            object: obj,
+                            gone: true,
+                        });
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(self.write_error(res, name, e)),
+                }
+            }
+            let m = meta::metadata_mut(&mut obj);
+            let old_grace = m.get("deletionGracePeriodSeconds").and_then(Value::as_i64);
+            if already
+                && old_grace.is_some_and(|g| g <= grace)
+                && meta::finalizers(&old) == finalizers
+            {
+                // Already being deleted, no sooner than asked: nothing to change.
+                return Ok(Deleted {
+                    object: old,
+                    gone: false,
+                });
+            }
+            let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(grace);
+            m.insert("deletionTimestamp".into(), json!(meta::timestamp(deadline)));
+            m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            m.insert("finalizers".into(), json!(finalizers));
+            if finalizers.is_empty() {
+                m.remove("finalizers");
+            }
+            m.remove("resourceVersion");
+            strategy::prepare_delete(res, &mut obj);
+            if opts.dry_run {
+                return Ok(Deleted {
+                    object: obj,
+                    gone: false,
+                });
+            }
+            match self
+                .store
+                .update(&res.key(ns, name), encode_stored(&obj), old_rev)
+                .await
+            {
+                Ok(rev) => {
+                    meta::set_resource_version(&mut obj, rev);
+                    return Ok(Deleted {
+                        object: obj,
+                        gone: false,
+                    });
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(self.write_error(res, name, e)),
+            }
+        }
+        Err(ApiError::conflict(res, name))
+    }
+
+    /// Deletes every object a list selects; returns what was deleted or marked.
+    pub async fn delete_collection(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        list: &super::ListOptions,
+        opts: &DeleteOptions,
+    ) -> Result<Vec<Value>, ApiError> {
+        let page = self.list(res, ns, list).await?;
+        let mut out = Vec::with_capacity(page.items.len());
+        for item in page.items {
+            let ns = meta::namespace(&item).map(str::to_owned);
+            match self
+                .delete(res, ns.as_deref(), meta::name(&item), opts)
+                .await
+            {
+                Ok(d) => out.push(d.object),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Checks `apiVersion` and `kind` of a body against the endpoint (absent ones are defaulted,
+/// as upstream's decoder does).
+fn check_type_meta(res: &ResourceType, body: &Value) -> Result<(), ApiError> {
+    if let Some(av) = body["apiVersion"].as_str().filter(|s| !s.is_empty())
+        && av != res.api_version()
+    {
+        return Err(ApiError::bad_request(format!(
+            "the API version in the data ({av}) does not match the expected API version ({})",
+            res.api_version()
+        )));
+    }
+    if let Some(kind) = body["kind"].as_str().filter(|s| !s.is_empty())
+        && kind != res.kind
+    {
+        return Err(ApiError::bad_request(format!(
+            "the kind in the data ({kind}) does not match the expected kind ({})",
+            res.kind
+        )));
+    }
+    Ok(())
+}
