@@ -3,13 +3,21 @@
 #   protobuf-compiler  protoc, for the etcd client's generated gRPC code
 #   etcd-server        a real etcd 3.4 that the store conformance suite and the bench compare against
 #   kubernetes-client  kubectl, where none is installed, for the end-to-end tests
+#   curl               raw HTTPS requests in the end-to-end tests (bad input, headers)
+#   python3-venv       a venv with the official Python client (PyPI `kubernetes`)
+# and, under $K1S_TEST_TOOLS (default /var/cache/k1s-test), the test clients the machine's
+# package manager does not put on PATH: Debian's kubectl 1.20 (unpacked, not installed) and
+# the Python venv.
 set -euo pipefail
+tools="${K1S_TEST_TOOLS:-/var/cache/k1s-test}"
 need=()
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # kubectl for the end-to-end tests: Debian's kubernetes-client (1.20) where none is installed.
 command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -21,4 +29,27 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (https://rustup.rs) and re-run" >&2
   exit 1
+fi
+
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+$sudo_cmd mkdir -p "$tools"
+[ -w "$tools" ] || $sudo_cmd chown "$(id -u)" "$tools"
+# Debian's kubectl 1.20, the oldest client the end-to-end tests drive.
+if [ ! -x "$tools/kubectl-1.20" ]; then
+  work="$(mktemp -d)"
+  if (cd "$work" && apt-get download -qq kubernetes-client >/dev/null 2>&1); then
+    dpkg -x "$work"/kubernetes-client_*.deb "$work/x"
+    cp "$work/x/usr/bin/kubectl" "$tools/kubectl-1.20"
+    echo "kubectl 1.20 unpacked to $tools/kubectl-1.20"
+  else
+    echo "warning: could not download Debian's kubernetes-client; kubectl 1.20 tests will be skipped" >&2
+  fi
+  rm -rf "$work"
+fi
+# The official Python client from PyPI, in a venv.
+if [ ! -x "$tools/pyvenv/bin/python" ] || ! "$tools/pyvenv/bin/python" -c 'import kubernetes' >/dev/null 2>&1; then
+  python3 -m venv "$tools/pyvenv"
+  "$tools/pyvenv/bin/pip" install -q --disable-pip-version-check kubernetes
+  echo "Python kubernetes client installed in $tools/pyvenv"
 fi

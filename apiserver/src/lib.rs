@@ -3,6 +3,10 @@
 //! Owns HTTP/TLS serving, discovery, the resource handlers and their Status errors. It must not
 //! touch the on-disk format: everything goes through the store trait.
 //!
+//! - [`apply`]: server-side apply and field ownership (`managedFields`).
+//! - [`bootstrap`]: the system namespaces and the `kubernetes` Service, created at start.
+//! - [`crds`]: CustomResourceDefinitions made into served resources; CRD cleanup.
+//! - [`crd_schema`]: custom resource validation, pruning and defaulting from a CRD's schema.
 //! - [`pki`]: the cluster CA, the serving and admin certificates, the admin kubeconfig.
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
 //! - [`status`]: `metav1.Status` errors as kube-apiserver writes them.
@@ -10,12 +14,18 @@
 //! - [`registry`]: the resource catalog (built-in kinds from k8s-openapi, CRDs at run time).
 //! - [`rest`]: generic storage of every resource: CRUD, list, watch, with upstream semantics.
 //! - [`http`]: `/api` and `/apis`: discovery, negotiation, the resource handlers.
+//! - [`openapi`]: `/openapi/v2` and `/openapi/v3` documents generated from the types.
 //! - [`patch`]: JSON patch, merge patch and strategic merge patch.
 //! - [`protobuf`]: `application/vnd.kubernetes.protobuf` request bodies decoded to JSON.
 //! - [`table`]: the `kubectl get` columns of each resource (Table responses).
 
+pub mod apply;
+pub mod bootstrap;
+pub mod crd_schema;
+pub mod crds;
 pub mod http;
 pub mod metrics;
+pub mod openapi;
 pub mod patch;
 pub mod pki;
 pub mod protobuf;

@@ -63,6 +63,8 @@ pub struct ResourceType {
     pub decode: Option<DecodeFn>,
     /// The kind's schema; `None` for custom resources (their schema lives in the CRD).
     pub schema: Option<SchemaFn>,
+    /// Schema, printer columns and scale paths of a custom resource.
+    pub custom: Option<Arc<crate::crds::CustomInfo>>,
     /// Whether `metadata.generation` is kept (bumped on changes outside metadata and status).
     pub generation: bool,
 }
@@ -140,6 +142,24 @@ impl ResourceType {
         self.subresources.iter().find(|s| s.name == name)
     }
 
+    /// The list/map semantics server-side apply and field tracking use for this kind.
+    pub fn apply_schema(&self) -> &crate::apply::Schema {
+        static UNTYPED: std::sync::OnceLock<crate::apply::Schema> = std::sync::OnceLock::new();
+        if let Some(c) = &self.custom {
+            return &c.apply_schema;
+        }
+        crate::apply::schema_for(crate::apply::TypeKey {
+            group: &self.group,
+            kind: &self.kind,
+        })
+        .unwrap_or_else(|| UNTYPED.get_or_init(crate::apply::Schema::untyped))
+    }
+
+    /// Whether this is the CustomResourceDefinition resource itself.
+    pub fn is_crd(&self) -> bool {
+        self.group == "apiextensions.k8s.io" && self.kind == "CustomResourceDefinition"
+    }
+
     pub fn has_status(&self) -> bool {
         self.subresource("status").is_some()
     }
@@ -211,6 +231,7 @@ where
         verbs: ALL_VERBS.to_vec(),
         decode: Some(decode_as::<T>),
         schema: Some(<T as schemars::JsonSchema>::json_schema),
+        custom: None,
         generation,
     }
 }

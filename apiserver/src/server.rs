@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{InstrumentedStore, Metrics};
 use crate::registry::Registry;
-use crate::rest::Rest;
+use crate::rest::{Rest, ServiceNetwork};
 use crate::status::ApiError;
 
 pub use crate::http::body::Body;
@@ -53,6 +53,8 @@ pub struct ApiState {
     /// The generic storage of every resource (over `store`).
     pub rest: Arc<Rest>,
     pub registry: Arc<Registry>,
+    /// The OpenAPI documents of the current catalog.
+    pub openapi: crate::http::openapi::OpenApiCache,
     /// Fired when the server stops: ends watches so connections can drain.
     pub cancel: CancellationToken,
     pub metrics: Arc<Metrics>,
@@ -60,14 +62,37 @@ pub struct ApiState {
     pub shutting_down: AtomicBool,
 }
 
+/// Settings of the API beyond the store.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// `--service-cidr` and `--service-node-port-range`.
+    pub services: ServiceNetwork,
+    /// The address other nodes and pods reach this server at (the `kubernetes` Service's
+    /// endpoint).
+    pub advertise_address: std::net::IpAddr,
+    /// The HTTPS port.
+    pub port: u16,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        Self {
+            services: ServiceNetwork::default(),
+            advertise_address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            port: 6443,
+        }
+    }
+}
+
 impl ApiState {
-    pub fn new(store: Arc<dyn Store>) -> Arc<Self> {
+    pub fn new(store: Arc<dyn Store>, config: &ApiConfig) -> Arc<Self> {
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, metrics.clone()));
         let registry = Arc::new(Registry::new());
         Arc::new(Self {
-            rest: Arc::new(Rest::new(store.clone(), registry.clone())),
+            rest: Arc::new(Rest::new(store.clone(), registry.clone(), config.services)),
             registry,
+            openapi: Default::default(),
             cancel: CancellationToken::new(),
             store,
             metrics,
@@ -145,7 +170,14 @@ async fn handle(
             .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
     });
     let started = std::time::Instant::now();
-    let resp = if path == "/api"
+    let resp = if path == "/openapi/v2" || path == "/openapi/v3" || path.starts_with("/openapi/v3/")
+    {
+        let hashed = req.uri().query().is_some_and(|q| q.contains("hash="));
+        state
+            .openapi
+            .serve(&state.registry.catalog(), &path, hashed, req.headers())
+            .unwrap_or_else(ApiError::into_response)
+    } else if path == "/api"
         || path.starts_with("/api/")
         || path == "/apis"
         || path.starts_with("/apis/")

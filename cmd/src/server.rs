@@ -10,7 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use k1s_apiserver::pki::{Pki, PkiConfig};
-use k1s_apiserver::server::{self as api, ApiState};
+use k1s_apiserver::rest::ServiceNetwork;
+use k1s_apiserver::server::{self as api, ApiConfig, ApiState};
 use k1s_store::compactor::{self, CompactionPolicy};
 use k1s_store::etcd::EtcdTls;
 use tokio_util::sync::CancellationToken;
@@ -63,6 +64,12 @@ pub struct ServerArgs {
         env = "K1S_KUBECONFIG_OUTPUT"
     )]
     pub write_kubeconfig: PathBuf,
+    /// IPv4 range of Service ClusterIPs.
+    #[arg(long, default_value = "10.43.0.0/16")]
+    pub service_cidr: String,
+    /// Port range of Service NodePorts.
+    #[arg(long, default_value = "30000-32767")]
+    pub service_node_port_range: String,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub write_kubeconfig_mode: u32,
@@ -111,6 +118,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         cert_file: args.datastore_certfile.clone(),
         key_file: args.datastore_keyfile.clone(),
     };
+    let services = ServiceNetwork::parse(&args.service_cidr, &args.service_node_port_range)
+        .map_err(|e| anyhow::anyhow!("--service-cidr/--service-node-port-range: {e}"))?;
     let store = datastore::open(&args.data_dir, args.datastore_endpoint.as_deref(), &tls).await?;
     let revision = store.current_revision().await?;
     tracing::info!(revision, data_dir = %args.data_dir.display(), "datastore ready");
@@ -125,10 +134,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tasks.spawn(compactor::run(store.clone(), policy, cancel.clone()));
 
     let hostname = hostname();
+    let node_ips = node_ips(&args.node_ip, &hostname);
     let pki_config = PkiConfig {
         dir: args.data_dir.join("tls"),
         hostname: hostname.clone(),
-        node_ips: node_ips(&args.node_ip, &hostname),
+        node_ips: node_ips.clone(),
         tls_sans: args.tls_san.clone(),
     };
     let pki = Pki::load_or_create(&pki_config)?;
@@ -144,12 +154,22 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         &server_url,
     )?;
     tracing::info!(kubeconfig = %args.write_kubeconfig.display(), "wrote admin kubeconfig");
-    tasks.spawn(api::serve(
-        listener,
-        tls,
-        ApiState::new(store.clone()),
-        cancel.clone(),
-    ));
+    let config = ApiConfig {
+        services,
+        advertise_address: node_ips
+            .first()
+            .copied()
+            .unwrap_or(IpAddr::from([127, 0, 0, 1])),
+        port: args.https_port,
+    };
+    let state = ApiState::new(store.clone(), &config);
+    k1s_apiserver::bootstrap::run(&state.rest, config.advertise_address, config.port)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!("creating the system namespaces and services: {}", e.message)
+        })?;
+    tasks.spawn(k1s_apiserver::crds::run(state.rest.clone(), cancel.clone()));
+    tasks.spawn(api::serve(listener, tls, state, cancel.clone()));
     tracing::info!(%addr, version = api::KUBE_GIT_VERSION, "API server listening");
     tasks.close();
 

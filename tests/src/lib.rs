@@ -47,7 +47,8 @@ pub fn free_port() -> u16 {
 /// A running `k1s server`; SIGKILLed on drop unless [`Server::stop`] stopped it.
 pub struct Server {
     child: Option<Child>,
-    logs: Receiver<String>,
+    /// In a mutex so a `Server` can be shared with scoped threads.
+    logs: std::sync::Mutex<Receiver<String>>,
 }
 
 impl Server {
@@ -80,7 +81,7 @@ impl Server {
         });
         Server {
             child: Some(child),
-            logs,
+            logs: std::sync::Mutex::new(logs),
         }
     }
 
@@ -97,6 +98,8 @@ impl Server {
         loop {
             let line = self
                 .logs
+                .lock()
+                .unwrap()
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
                 .unwrap_or_else(|_| panic!("server never logged {needle:?}"));
             if line.contains(needle) {
@@ -129,7 +132,7 @@ impl Server {
         assert!(status.success(), "server exited with {status}");
         // The log thread ends with the process; collect what it still has.
         std::thread::sleep(Duration::from_millis(100));
-        self.logs.try_iter().collect()
+        self.logs.lock().unwrap().try_iter().collect()
     }
 }
 
@@ -140,4 +143,228 @@ impl Drop for Server {
             let _ = child.wait();
         }
     }
+}
+
+/// Where scripts/deps.sh puts test clients that are not on PATH (kubectl 1.20, the Python venv).
+pub fn test_tools() -> PathBuf {
+    std::env::var_os("K1S_TEST_TOOLS")
+        .map_or_else(|| PathBuf::from("/var/cache/k1s-test"), PathBuf::from)
+}
+
+/// A test client that is missing: fails under CI (scripts/deps.sh installs it), else returns
+/// false after printing a visible SKIPPED line.
+pub fn missing(what: &str) -> bool {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} is not installed (scripts/deps.sh installs it)"
+    );
+    eprintln!("SKIPPED: {what} not installed");
+    false
+}
+
+/// The default kubectl: `$K1S_KUBECTL`, else `kubectl` on `$PATH` (on these machines the
+/// dispatcher that picks the client matching the server's minor version).
+pub fn kubectl() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("K1S_KUBECTL") {
+        return Some(PathBuf::from(p));
+    }
+    let found = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("kubectl"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        missing("kubectl");
+    }
+    found
+}
+
+/// Every kubectl this machine has, with its label: the default one, the bundled
+/// `kubectl.1.NN` clients, and Debian's 1.20 from [`test_tools`].
+pub fn all_kubectls() -> Vec<(String, PathBuf)> {
+    let mut out: Vec<(String, PathBuf)> = kubectl()
+        .map(|k| ("default".to_owned(), k))
+        .into_iter()
+        .collect();
+    for minor in 27..=33 {
+        let p = PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.1.{minor}"));
+        if p.is_file() {
+            out.push((format!("1.{minor}"), p));
+        }
+    }
+    let old = test_tools().join("kubectl-1.20");
+    if old.is_file() {
+        out.push(("1.20".to_owned(), old));
+    } else {
+        missing("Debian's kubectl 1.20");
+    }
+    out
+}
+
+/// A server on a temp dir with everything a test needs to talk to it.
+pub struct Cluster {
+    pub server: Server,
+    pub dir: tempfile::TempDir,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    pub kubectl: PathBuf,
+}
+
+/// What a raw HTTPS request got back.
+#[derive(Debug)]
+pub struct Reply {
+    pub code: u16,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+impl Cluster {
+    /// Starts a server with `extra` flags; `None` when kubectl is missing (skipped visibly).
+    pub fn start(extra: &[&str]) -> Option<Cluster> {
+        let kubectl = kubectl()?;
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let kubeconfig = dir.path().join("k1s.yaml");
+        let server = Server::start(&dir.path().join("data"), port, &kubeconfig, extra);
+        Some(Cluster {
+            server,
+            dir,
+            port,
+            kubeconfig,
+            kubectl,
+        })
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Runs `kubectl` (or another client binary) with this cluster's kubeconfig and a private
+    /// cache directory.
+    pub fn run_with(
+        &self,
+        kubectl: &Path,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> std::process::Output {
+        let mut cmd = Command::new(kubectl);
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join(format!(
+                "cache-{}",
+                kubectl.file_name().unwrap().to_string_lossy()
+            )))
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        self.run_with(&self.kubectl, args, None)
+    }
+
+    /// Runs kubectl and returns its stdout; panics with stderr on failure.
+    pub fn ok(&self, args: &[&str]) -> String {
+        ok_of(args, &self.run(args))
+    }
+
+    /// Runs kubectl with `input` on stdin (`-f -`) and returns stdout.
+    pub fn ok_stdin(&self, args: &[&str], input: &str) -> String {
+        ok_of(args, &self.run_with(&self.kubectl, args, Some(input)))
+    }
+
+    /// Runs kubectl, expects failure, and returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} succeeded: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// A raw HTTPS request as the admin (curl with the admin client certificate).
+    pub fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Reply {
+        let tls = self.data_dir().join("tls");
+        let mut cmd = Command::new("curl");
+        cmd.args([
+            "-sS",
+            "--http1.1",
+            "-X",
+            method,
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+        ])
+        .arg("--cacert")
+        .arg(tls.join("ca.crt"))
+        .arg("--cert")
+        .arg(tls.join("admin.crt"))
+        .arg("--key")
+        .arg(tls.join("admin.key"));
+        if let Some(ct) = content_type {
+            cmd.args(["-H", &format!("Content-Type: {ct}")]);
+        }
+        let body_file = self.dir.path().join("curl-body");
+        if let Some(b) = body {
+            std::fs::write(&body_file, b).unwrap();
+            cmd.arg("--data-binary")
+                .arg(format!("@{}", body_file.display()));
+        }
+        let out = cmd
+            .arg(format!("https://127.0.0.1:{}{path}", self.port))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "curl failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        Reply {
+            code: code.trim().parse().unwrap(),
+            body: body.to_owned(),
+        }
+    }
+}
+
+fn ok_of(args: &[&str], out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -4,11 +4,11 @@
 //! restart keeps the CA, so the kubeconfig keeps working.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use k1s_tests::{Server, free_port, k1s_bin};
+use k1s_tests::{Server, free_port, k1s_bin, kubectl};
 
 /// The flags every server in this file gets.
 const FLAGS: &[&str] = &[
@@ -17,28 +17,6 @@ const FLAGS: &[&str] = &[
     "--tls-san",
     "k1s.example.test",
 ];
-
-/// The kubectl to drive the server with: `$K1S_KUBECTL`, else `kubectl` on `$PATH`. In CI a
-/// missing kubectl fails the test (scripts/deps.sh installs one); elsewhere it is skipped
-/// with a visible message.
-fn kubectl() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("K1S_KUBECTL") {
-        return Some(PathBuf::from(p));
-    }
-    let found = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|d| d.join("kubectl"))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "kubectl is not installed (scripts/deps.sh installs Debian's kubernetes-client)"
-        );
-        eprintln!("SKIPPED: kubectl not installed");
-    }
-    found
-}
 
 fn run_kubectl(kubectl: &Path, kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
     Command::new(kubectl)

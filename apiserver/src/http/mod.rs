@@ -4,6 +4,7 @@
 pub mod body;
 pub mod discovery;
 pub mod negotiate;
+pub mod openapi;
 pub mod request;
 pub mod resources;
 mod table_output;

@@ -70,7 +70,9 @@ pub async fn handle(
         }
         (&Method::POST, None, None) => {
             let obj = decode_body(&call)?;
-            let w = rest.create(&res, ns, obj, &write_options(q)?).await?;
+            let w = rest
+                .create(&res, ns, obj, &write_options(q, call.headers)?)
+                .await?;
             Ok(written(&res, w, out, q))
         }
         (&Method::DELETE, None, None) => {
@@ -101,7 +103,7 @@ pub async fn handle(
             Ok(encode(
                 StatusCode::OK,
                 out,
-                &crate::rest::scale_of(&obj),
+                &crate::rest::scale_of(&res, &obj),
                 &[],
             ))
         }
@@ -110,14 +112,16 @@ pub async fn handle(
         {
             let obj = decode_body(&call)?;
             let w = rest
-                .update(&res, ns, name, obj, sub, &write_options(q)?)
+                .update(&res, ns, name, obj, sub, &write_options(q, call.headers)?)
                 .await?;
             Ok(written(&res, w, out, q))
         }
         (&Method::PUT, Some(name), Some("scale")) if res.subresource("scale").is_some() => {
             let new = decode_body(&call)?;
             let scale = rest
-                .update_scale(&res, ns, name, &write_options(q)?, |_| Ok(new.clone()))
+                .update_scale(&res, ns, name, &write_options(q, call.headers)?, |_| {
+                    Ok(new.clone())
+                })
                 .await?;
             Ok(encode(StatusCode::OK, out, &scale, &[]))
         }
@@ -143,7 +147,15 @@ pub async fn handle(
                 }
             }
             let w = rest
-                .patch(&res, ns, name, sub, kind, &call.body, &write_options(q)?)
+                .patch(
+                    &res,
+                    ns,
+                    name,
+                    sub,
+                    kind,
+                    &call.body,
+                    &write_options(q, call.headers)?,
+                )
                 .await?;
             Ok(written(&res, w, out, q))
         }
@@ -168,8 +180,14 @@ pub async fn handle(
         }
         (&Method::POST, Some(name), Some("binding")) if res.kind == "Pod" => {
             let binding = decode_any(&call)?;
-            rest.bind_pod(&res, ns.unwrap_or(""), name, &binding, &write_options(q)?)
-                .await?;
+            rest.bind_pod(
+                &res,
+                ns.unwrap_or(""),
+                name,
+                &binding,
+                &write_options(q, call.headers)?,
+            )
+            .await?;
             Ok(success(StatusCode::CREATED))
         }
         (&Method::POST, Some(name), Some("eviction")) if res.kind == "Pod" => {
@@ -249,13 +267,36 @@ fn list_options(q: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
     })
 }
 
-fn write_options(q: &HashMap<String, String>) -> Result<WriteOptions, ApiError> {
+/// Write options from the query; the field manager defaults to the User-Agent's program
+/// name, as upstream's does.
+fn write_options(
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<WriteOptions, ApiError> {
+    let field_manager = q.get("fieldManager").cloned();
+    if field_manager.as_ref().is_some_and(|m| m.len() > 128) {
+        return Err(ApiError::invalid(
+            "PatchOptions",
+            "",
+            vec![(
+                "fieldManager".into(),
+                "Too long: may not be more than 128 bytes".into(),
+            )],
+        ));
+    }
+    let from_agent = || {
+        header(headers, header::USER_AGENT)
+            .and_then(|ua| ua.split('/').next())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.chars().take(128).collect())
+    };
     Ok(WriteOptions {
         dry_run: dry_run(q)?,
         field_validation: FieldValidation::parse(
             q.get("fieldValidation").map_or("", String::as_str),
         )?,
-        field_manager: q.get("fieldManager").cloned(),
+        field_manager: field_manager.or_else(from_agent),
+        ..Default::default()
     })
 }
 

@@ -7,9 +7,32 @@ use serde_json::{Value, json};
 use crate::registry::ResourceType;
 use crate::table;
 
-/// The printer of a resource: its built-in printer, or NAME/AGE.
-fn printer(res: &ResourceType) -> &'static dyn table::Printer {
-    table::builtin(&res.group, &res.plural).unwrap_or_else(table::default_printer)
+/// The printer of a resource: a CRD's columns, the built-in printer, or the default.
+enum Printer {
+    Static(&'static dyn table::Printer),
+    Owned(Box<dyn table::Printer>),
+}
+
+impl Printer {
+    fn of(res: &ResourceType) -> Self {
+        if let Some(custom) = &res.custom {
+            return match table::custom(&custom.printer_columns) {
+                Ok(p) => Printer::Owned(p),
+                // Columns the CRD's validation should have refused: the default printer.
+                Err(_) => Printer::Static(table::default_printer()),
+            };
+        }
+        Printer::Static(
+            table::builtin(&res.group, &res.plural).unwrap_or_else(table::default_printer),
+        )
+    }
+
+    fn get(&self) -> &dyn table::Printer {
+        match self {
+            Printer::Static(p) => *p,
+            Printer::Owned(p) => p.as_ref(),
+        }
+    }
 }
 
 /// A Table of `items`. `includeObject` (`None`, `Metadata` (default), `Object`) decides what
@@ -22,7 +45,8 @@ pub fn table(
     q: &HashMap<String, String>,
     with_columns: bool,
 ) -> Value {
-    let p = printer(res);
+    let printer = Printer::of(res);
+    let p = printer.get();
     let now = time::OffsetDateTime::now_utc();
     let include = q.get("includeObject").map_or("Metadata", String::as_str);
     let rows: Vec<Value> = items

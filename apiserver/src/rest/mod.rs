@@ -10,6 +10,7 @@
 pub mod fields;
 pub mod meta;
 pub mod patch;
+mod services;
 mod strategy;
 mod subresources;
 mod watch;
@@ -26,6 +27,7 @@ use serde_json::Value;
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
 
+pub use services::ServiceNetwork;
 pub use subresources::scale_of;
 pub use watch::{WatchEvent, WatchRequest};
 pub use write::{DeleteOptions, Deleted, FieldValidation, WriteOptions, Written};
@@ -39,6 +41,8 @@ const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
 pub struct Rest {
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
+    /// Where Service ClusterIPs and NodePorts come from.
+    pub services: ServiceNetwork,
 }
 
 /// `resourceVersionMatch`.
@@ -107,8 +111,12 @@ impl ContinueToken {
 }
 
 impl Rest {
-    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>) -> Self {
-        Self { store, registry }
+    pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, services: ServiceNetwork) -> Self {
+        Self {
+            store,
+            registry,
+            services,
+        }
     }
 
     /// Reads one object.

@@ -62,8 +62,10 @@ impl Rest {
             group: &res.group,
             kind: &res.kind,
         };
-        if let PatchKind::Apply { .. } = kind {
-            return self.apply(res, ns, name, subresource, body, opts).await;
+        if let PatchKind::Apply { force } = kind {
+            return self
+                .apply(res, ns, name, subresource, force, body, opts)
+                .await;
         }
         let ptype = match kind {
             PatchKind::Json => PatchType::Json,
@@ -120,49 +122,76 @@ impl Rest {
         Ok(w)
     }
 
-    /// Server-side apply, as far as k1s has it: a missing object is created from the applied
-    /// configuration; an existing one gets the configuration merged in (maps merge, lists of
-    /// the built-in types merge by their keys as a strategic merge does). Field ownership
-    /// (managedFields and conflicts) is not tracked yet.
+    /// Server-side apply: the configuration is merged into the live object by the kind's
+    /// list and map semantics, the applier owns what it applied, and fields owned by other
+    /// managers conflict (409) unless `force`.
+    #[allow(clippy::too_many_arguments)]
     async fn apply(
         &self,
         res: &ResourceType,
         ns: Option<&str>,
         name: &str,
         subresource: Option<&str>,
+        force: bool,
         body: &[u8],
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
-        let cfg: Value = serde_yaml::from_slice(body)
+        let config: Value = serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-        if !cfg.is_object() {
+        if !config.is_object() {
             return Err(ApiError::bad_request(
                 "the applied configuration must be an object",
             ));
         }
-        if meta::name(&cfg) != name {
+        if meta::name(&config) != name {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
-                meta::name(&cfg)
+                meta::name(&config)
             )));
         }
+        let manager = opts
+            .field_manager
+            .clone()
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "PATCH request is not valid: fieldManager is required for apply requests",
+                )
+            })?;
+        let mut opts = opts.clone();
+        opts.fields_tracked = true;
+        let schema = res.apply_schema();
+        let sub = subresource.filter(|s| *s == "status");
+        let merge = |live: Option<&Value>| {
+            crate::apply::apply(
+                schema,
+                live,
+                &config,
+                &manager,
+                &res.api_version(),
+                sub,
+                force,
+                &meta::now(),
+            )
+            .map_err(|e| super::write::apply_error(res, e))
+        };
         match self.get(res, ns, name).await {
             Err(e) if e.code == 404 && subresource.is_none() => {
-                self.create(res, ns, cfg, opts).await
+                let obj = merge(None)?;
+                self.create(res, ns, obj, &opts).await
             }
             Err(e) => Err(e),
             Ok(_) => {
-                let ptype = if res.decode.is_some() {
-                    PatchType::StrategicMerge
-                } else {
-                    PatchType::Merge
-                };
-                let bytes = serde_json::to_vec(&cfg).unwrap_or_default();
-                let kind = match ptype {
-                    PatchType::Merge => PatchKind::Merge,
-                    _ => PatchKind::Strategic,
-                };
-                Box::pin(self.patch(res, ns, name, subresource, kind, &bytes, opts)).await
+                let mut warnings = Vec::new();
+                let mut w = self
+                    .read_modify_write(res, ns, name, subresource, &opts, |current| {
+                        let merged = merge(Some(current))?;
+                        self.decode_body(res, merged, opts.field_validation, &mut warnings)
+                    })
+                    .await?;
+                warnings.dedup();
+                w.warnings = warnings;
+                Ok(w)
             }
         }
     }

@@ -61,6 +61,7 @@ pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
             default_pod_spec(&mut spec["template"]["spec"]);
         }
         ("batch", "Job") => default_pod_spec(&mut obj["spec"]["template"]["spec"]),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crate::crds::prepare_create(obj),
         ("", "Service") => {
             let spec = &mut obj["spec"];
             set_default(spec, "type", json!("ClusterIP"));
@@ -135,6 +136,9 @@ pub fn validate(res: &ResourceType, obj: &Value) -> Result<(), ApiError> {
                 ),
             ));
         }
+    }
+    if res.is_crd() {
+        causes.extend(crate::crds::validate(obj));
     }
     if causes.is_empty() {
         Ok(())

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{DeleteOptions, Rest, WriteOptions, Written, meta};
+use crate::crds::{ScalePaths, get_path, set_path};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
@@ -33,8 +34,26 @@ pub fn selector_string(sel: &Value) -> String {
     parts.join(",")
 }
 
+/// Where a resource keeps what its Scale shows.
+fn scale_paths(res: &ResourceType) -> ScalePaths {
+    res.custom
+        .as_ref()
+        .and_then(|c| c.scale.clone())
+        .unwrap_or_else(|| ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+        })
+}
+
 /// The Scale view of a scalable object.
-pub fn scale_of(parent: &Value) -> Value {
+pub fn scale_of(res: &ResourceType, parent: &Value) -> Value {
+    let paths = scale_paths(res);
+    let selector = match &paths.label_selector {
+        // Custom resources keep the selector as a string at the given path.
+        Some(p) => get_path(parent, p).as_str().unwrap_or_default().to_owned(),
+        None => selector_string(&parent["spec"]["selector"]),
+    };
     let m = &parent["metadata"];
     json!({
         "kind": "Scale",
@@ -43,10 +62,10 @@ pub fn scale_of(parent: &Value) -> Value {
             "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
             "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
         },
-        "spec": {"replicas": parent["spec"]["replicas"].as_i64().unwrap_or(0)},
+        "spec": {"replicas": get_path(parent, &paths.spec_replicas).as_i64().unwrap_or(0)},
         "status": {
-            "replicas": parent["status"]["replicas"].as_i64().unwrap_or(0),
-            "selector": selector_string(&parent["spec"]["selector"]),
+            "replicas": get_path(parent, &paths.status_replicas).as_i64().unwrap_or(0),
+            "selector": selector,
         },
     })
 }
@@ -66,8 +85,8 @@ impl Rest {
         F: FnMut(&Value) -> Result<Value, ApiError>,
     {
         let w: Written = self
-            .read_modify_write(res, ns, name, None, opts, |parent| {
-                let current = scale_of(parent);
+            .read_modify_write(res, ns, name, Some("scale"), opts, |parent| {
+                let current = scale_of(res, parent);
                 let new = change(&current)?;
                 if new["kind"].as_str().is_some_and(|k| k != "Scale") {
                     return Err(ApiError::bad_request(format!(
@@ -95,11 +114,11 @@ impl Rest {
                     })?,
                 };
                 let mut p = parent.clone();
-                p["spec"]["replicas"] = json!(replicas);
+                set_path(&mut p, &scale_paths(res).spec_replicas, json!(replicas));
                 Ok(p)
             })
             .await?;
-        Ok(scale_of(&w.object))
+        Ok(scale_of(res, &w.object))
     }
 
     /// `pods/binding`: assigns an unbound pod to a node.
@@ -185,7 +204,10 @@ mod tests {
         let d = json!({"metadata": {"name": "d", "namespace": "n", "resourceVersion": "5"},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "d"}}},
             "status": {"replicas": 2}});
-        let s = scale_of(&d);
+        let deploy = crate::registry::Registry::new()
+            .get("apps", "v1", "deployments")
+            .unwrap();
+        let s = scale_of(&deploy, &d);
         assert_eq!(s["spec"]["replicas"], 3);
         assert_eq!(s["status"]["replicas"], 2);
         assert_eq!(s["status"]["selector"], "app=d");

@@ -38,6 +38,17 @@ pub struct WriteOptions {
     pub dry_run: bool,
     pub field_validation: FieldValidation,
     pub field_manager: Option<String>,
+    /// Set by server-side apply, which computes `managedFields` itself.
+    pub(crate) fields_tracked: bool,
+}
+
+impl WriteOptions {
+    fn manager(&self) -> &str {
+        self.field_manager
+            .as_deref()
+            .filter(|m| !m.is_empty())
+            .unwrap_or("unknown")
+    }
 }
 
 /// The result of a write.
@@ -119,10 +130,7 @@ impl Rest {
         }
         check_type_meta(res, &body)?;
         let Some(decode) = res.decode else {
-            let mut body = body;
-            body["apiVersion"] = json!(res.api_version());
-            body["kind"] = json!(res.kind);
-            return Ok(body);
+            return custom_resource(res, body, validation, warnings);
         };
         let (mut obj, unknown) = decode(&body).map_err(|e| match e {
             DecodeError::Malformed(msg) => ApiError::bad_request(format!(
@@ -131,30 +139,7 @@ impl Rest {
                 v = res.version
             )),
         })?;
-        let unknown: Vec<String> = unknown
-            .into_iter()
-            .map(|p| p.trim_start_matches('.').to_owned())
-            .collect();
-        match validation {
-            FieldValidation::Strict if !unknown.is_empty() => {
-                let list = unknown
-                    .iter()
-                    .map(|f| format!("unknown field \"{f}\""))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                return Err(ApiError::bad_request(format!(
-                    "strict decoding error: {list}"
-                )));
-            }
-            FieldValidation::Warn => {
-                warnings.extend(
-                    unknown
-                        .into_iter()
-                        .map(|f| format!("unknown field \"{f}\"")),
-                );
-            }
-            _ => {}
-        }
+        report_unknown(unknown, validation, warnings)?;
         // The typed round trip writes `apiVersion`/`kind` itself; keep the request's metadata
         // nulls out of the stored object.
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -179,6 +164,7 @@ impl Rest {
                 .await?;
         }
         strategy::validate(res, &obj)?;
+        self.track_fields(res, None, &mut obj, None, opts)?;
         let name = meta::name(&obj).to_owned();
         if opts.dry_run {
             if self.store.get(&res.key(ns, &name)).await?.is_some() {
@@ -190,20 +176,60 @@ impl Rest {
                 warnings,
             });
         }
-        let rev = self
+        let claims = self.allocate_service(res, None, &mut obj).await?;
+        let created = self
             .store
             .create(&res.key(meta::namespace(&obj), &name), encode_stored(&obj))
-            .await
-            .map_err(|e| match e {
-                StoreError::AlreadyExists { .. } => ApiError::already_exists(res, &name),
-                other => other.into(),
-            })?;
+            .await;
+        if created.is_err() {
+            self.release_all(&claims).await;
+        }
+        let rev = created.map_err(|e| match e {
+            StoreError::AlreadyExists { .. } => ApiError::already_exists(res, &name),
+            other => other.into(),
+        })?;
         meta::set_resource_version(&mut obj, rev);
+        self.after_write(res).await;
         Ok(Written {
             object: obj,
             created: true,
             warnings,
         })
+    }
+
+    /// Records the write in `metadata.managedFields` (operation Update), unless server-side
+    /// apply already did.
+    pub(crate) fn track_fields(
+        &self,
+        res: &ResourceType,
+        old: Option<&Value>,
+        obj: &mut Value,
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        if opts.fields_tracked {
+            return Ok(());
+        }
+        let sub = subresource.filter(|s| matches!(*s, "status" | "scale"));
+        crate::apply::record_update(
+            res.apply_schema(),
+            old,
+            obj,
+            opts.manager(),
+            &res.api_version(),
+            sub,
+            &meta::now(),
+        )
+        .map_err(|e| apply_error(res, e))
+    }
+
+    /// Work that follows a successful write: a CRD change changes the catalog.
+    async fn after_write(&self, res: &ResourceType) {
+        if res.is_crd()
+            && let Err(e) = self.refresh_custom_resources().await
+        {
+            tracing::warn!(error = %e.message, "rebuilding the custom resources failed");
+        }
     }
 
     /// Fills in server-set metadata of a new object and checks its name and namespace.
@@ -438,6 +464,45 @@ impl Rest {
         }
         strategy::prepare_update(res, old, &mut obj);
         strategy::validate(res, &obj)?;
+        self.track_fields(res, Some(old), &mut obj, subresource, opts)?;
+        let claims = if subresource.is_none() && !opts.dry_run {
+            self.allocate_service(res, Some(old), &mut obj).await?
+        } else {
+            Vec::new()
+        };
+        let result = self
+            .write_replacement(res, ns, name, old, old_rev, obj, opts)
+            .await;
+        match &result {
+            Ok(w)
+                if w.object["metadata"]["deletionTimestamp"].is_string()
+                    && meta::finalizers(&w.object).is_empty()
+                    && !strategy::blocks_deletion(res, &w.object) =>
+            {
+                self.release_service(res, old, None).await;
+            }
+            Ok(w) => self.release_service(res, old, Some(&w.object)).await,
+            Err(_) => self.release_all(&claims).await,
+        }
+        if result.is_ok() {
+            self.after_write(res).await;
+        }
+        result
+    }
+
+    /// The store write of [`Rest::replace`]: nothing on a no-op, a delete when the last
+    /// finalizer went, an update otherwise.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_replacement(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+        old: &Value,
+        old_rev: Revision,
+        mut obj: Value,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         let mut unchanged = old.clone();
         meta::metadata_mut(&mut unchanged).remove("resourceVersion");
         if obj == unchanged {
@@ -587,6 +652,8 @@ impl Rest {
                 }
                 match self.store.delete(&res.key(ns, name), Some(old_rev)).await {
                     Ok((rev, _)) => {
+                        self.release_service(res, &old, None).await;
+                        self.after_write(res).await;
                         meta::set_resource_version(&mut obj, rev);
                         return Ok(Deleted {
                             object: obj,
@@ -688,4 +755,87 @@ fn check_type_meta(res: &ResourceType, body: &Value) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// Decodes a custom resource: the CRD version's schema prunes unknown fields (reported as
+/// `fieldValidation` asks), fills in defaults and validates.
+fn custom_resource(
+    res: &ResourceType,
+    mut body: Value,
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<Value, ApiError> {
+    body["apiVersion"] = json!(res.api_version());
+    body["kind"] = json!(res.kind);
+    let Some(schema) = res.custom.as_ref().and_then(|c| c.schema.as_ref()) else {
+        return Ok(body);
+    };
+    let pruned = schema.prune(&mut body);
+    report_unknown(pruned, validation, warnings)?;
+    schema.default(&mut body);
+    let errors = schema.validate(&body);
+    if errors.is_empty() {
+        return Ok(body);
+    }
+    Err(ApiError::invalid(
+        &res.kind,
+        meta::name(&body),
+        errors
+            .into_iter()
+            .map(|e| (e.field.clone(), e.message.clone()))
+            .collect(),
+    ))
+}
+
+/// Applies `fieldValidation` to the unknown fields of a request body.
+fn report_unknown(
+    unknown: Vec<String>,
+    validation: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let unknown: Vec<String> = unknown
+        .into_iter()
+        .map(|p| format!("unknown field \"{}\"", p.trim_start_matches('.')))
+        .collect();
+    match validation {
+        FieldValidation::Strict if !unknown.is_empty() => Err(ApiError::bad_request(format!(
+            "strict decoding error: {}",
+            unknown.join(", ")
+        ))),
+        FieldValidation::Warn => {
+            warnings.extend(unknown);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A server-side apply failure as upstream answers it.
+pub(crate) fn apply_error(res: &ResourceType, e: crate::apply::ApplyError) -> ApiError {
+    match e {
+        crate::apply::ApplyError::Conflicts(conflicts) => {
+            let mut err = ApiError::new(
+                409,
+                "Conflict",
+                crate::apply::ApplyError::Conflicts(conflicts.clone()).to_string(),
+            );
+            let details = err.details.get_or_insert_with(Default::default);
+            details.kind = Some(res.plural.clone());
+            details.group = Some(res.group.clone());
+            details.causes = Some(
+                conflicts
+                    .iter()
+                    .map(
+                        |c| k8s_openapi::apimachinery::pkg::apis::meta::v1::StatusCause {
+                            field: Some(c.field.clone()),
+                            message: Some(c.cause_message()),
+                            reason: Some("FieldManagerConflict".into()),
+                        },
+                    )
+                    .collect(),
+            );
+            err
+        }
+        crate::apply::ApplyError::Invalid(msg) => ApiError::bad_request(msg),
+    }
 }

@@ -1,0 +1,103 @@
+//! What kube-apiserver creates for itself at start: the system namespaces and the
+//! `default/kubernetes` Service with its Endpoints and EndpointSlice pointing at this server.
+
+use std::net::IpAddr;
+
+use serde_json::{Value, json};
+
+use crate::rest::{Rest, WriteOptions};
+use crate::status::ApiError;
+
+/// The namespaces every cluster has.
+pub const SYSTEM_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Creates `obj` unless it exists; with `replace`, an existing one gets `obj`'s content.
+async fn ensure(
+    rest: &Rest,
+    group: &str,
+    kind: &str,
+    obj: Value,
+    replace: bool,
+) -> Result<(), ApiError> {
+    let res = rest
+        .registry
+        .builtin_kind(group, kind)
+        .ok_or_else(|| ApiError::new(500, "InternalError", format!("no built-in kind {kind}")))?;
+    let ns = obj["metadata"]["namespace"].as_str().map(str::to_owned);
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let opts = WriteOptions::default();
+    match rest.create(&res, ns.as_deref(), obj.clone(), &opts).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.reason == "AlreadyExists" && replace => rest
+            .update(&res, ns.as_deref(), &name, obj, None, &opts)
+            .await
+            .map(|_| ()),
+        Err(e) if e.reason == "AlreadyExists" => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates the system namespaces and the `kubernetes` Service, Endpoints and EndpointSlice.
+pub async fn run(rest: &Rest, advertise: IpAddr, port: u16) -> Result<(), ApiError> {
+    for ns in SYSTEM_NAMESPACES {
+        ensure(
+            rest,
+            "",
+            "Namespace",
+            json!({"metadata": {"name": ns}}),
+            false,
+        )
+        .await?;
+    }
+    let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+    ensure(
+        rest,
+        "",
+        "Service",
+        json!({
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+            "spec": {
+                "clusterIP": rest.services.first().to_string(),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+                "sessionAffinity": "None",
+                "type": "ClusterIP",
+            },
+        }),
+        false,
+    )
+    .await?;
+    ensure(
+        rest,
+        "",
+        "Endpoints",
+        json!({
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{
+                "addresses": [{"ip": advertise.to_string()}],
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            }],
+        }),
+        true,
+    )
+    .await?;
+    let family = if advertise.is_ipv4() { "IPv4" } else { "IPv6" };
+    ensure(
+        rest,
+        "discovery.k8s.io",
+        "EndpointSlice",
+        json!({
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": family,
+            "endpoints": [{"addresses": [advertise.to_string()], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        }),
+        true,
+    )
+    .await
+}

@@ -1,0 +1,190 @@
+//! The Swagger 2.0 document (`/openapi/v2`): all paths of all group versions, all schemas as
+//! `definitions`.
+//!
+//! The schemas are those of the OpenAPI 3 documents rewritten for Swagger 2.0: refs point to
+//! `#/definitions/`, a ref wrapped in `allOf` (OpenAPI 3 forbids siblings of `$ref`) is
+//! unwrapped again, as upstream writes it, and keywords Swagger 2.0 lacks (`oneOf`, `anyOf`,
+//! `not`, `nullable`) are dropped.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::paths::{BodyKind, Operation, Param, PathItem, Payload};
+use super::schemas::{Components, V3_PREFIX};
+use super::v3::{RESPONSE_TYPES, WATCH_TYPES, patch_media_types, status_text};
+use super::{SERVER_VERSION, security_scheme};
+
+pub const V2_PREFIX: &str = "#/definitions/";
+
+fn param(p: &Param) -> Value {
+    let mut out = Map::new();
+    out.insert("name".into(), p.name.into());
+    out.insert("in".into(), p.location.as_str().into());
+    out.insert("description".into(), p.description.clone().into());
+    if p.required {
+        out.insert("required".into(), true.into());
+    }
+    out.insert("type".into(), p.ty.into());
+    if p.unique_items {
+        out.insert("uniqueItems".into(), true.into());
+    }
+    Value::Object(out)
+}
+
+fn payload_schema(payload: &Payload) -> Value {
+    match payload {
+        Payload::Ref(name) => json!({"$ref": format!("{V2_PREFIX}{name}")}),
+        Payload::Text => json!({"type": "string"}),
+    }
+}
+
+fn operation(op: &Operation) -> Value {
+    let mut out = Map::new();
+    out.insert("tags".into(), json!([op.tag]));
+    out.insert("description".into(), op.description.clone().into());
+    out.insert("operationId".into(), op.id.clone().into());
+    out.insert("schemes".into(), json!(["https"]));
+    if let Some(body) = &op.body {
+        let consumes = match body.kind {
+            BodyKind::Object => vec!["*/*"],
+            BodyKind::Patch { strategic } => patch_media_types(strategic),
+        };
+        out.insert("consumes".into(), json!(consumes));
+    } else {
+        out.insert("consumes".into(), json!(["*/*"]));
+    }
+    let text = op.responses.iter().any(|(_, p)| *p == Payload::Text);
+    let produces: &[&str] = if text {
+        &["*/*"]
+    } else if op.watch {
+        WATCH_TYPES
+    } else {
+        RESPONSE_TYPES
+    };
+    out.insert("produces".into(), json!(produces));
+    let mut params: Vec<Value> = Vec::new();
+    if let Some(body) = &op.body {
+        let mut b = Map::new();
+        b.insert("name".into(), "body".into());
+        b.insert("in".into(), "body".into());
+        if body.required {
+            b.insert("required".into(), true.into());
+        }
+        b.insert("schema".into(), payload_schema(&body.payload));
+        params.push(Value::Object(b));
+    }
+    params.extend(op.params.iter().map(param));
+    if !params.is_empty() {
+        out.insert("parameters".into(), Value::Array(params));
+    }
+    let mut responses = Map::new();
+    for (code, payload) in &op.responses {
+        responses.insert(
+            code.to_string(),
+            json!({"description": status_text(*code), "schema": payload_schema(payload)}),
+        );
+    }
+    responses.insert("401".into(), json!({"description": status_text(401)}));
+    out.insert("responses".into(), Value::Object(responses));
+    if !op.action.is_empty() {
+        out.insert("x-kubernetes-action".into(), op.action.into());
+    }
+    if let Some(gvk) = &op.gvk {
+        out.insert("x-kubernetes-group-version-kind".into(), gvk.clone());
+    }
+    Value::Object(out)
+}
+
+fn path_item(item: &PathItem) -> Value {
+    let mut out = Map::new();
+    for op in &item.ops {
+        out.insert(op.method.as_str().into(), operation(op));
+    }
+    if !item.params.is_empty() {
+        out.insert(
+            "parameters".into(),
+            Value::Array(item.params.iter().map(param).collect()),
+        );
+    }
+    Value::Object(out)
+}
+
+/// Rewrites an OpenAPI 3 schema (from [`Components`]) for Swagger 2.0.
+pub fn schema(v3: &Value) -> Value {
+    let Value::Object(map) = v3 else {
+        // Boolean schemas: `true` accepts anything.
+        return json!({});
+    };
+    let mut out = Map::new();
+    for (key, value) in map {
+        match key.as_str() {
+            "$ref" => {
+                let r = value.as_str().unwrap_or_default();
+                let name = r.strip_prefix(V3_PREFIX).unwrap_or(r);
+                out.insert(key.clone(), format!("{V2_PREFIX}{name}").into());
+            }
+            "oneOf" | "anyOf" | "not" | "nullable" => {}
+            "allOf" => {
+                let parts: Vec<Value> = value
+                    .as_array()
+                    .map(|a| a.iter().map(schema).collect())
+                    .unwrap_or_default();
+                match parts.as_slice() {
+                    [single] if single.get("$ref").is_some() && !map.contains_key("$ref") => {
+                        out.insert("$ref".into(), single["$ref"].clone());
+                    }
+                    _ => {
+                        out.insert(key.clone(), Value::Array(parts));
+                    }
+                }
+            }
+            "properties" => {
+                let props: Map<String, Value> = value
+                    .as_object()
+                    .map(|p| p.iter().map(|(k, v)| (k.clone(), schema(v))).collect())
+                    .unwrap_or_default();
+                out.insert(key.clone(), Value::Object(props));
+            }
+            "items" => {
+                let items = match value {
+                    Value::Array(a) => a.first().map(schema).unwrap_or_else(|| json!({})),
+                    v => schema(v),
+                };
+                out.insert(key.clone(), items);
+            }
+            "additionalProperties" => {
+                let ap = match value {
+                    Value::Bool(b) => Value::Bool(*b),
+                    v => schema(v),
+                };
+                out.insert(key.clone(), ap);
+            }
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// The whole document.
+pub fn document(components: &Components, paths: &BTreeMap<String, PathItem>) -> Value {
+    let paths: Map<String, Value> = paths
+        .iter()
+        .map(|(path, item)| (path.clone(), path_item(item)))
+        .collect();
+    let definitions: Map<String, Value> = components
+        .schemas
+        .iter()
+        .map(|(name, s)| (name.clone(), schema(s)))
+        .collect();
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": SERVER_VERSION},
+        "paths": paths,
+        "definitions": definitions,
+        "securityDefinitions": {"BearerToken": security_scheme()},
+        "security": [{"BearerToken": []}],
+    })
+}

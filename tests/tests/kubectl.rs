@@ -1,0 +1,621 @@
+//! End to end with stock kubectl against the real `k1s server`: the workflows of issue #3
+//! (create, apply client- and server-side, get in every output, describe, label, annotate,
+//! scale, the four patch types, delete, watch, wait, rollout status, api-resources,
+//! pagination), run with every kubectl this machine has.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k1s_tests::{Cluster, all_kubectls};
+use serde_json::Value;
+
+const DEPLOYMENT: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: demo
+  labels: {app: web}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: c
+        image: busybox:1.36
+        ports: [{containerPort: 80}]
+        env: [{name: A, value: "1"}]
+"#;
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+#[test]
+fn everyday_workflow_with_the_default_kubectl() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    c.ok(&["create", "namespace", "demo"]);
+    // kubectl 1.32+ sends this one as protobuf.
+    c.ok(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "demo",
+        "--from-literal=a=1",
+    ]);
+    let cm = json(&c.ok(&["get", "cm", "settings", "-n", "demo", "-o", "json"]));
+    assert_eq!(cm["data"]["a"], "1");
+    assert!(
+        cm["metadata"]["uid"]
+            .as_str()
+            .is_some_and(|u| u.len() == 36)
+    );
+    assert!(cm["metadata"]["creationTimestamp"].is_string());
+
+    // Client-side apply: create, then an edit goes as a strategic merge patch.
+    c.ok_stdin(&["apply", "-f", "-"], DEPLOYMENT);
+    let edited = DEPLOYMENT
+        .replace("busybox:1.36", "busybox:1.37")
+        .replace("value: \"1\"", "value: \"2\"");
+    assert!(
+        c.ok_stdin(&["apply", "-f", "-"], &edited)
+            .contains("configured")
+    );
+    let d = json(&c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "json"]));
+    let container = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "busybox:1.37");
+    assert_eq!(container["env"][0]["value"], "2");
+    assert_eq!(container["ports"][0]["containerPort"], 80);
+    assert_eq!(d["metadata"]["generation"], 2);
+    assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate", "defaulted");
+    assert!(
+        c.ok_stdin(&["apply", "-f", "-"], &edited)
+            .contains("unchanged")
+    );
+
+    // Table output as upstream prints it.
+    let wide = c.ok(&["get", "deploy", "-n", "demo", "-o", "wide"]);
+    let header: Vec<&str> = wide.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]
+    );
+    assert!(
+        wide.contains("busybox:1.37") && wide.contains("app=web"),
+        "{wide}"
+    );
+    let yaml = c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "yaml"]);
+    assert!(
+        yaml.contains("kind: Deployment") && yaml.contains("resourceVersion:"),
+        "{yaml}"
+    );
+    let described = c.ok(&["describe", "deploy", "web", "-n", "demo"]);
+    assert!(
+        described.contains("busybox:1.37") && described.contains("RollingUpdate"),
+        "{described}"
+    );
+
+    // label, annotate (merge patches), scale (the scale subresource).
+    c.ok(&["label", "deploy", "web", "-n", "demo", "tier=front"]);
+    c.ok(&["annotate", "deploy", "web", "-n", "demo", "note=hello"]);
+    c.ok(&["scale", "deploy", "web", "-n", "demo", "--replicas=5"]);
+    let d = json(&c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "json"]));
+    assert_eq!(d["metadata"]["labels"]["tier"], "front");
+    assert_eq!(d["metadata"]["annotations"]["note"], "hello");
+    assert_eq!(d["spec"]["replicas"], 5);
+    assert!(
+        c.ok(&[
+            "get",
+            "deploy",
+            "-n",
+            "demo",
+            "-l",
+            "tier=front",
+            "-o",
+            "name"
+        ])
+        .contains("deployment.apps/web")
+    );
+    assert!(
+        c.ok(&[
+            "get",
+            "deploy",
+            "-n",
+            "demo",
+            "-l",
+            "tier!=front",
+            "-o",
+            "name"
+        ])
+        .trim()
+        .is_empty()
+    );
+
+    // The four patch types.
+    c.ok(&[
+        "patch",
+        "cm",
+        "settings",
+        "-n",
+        "demo",
+        "--type=json",
+        "-p",
+        r#"[{"op":"add","path":"/data/b","value":"2"}]"#,
+    ]);
+    c.ok(&[
+        "patch",
+        "cm",
+        "settings",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"c":"3","a":null}}"#,
+    ]);
+    c.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "demo",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"busybox:1.38"}]}}}}"#,
+    ]);
+    let cm = json(&c.ok(&["get", "cm", "settings", "-n", "demo", "-o", "json"]));
+    assert_eq!(cm["data"], serde_json::json!({"b": "2", "c": "3"}));
+    let d = json(&c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "json"]));
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "busybox:1.38"
+    );
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"], "A",
+        "strategic merge keeps env"
+    );
+    let three = edited.replace("replicas: 2", "replicas: 3");
+    // Server-side apply: fields other managers set conflict, until forced.
+    let out = c.run_with(
+        &c.kubectl,
+        &["apply", "--server-side", "-f", "-"],
+        Some(&three),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("conflict") && err.contains(".spec.replicas"),
+        "{err}"
+    );
+    let applied = c.ok_stdin(
+        &["apply", "--server-side", "--force-conflicts", "-f", "-"],
+        &three,
+    );
+    assert!(applied.contains("serverside-applied"), "{applied}");
+    let managers = c.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-n",
+        "demo",
+        "--show-managed-fields",
+        "-o",
+        "jsonpath={range .metadata.managedFields[*]}{.manager}/{.operation} {end}",
+    ]);
+    // kubectl applied (Apply); label and annotate wrote as their own managers (Update).
+    for entry in [
+        "kubectl/Apply",
+        "kubectl-label/Update",
+        "kubectl-annotate/Update",
+    ] {
+        assert!(
+            managers.split(' ').any(|m| m == entry),
+            "{entry} missing: {managers}"
+        );
+    }
+    assert_eq!(
+        c.ok(&[
+            "get",
+            "deploy",
+            "web",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.spec.replicas}"
+        ]),
+        "3"
+    );
+
+    // set image and rollout restart: strategic merge patches kubectl builds itself.
+    c.ok(&["set", "image", "deploy/web", "-n", "demo", "c=busybox:1.39"]);
+    c.ok(&["rollout", "restart", "deploy/web", "-n", "demo"]);
+    let d = json(&c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "json"]));
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "busybox:1.39"
+    );
+    assert!(
+        d["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"]
+            .is_string()
+    );
+
+    // Errors print as upstream's.
+    let err = c.fails(&["get", "deploy", "nope", "-n", "demo"]);
+    assert!(
+        err.contains("Error from server (NotFound): deployments.apps \"nope\" not found"),
+        "{err}"
+    );
+    let err = c.fails(&["create", "namespace", "demo"]);
+    assert!(err.contains("(AlreadyExists)"), "{err}");
+    let err = c.fails(&["create", "configmap", "x", "-n", "missing-ns"]);
+    assert!(err.contains("namespaces \"missing-ns\" not found"), "{err}");
+
+    // api-resources from aggregated discovery.
+    let resources = c.ok(&["api-resources"]);
+    for needle in [
+        "deployments",
+        "deploy",
+        "apps/v1",
+        "persistentvolumeclaims",
+        "leases",
+        "customresourcedefinitions",
+    ] {
+        assert!(resources.contains(needle), "{needle} missing:\n{resources}");
+    }
+
+    // delete: the deployment goes, kubectl waits for it.
+    c.ok(&["delete", "deploy", "web", "-n", "demo"]);
+    c.fails(&["get", "deploy", "web", "-n", "demo"]);
+    c.ok(&["delete", "cm", "settings", "-n", "demo"]);
+    assert!(
+        c.ok(&["get", "cm", "-n", "demo", "-o", "name"])
+            .trim()
+            .is_empty()
+    );
+}
+
+/// `kubectl get -w` prints the initial list, then each change.
+#[test]
+fn get_watch_and_wait_and_rollout_status() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    c.ok(&["create", "namespace", "demo"]);
+    c.ok(&["create", "configmap", "first", "-n", "demo"]);
+    let mut watch = Command::new(&c.kubectl)
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig)
+        .args(["get", "cm", "-n", "demo", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = |want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let line = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("watch never printed {want:?}"));
+            if line.contains(want) {
+                return line;
+            }
+        }
+    };
+    next("first");
+    c.ok(&["create", "configmap", "second", "-n", "demo"]);
+    assert!(next("second").starts_with("ADDED"));
+    c.ok(&["label", "configmap", "second", "-n", "demo", "x=y"]);
+    assert!(next("second").starts_with("MODIFIED"));
+    c.ok(&["delete", "configmap", "second", "-n", "demo"]);
+    assert!(next("second").starts_with("DELETED"));
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    // wait --for=condition and rollout status, with the status a controller would write.
+    c.ok_stdin(&["apply", "-f", "-"], DEPLOYMENT);
+    let status = r#"{"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":2,"availableReplicas":2,
+        "conditions":[{"type":"Available","status":"True","reason":"MinimumReplicasAvailable","message":"ok"}]}}"#;
+    let waiter = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            c.run(&[
+                "wait",
+                "--for=condition=Available",
+                "deploy/web",
+                "-n",
+                "demo",
+                "--timeout=30s",
+            ])
+        });
+        let r = s.spawn(|| {
+            c.run(&[
+                "rollout",
+                "status",
+                "deploy/web",
+                "-n",
+                "demo",
+                "--timeout=30s",
+            ])
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        c.ok(&[
+            "patch",
+            "deploy",
+            "web",
+            "-n",
+            "demo",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            status,
+        ]);
+        (h.join().unwrap(), r.join().unwrap())
+    });
+    for out in [&waiter.0, &waiter.1] {
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(String::from_utf8_lossy(&waiter.1.stdout).contains("successfully rolled out"));
+    // Spec writes ignore status and status writes ignore spec.
+    let d = json(&c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "json"]));
+    assert_eq!(d["status"]["availableReplicas"], 2);
+    c.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "demo",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":9}}"#,
+    ]);
+    c.ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-n",
+        "demo",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"replicas":9}}"#,
+    ]);
+    let d = json(&c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "json"]));
+    assert_eq!(
+        (
+            d["status"]["replicas"].as_i64(),
+            d["spec"]["replicas"].as_i64()
+        ),
+        (Some(2), Some(2))
+    );
+}
+
+/// 2,000 objects listed in pages: every object exactly once, one snapshot.
+#[test]
+fn pagination_over_two_thousand_objects() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    c.ok(&["create", "namespace", "many"]);
+    let mut list = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..2000 {
+        list.push_str(&format!("- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: cm-{i:04}, namespace: many}}, data: {{i: \"{i}\"}}}}\n"));
+    }
+    c.ok_stdin(&["create", "-f", "-"], &list);
+    let names = c.ok(&["get", "cm", "-n", "many", "--chunk-size=150", "-o", "name"]);
+    let names: Vec<&str> = names.lines().collect();
+    assert_eq!(names.len(), 2000);
+    let mut sorted = names.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 2000);
+
+    // By hand: limit/continue pages from one snapshot, with remainingItemCount.
+    let mut path = "/api/v1/namespaces/many/configmaps?limit=500".to_owned();
+    let mut seen = 0;
+    let mut rv = None;
+    loop {
+        let page = c.raw("GET", &path, None, None).json();
+        let items = page["items"].as_array().unwrap().len();
+        seen += items;
+        let page_rv = page["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            rv.get_or_insert(page_rv.clone()),
+            &page_rv,
+            "pages come from one snapshot"
+        );
+        match page["metadata"]["continue"].as_str() {
+            Some(token) => {
+                assert_eq!(
+                    page["metadata"]["remainingItemCount"].as_i64(),
+                    Some(2000 - seen as i64)
+                );
+                // A write between pages does not show up in the next page.
+                if seen == 500 {
+                    c.ok(&["create", "configmap", "zz-late", "-n", "many"]);
+                }
+                path = format!("/api/v1/namespaces/many/configmaps?limit=500&continue={token}");
+            }
+            None => break,
+        }
+    }
+    assert_eq!(seen, 2000);
+    // A list with a label selector and a limit still returns full pages.
+    let page = c
+        .raw(
+            "GET",
+            "/api/v1/namespaces/many/configmaps?limit=10&fieldSelector=metadata.name%3Dcm-1999",
+            None,
+            None,
+        )
+        .json();
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+}
+
+/// A watch from a compacted resourceVersion ends with 410 Expired; a relist and a watch from
+/// its resourceVersion then see new events.
+#[test]
+fn watch_after_compaction_gets_410_then_relist_works() {
+    let Some(c) = Cluster::start(&[
+        "--compaction-interval-seconds",
+        "1",
+        "--compaction-keep-revisions",
+        "1",
+        "--compaction-keep-seconds",
+        "0",
+    ]) else {
+        return;
+    };
+    c.ok(&["create", "namespace", "w"]);
+    let first = json(&c.ok(&["create", "configmap", "a", "-n", "w", "-o", "json"]));
+    let old_rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for i in 0..5 {
+        c.ok(&["create", "configmap", &format!("b{i}"), "-n", "w"]);
+    }
+    // Wait for the compactor to pass the old revision.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let expired = loop {
+        let r = c.raw(
+            "GET",
+            &format!(
+                "/api/v1/namespaces/w/configmaps?watch=1&resourceVersion={old_rv}&timeoutSeconds=2"
+            ),
+            None,
+            None,
+        );
+        if r.body.contains("\"code\":410") {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "never compacted: {}", r.body);
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let event = json(expired.body.lines().next().unwrap());
+    assert_eq!(event["type"], "ERROR");
+    assert_eq!(event["object"]["reason"], "Expired");
+    // An exact list at the compacted revision is 410 too.
+    let r = c.raw(
+        "GET",
+        &format!(
+            "/api/v1/namespaces/w/configmaps?resourceVersion={old_rv}&resourceVersionMatch=Exact"
+        ),
+        None,
+        None,
+    );
+    assert_eq!(r.code, 410, "{}", r.body);
+    // Relist, then watch from the list's revision.
+    let list = c
+        .raw("GET", "/api/v1/namespaces/w/configmaps", None, None)
+        .json();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            c.raw(
+                "GET",
+                &format!(
+                    "/api/v1/namespaces/w/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=3"
+                ),
+                None,
+                None,
+            )
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        c.ok(&["create", "configmap", "after", "-n", "w"]);
+        let body = w.join().unwrap().body;
+        let events: Vec<Value> = body.lines().map(json).collect();
+        assert_eq!(events.len(), 1, "{body}");
+        assert_eq!(
+            (
+                events[0]["type"].as_str(),
+                events[0]["object"]["metadata"]["name"].as_str()
+            ),
+            (Some("ADDED"), Some("after"))
+        );
+    });
+}
+
+/// The same basic workflow with each kubectl the machine has (1.27–1.33 and Debian's 1.20).
+#[test]
+fn every_kubectl_version_works() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    for (label, bin) in all_kubectls() {
+        let ns = format!("v{}", label.replace('.', "-"));
+        let run = |args: &[&str], stdin: Option<&str>| {
+            let out = c.run_with(&bin, args, stdin);
+            assert!(
+                out.status.success(),
+                "kubectl {label} {args:?}: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&out.stdout)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        run(&["create", "namespace", &ns], None);
+        run(
+            &["create", "configmap", "c", "-n", &ns, "--from-literal=k=v"],
+            None,
+        );
+        run(
+            &[
+                "create",
+                "deployment",
+                "d",
+                "-n",
+                &ns,
+                "--image=busybox:1.36",
+            ],
+            None,
+        );
+        run(
+            &["apply", "-n", &ns, "-f", "-"],
+            Some(&DEPLOYMENT.replace("namespace: demo", &format!("namespace: {ns}"))),
+        );
+        let table = run(&["get", "deploy,cm", "-n", &ns], None);
+        assert!(
+            table.contains("deployment.apps/web") && table.contains("configmap/c"),
+            "{label}: {table}"
+        );
+        run(&["scale", "deploy", "d", "-n", &ns, "--replicas=2"], None);
+        run(&["label", "cm", "c", "-n", &ns, "x=y"], None);
+        run(&["describe", "cm", "c", "-n", &ns], None);
+        run(&["api-resources"], None);
+        let listed = run(
+            &[
+                "get",
+                "cm",
+                "c",
+                "-n",
+                &ns,
+                "-o",
+                "jsonpath={.metadata.labels.x}",
+            ],
+            None,
+        );
+        assert_eq!(listed, "y", "{label}");
+        run(&["delete", "deploy", "d", "web", "-n", &ns], None);
+        eprintln!("kubectl {label}: ok");
+    }
+}
