@@ -29,15 +29,21 @@ async fn ensure(
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    let opts = WriteOptions::default();
-    match rest.create(&res, ns.as_deref(), obj.clone(), &opts).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.reason == "AlreadyExists" && replace => rest
+    let opts = WriteOptions {
+        field_manager: Some("k1s-apiserver".into()),
+        ..Default::default()
+    };
+    match rest.get(&res, ns.as_deref(), &name).await {
+        Err(e) if e.code == 404 => rest
+            .create(&res, ns.as_deref(), obj, &opts)
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e),
+        Ok(_) if replace => rest
             .update(&res, ns.as_deref(), &name, obj, None, &opts)
             .await
             .map(|_| ()),
-        Err(e) if e.reason == "AlreadyExists" => Ok(()),
-        Err(e) => Err(e),
+        Ok(_) => Ok(()),
     }
 }
 
