@@ -332,9 +332,12 @@ impl Cluster {
         .arg(tls.join("admin.crt"))
         .arg("--key")
         .arg(tls.join("admin.key"));
-        if let Some(ct) = content_type {
-            cmd.args(["-H", &format!("Content-Type: {ct}")]);
-        }
+        // No content type given: send none (curl would otherwise send a form type).
+        let ct = content_type.map_or_else(
+            || "Content-Type:".to_owned(),
+            |ct| format!("Content-Type: {ct}"),
+        );
+        cmd.args(["-H", &ct]);
         let body_file = self.dir.path().join("curl-body");
         if let Some(b) = body {
             std::fs::write(&body_file, b).unwrap();

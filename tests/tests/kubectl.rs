@@ -619,3 +619,363 @@ fn every_kubectl_version_works() {
         eprintln!("kubectl {label}: ok");
     }
 }
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: crontabs.stable.example.com
+spec:
+  group: stable.example.com
+  scope: Namespaced
+  names: {plural: crontabs, singular: crontab, kind: CronTab, shortNames: [ct]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+    additionalPrinterColumns:
+    - {name: Spec, type: string, jsonPath: .spec.cronSpec}
+    - {name: Replicas, type: integer, jsonPath: .spec.replicas}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              cronSpec: {type: string, pattern: '^(\d+|\*)(/\d+)?(\s+(\d+|\*)(/\d+)?){4}$'}
+              image: {type: string}
+              replicas: {type: integer, minimum: 1, maximum: 10, default: 1}
+          status:
+            type: object
+            properties:
+              replicas: {type: integer}
+"#;
+
+/// A CRD and its custom resources: served at once, validated, pruned and defaulted by the
+/// schema, printed with the CRD's columns, with status and scale subresources; deleting the
+/// CRD deletes its resources.
+#[test]
+fn custom_resources() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    c.ok_stdin(&["apply", "-f", "-"], CRD);
+    c.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/crontabs.stable.example.com",
+        "--timeout=20s",
+    ]);
+    let good = "apiVersion: stable.example.com/v1\nkind: CronTab\nmetadata: {name: tab, namespace: default}\nspec: {cronSpec: '* * * * */5', image: busybox}\n";
+    c.ok_stdin(&["apply", "-f", "-"], good);
+    let ct = json(&c.ok(&["get", "ct", "tab", "-o", "json"]));
+    assert_eq!(ct["spec"]["replicas"], 1, "defaulted from the schema");
+    assert_eq!(ct["metadata"]["generation"], 1);
+    let table = c.ok(&["get", "crontabs"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "SPEC", "REPLICAS"], "{table}");
+    assert!(table.contains("* * * * */5"), "{table}");
+
+    // Validation errors name the field, as upstream's do.
+    let bad = good.replace("cronSpec: '* * * * */5'", "cronSpec: 'nope', replicas: 20");
+    let out = c.run_with(
+        &c.kubectl,
+        &["apply", "-f", "-"],
+        Some(&bad.replace("name: tab", "name: bad")),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("spec.replicas") && err.contains("less than or equal to 10"),
+        "{err}"
+    );
+    assert!(err.contains("spec.cronSpec"), "{err}");
+    // Unknown fields: refused under kubectl's default strict validation, pruned with Ignore.
+    let extra = good
+        .replace("image: busybox", "image: busybox, color: red")
+        .replace("name: tab", "name: extra");
+    let err = String::from_utf8_lossy(
+        &c.run_with(&c.kubectl, &["apply", "-f", "-"], Some(&extra))
+            .stderr,
+    )
+    .into_owned();
+    assert!(err.contains("unknown field \"spec.color\""), "{err}");
+    c.ok_stdin(&["apply", "--validate=false", "-f", "-"], &extra);
+    assert_eq!(
+        c.ok(&["get", "ct", "extra", "-o", "jsonpath={.spec.color}"]),
+        ""
+    );
+
+    // Status and scale subresources.
+    c.ok(&["scale", "ct", "tab", "--replicas=4"]);
+    assert_eq!(
+        c.ok(&["get", "ct", "tab", "-o", "jsonpath={.spec.replicas}"]),
+        "4"
+    );
+    c.ok(&[
+        "patch",
+        "ct",
+        "tab",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":4}}"#,
+    ]);
+    let scale = c
+        .raw(
+            "GET",
+            "/apis/stable.example.com/v1/namespaces/default/crontabs/tab/scale",
+            None,
+            None,
+        )
+        .json();
+    assert_eq!(
+        (
+            scale["spec"]["replicas"].as_i64(),
+            scale["status"]["replicas"].as_i64()
+        ),
+        (Some(4), Some(4))
+    );
+    let resources = c.ok(&["api-resources", "--api-group=stable.example.com"]);
+    assert!(
+        resources.contains("crontabs") && resources.contains("ct"),
+        "{resources}"
+    );
+    let explained = c.ok(&["explain", "crontab"]);
+    assert!(explained.contains("CronTab"), "{explained}");
+
+    // Deleting the CRD deletes its custom resources, then the CRD.
+    c.ok(&[
+        "delete",
+        "crd",
+        "crontabs.stable.example.com",
+        "--timeout=30s",
+    ]);
+    let err = c.fails(&["get", "crontabs"]);
+    assert!(
+        err.contains("the server doesn't have a resource type") || err.contains("NotFound"),
+        "{err}"
+    );
+    c.ok_stdin(&["apply", "-f", "-"], CRD);
+    c.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/crontabs.stable.example.com",
+        "--timeout=20s",
+    ]);
+    assert!(
+        c.ok(&["get", "crontabs", "-A", "-o", "name"])
+            .trim()
+            .is_empty(),
+        "old resources are gone"
+    );
+}
+
+/// Every error of issue #3 point 7: a Status with the upstream code and reason, never a crash.
+#[test]
+fn bad_input_gets_status_errors() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let status = |r: &k1s_tests::Reply, code: u16, reason: &str| {
+        assert_eq!(r.code, code, "{}", r.body);
+        let s = r.json();
+        assert_eq!(
+            (s["kind"].as_str(), s["reason"].as_str()),
+            (Some("Status"), Some(reason)),
+            "{}",
+            r.body
+        );
+        s
+    };
+    // Malformed JSON, YAML and protobuf.
+    status(
+        &c.raw(
+            "POST",
+            cms,
+            Some("application/json"),
+            Some(b"{\"metadata\": "),
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw(
+            "POST",
+            cms,
+            Some("application/yaml"),
+            Some(b"metadata: [unclosed"),
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw(
+            "POST",
+            cms,
+            Some("application/vnd.kubernetes.protobuf"),
+            Some(b"k8s\0\x0a\xff\xff"),
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw("POST", cms, Some("text/csv"), Some(b"a,b")),
+        415,
+        "UnsupportedMediaType",
+    );
+    // A body of the wrong kind or apiVersion.
+    status(
+        &c.raw(
+            "POST",
+            cms,
+            None,
+            Some(br#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"x"}}"#),
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw(
+            "POST",
+            cms,
+            None,
+            Some(br#"{"apiVersion":"apps/v1","kind":"ConfigMap","metadata":{"name":"x"}}"#),
+        ),
+        400,
+        "BadRequest",
+    );
+    // Wrong types, an unknown kind, absurd nesting, a body over 3 MiB.
+    status(
+        &c.raw(
+            "POST",
+            cms,
+            None,
+            Some(br#"{"metadata":{"name":"x"},"data":{"a":1}}"#),
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw("GET", "/apis/nothing.example/v1/widgets", None, None),
+        404,
+        "NotFound",
+    );
+    let deep = format!(
+        "{{\"metadata\":{{\"name\":\"x\"}},\"data\":{}{}}}",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    status(
+        &c.raw("POST", cms, None, Some(deep.as_bytes())),
+        400,
+        "BadRequest",
+    );
+    let big = format!(
+        "{{\"metadata\":{{\"name\":\"big\"}},\"data\":{{\"a\":\"{}\"}}}}",
+        "x".repeat(4 << 20)
+    );
+    status(
+        &c.raw("POST", cms, None, Some(big.as_bytes())),
+        413,
+        "RequestEntityTooLarge",
+    );
+    // Invalid names list the field in details.causes (422).
+    let s = status(
+        &c.raw(
+            "POST",
+            cms,
+            None,
+            Some(br#"{"metadata":{"name":"Not_Valid"}}"#),
+        ),
+        422,
+        "Invalid",
+    );
+    assert_eq!(s["details"]["causes"][0]["field"], "metadata.name");
+    // Strict field validation, conflicts, duplicates, bad selectors, bad patches.
+    status(
+        &c.raw(
+            "POST",
+            &format!("{cms}?fieldValidation=Strict"),
+            None,
+            Some(br#"{"metadata":{"name":"s"},"bogus":1}"#),
+        ),
+        400,
+        "BadRequest",
+    );
+    assert_eq!(
+        c.raw("POST", cms, None, Some(br#"{"metadata":{"name":"c"}}"#))
+            .code,
+        201
+    );
+    status(
+        &c.raw("POST", cms, None, Some(br#"{"metadata":{"name":"c"}}"#)),
+        409,
+        "AlreadyExists",
+    );
+    status(
+        &c.raw(
+            "PUT",
+            &format!("{cms}/c"),
+            None,
+            Some(br#"{"metadata":{"name":"c","resourceVersion":"1"}}"#),
+        ),
+        409,
+        "Conflict",
+    );
+    status(
+        &c.raw(
+            "GET",
+            &format!("{cms}?labelSelector=a%20in%20(b"),
+            None,
+            None,
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw(
+            "GET",
+            &format!("{cms}?fieldSelector=spec.bogus%3D1"),
+            None,
+            None,
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw(
+            "PATCH",
+            &format!("{cms}/c"),
+            Some("application/json-patch+json"),
+            Some(br#"[{"op":"test","path":"/data/x","value":"1"}]"#),
+        ),
+        422,
+        "Invalid",
+    );
+    status(
+        &c.raw(
+            "PATCH",
+            &format!("{cms}/c"),
+            Some("application/merge-patch+json"),
+            Some(b"{not json"),
+        ),
+        400,
+        "BadRequest",
+    );
+    status(
+        &c.raw("GET", &format!("{cms}/missing"), None, None),
+        404,
+        "NotFound",
+    );
+    // The server is still fine, and nothing was stored by the failures.
+    let list = c.raw("GET", cms, None, None).json();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["c"]);
+}
