@@ -10,6 +10,7 @@
 //! - [`pki`]: the cluster CA, the serving and admin certificates, the admin kubeconfig.
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
 //! - [`status`]: `metav1.Status` errors as kube-apiserver writes them.
+//! - [`local_client`]: the in-process [`k1s_api::client::Client`] for components in the server.
 //! - [`metrics`]: Prometheus metrics (`/metrics`) and the store latency decorator.
 //! - [`registry`]: the resource catalog (built-in kinds from k8s-openapi, CRDs at run time).
 //! - [`rest`]: generic storage of every resource: CRUD, list, watch, with upstream semantics.
@@ -24,6 +25,7 @@ pub mod bootstrap;
 pub mod crd_schema;
 pub mod crds;
 pub mod http;
+pub mod local_client;
 pub mod metrics;
 pub mod openapi;
 pub mod patch;

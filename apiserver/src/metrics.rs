@@ -1,7 +1,10 @@
 //! Prometheus metrics of the API server, served as text at `/metrics`.
 //!
-//! - `apiserver_request_total{verb,code}` and `apiserver_request_duration_seconds{verb}`, named
-//!   as kube-apiserver names them, so existing dashboards find them;
+//! - `apiserver_request_total{verb,group,version,resource,subresource,code}` and
+//!   `apiserver_request_duration_seconds{verb,group,version,resource,subresource}` (WATCH
+//!   excluded, as upstream excludes long-running requests), named and labelled as
+//!   kube-apiserver does, so existing dashboards find them;
+//! - `apiserver_registered_watchers{group,version,kind}`: open watches;
 //! - `k1s_store_request_duration_seconds{operation,result}`: every datastore call the API
 //!   server makes, through [`InstrumentedStore`], a decorator over any `Store`.
 
@@ -15,18 +18,33 @@ use k1s_store::{
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+/// What a request was about, for the request metrics.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestInfo {
+    /// Upstream's metric verbs: GET, LIST, WATCH, POST, PUT, PATCH, DELETE.
+    pub verb: String,
+    pub group: String,
+    pub version: String,
+    pub resource: String,
+    pub subresource: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    verb: String,
+    #[prometheus(flatten)]
+    info: RequestInfo,
     code: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct VerbLabels {
-    verb: String,
+struct WatcherLabels {
+    group: String,
+    version: String,
+    kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -42,11 +60,24 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 21))
 }
 
+/// Keeps a watch counted in `apiserver_registered_watchers` while it lives.
+pub struct WatcherGuard {
+    metrics: Arc<Metrics>,
+    labels: WatcherLabels,
+}
+
+impl Drop for WatcherGuard {
+    fn drop(&mut self) {
+        self.metrics.watchers.get_or_create(&self.labels).dec();
+    }
+}
+
 /// The metrics registry and its families.
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    request_duration: Histograms<VerbLabels>,
+    request_duration: Histograms<RequestInfo>,
+    watchers: Family<WatcherLabels, Gauge>,
     store_duration: Histograms<StoreLabels>,
 }
 
@@ -54,19 +85,25 @@ impl Metrics {
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
-        let request_duration: Histograms<VerbLabels> =
+        let request_duration: Histograms<RequestInfo> =
             Family::new_with_constructor(latency_histogram);
+        let watchers = Family::<WatcherLabels, Gauge>::default();
         let store_duration: Histograms<StoreLabels> =
             Family::new_with_constructor(latency_histogram);
         registry.register(
             "apiserver_request",
-            "Counter of API requests, by verb and HTTP response code",
+            "Counter of API requests, by verb, resource and HTTP response code",
             requests.clone(),
         );
         registry.register(
             "apiserver_request_duration_seconds",
-            "API request latency, by verb",
+            "API request latency, by verb and resource (watches excluded)",
             request_duration.clone(),
+        );
+        registry.register(
+            "apiserver_registered_watchers",
+            "Open watches, by group, version and kind",
+            watchers.clone(),
         );
         registry.register(
             "k1s_store_request_duration_seconds",
@@ -77,23 +114,38 @@ impl Metrics {
             registry,
             requests,
             request_duration,
+            watchers,
             store_duration,
         })
     }
 
     /// Records one finished API request.
-    pub fn observe_request(&self, verb: &str, code: u16, started: Instant) {
+    pub fn observe_request(&self, info: RequestInfo, code: u16, started: Instant) {
+        if info.verb != "WATCH" {
+            self.request_duration
+                .get_or_create(&info)
+                .observe(started.elapsed().as_secs_f64());
+        }
         self.requests
             .get_or_create(&RequestLabels {
-                verb: verb.to_owned(),
+                info,
                 code: code.to_string(),
             })
             .inc();
-        self.request_duration
-            .get_or_create(&VerbLabels {
-                verb: verb.to_owned(),
-            })
-            .observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Counts an open watch until the returned guard is dropped.
+    pub fn watcher(self: &Arc<Self>, group: &str, version: &str, kind: &str) -> WatcherGuard {
+        let labels = WatcherLabels {
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+        };
+        self.watchers.get_or_create(&labels).inc();
+        WatcherGuard {
+            metrics: self.clone(),
+            labels,
+        }
     }
 
     fn observe_store<T>(&self, operation: &'static str, started: Instant, res: &Result<T>) {
@@ -189,7 +241,22 @@ mod tests {
         let store = InstrumentedStore::new(Arc::new(inner), metrics.clone());
         store.create("/a", Bytes::from_static(b"1")).await.unwrap();
         assert!(store.create("/a", Bytes::from_static(b"1")).await.is_err());
-        metrics.observe_request("GET", 200, Instant::now());
+        metrics.observe_request(
+            RequestInfo {
+                verb: "GET".into(),
+                ..Default::default()
+            },
+            200,
+            Instant::now(),
+        );
+        let guard = metrics.watcher("apps", "v1", "Deployment");
+        assert!(metrics.encode().contains(
+            "apiserver_registered_watchers{group=\"apps\",version=\"v1\",kind=\"Deployment\"} 1"
+        ));
+        drop(guard);
+        assert!(metrics.encode().contains(
+            "apiserver_registered_watchers{group=\"apps\",version=\"v1\",kind=\"Deployment\"} 0"
+        ));
         let text = metrics.encode();
         for needle in [
             "k1s_store_request_duration_seconds_count{operation=\"create\",result=\"ok\"} 1",

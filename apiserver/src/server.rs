@@ -165,6 +165,7 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let query = req.uri().query().map(str::to_owned);
     let verbose = req.uri().query().is_some_and(|q| {
         q.split('&')
             .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
@@ -187,9 +188,8 @@ async fn handle(
         route(&state, &method, &path, verbose).await
     };
     let code = resp.status().as_u16();
-    state
-        .metrics
-        .observe_request(method.as_str(), code, started);
+    let info = crate::http::request::metrics_info(&method, &path, query.as_deref());
+    state.metrics.observe_request(info, code, started);
     tracing::debug!(%peer, %method, %path, code, "request");
     Ok(resp)
 }

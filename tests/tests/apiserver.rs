@@ -73,7 +73,7 @@ fn kubectl_connects_over_tls_with_the_admin_kubeconfig() {
 
     let metrics = stdout_of(&kc(&["get", "--raw", "/metrics"]));
     for needle in [
-        "apiserver_request_total{verb=\"GET\",code=\"200\"}",
+        "apiserver_request_total{verb=\"GET\",group=\"\",version=\"\",resource=\"\",subresource=\"\",code=\"200\"}",
         "k1s_store_request_duration_seconds_count{operation=\"current_revision\",result=\"ok\"}",
     ] {
         assert!(

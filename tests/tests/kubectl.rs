@@ -319,6 +319,14 @@ fn get_watch_and_wait_and_rollout_status() {
     next("first");
     c.ok(&["create", "configmap", "second", "-n", "demo"]);
     assert!(next("second").starts_with("ADDED"));
+    let metrics = c.ok(&["get", "--raw", "/metrics"]);
+    for needle in [
+        "apiserver_registered_watchers{group=\"\",version=\"v1\",kind=\"ConfigMap\"} 1",
+        "apiserver_request_total{verb=\"LIST\",group=\"\",version=\"v1\",resource=\"configmaps\",subresource=\"\",code=\"200\"}",
+        "apiserver_request_total{verb=\"POST\",group=\"\",version=\"v1\",resource=\"configmaps\",subresource=\"\",code=\"201\"}",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing:\n{metrics}");
+    }
     c.ok(&["label", "configmap", "second", "-n", "demo", "x=y"]);
     assert!(next("second").starts_with("MODIFIED"));
     c.ok(&["delete", "configmap", "second", "-n", "demo"]);

@@ -96,7 +96,7 @@ async fn serve(state: &ApiState, req: Request<Incoming>) -> Result<Response<Body
                 headers: &parts.headers,
                 body,
             };
-            resources::handle(&state.rest, res, call, &state.cancel).await
+            resources::handle(&state.rest, &state.metrics, res, call, &state.cancel).await
         }
         _ if !is_get => Err(ApiError::method_not_allowed(&parts.method)),
         _ => Err(ApiError::no_route()),

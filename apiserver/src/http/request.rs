@@ -85,6 +85,37 @@ pub fn parse(path: &str) -> ApiPath {
     ApiPath::Resource(t)
 }
 
+/// The labels of a request in the request metrics: upstream's verb (LIST and WATCH for
+/// collection reads) and the resource it addressed (empty for non-resource paths).
+pub fn metrics_info(
+    method: &http::Method,
+    path: &str,
+    query: Option<&str>,
+) -> crate::metrics::RequestInfo {
+    let target = match parse(path) {
+        ApiPath::Resource(t) => Some(t),
+        _ => None,
+    };
+    let watch = target.as_ref().is_some_and(|t| t.watch_path)
+        || flag(&self::query(query), "watch") == Some(true);
+    let named = target.as_ref().is_some_and(|t| t.name.is_some());
+    let verb = match *method {
+        http::Method::GET if target.is_some() && watch => "WATCH",
+        http::Method::GET if target.as_ref().is_some_and(|t| !t.resource.is_empty()) && !named => {
+            "LIST"
+        }
+        ref m => m.as_str(),
+    };
+    let t = target.unwrap_or_default();
+    crate::metrics::RequestInfo {
+        verb: verb.to_owned(),
+        group: t.group,
+        version: t.version,
+        resource: t.resource,
+        subresource: t.subresource.unwrap_or_default(),
+    }
+}
+
 /// The query string as a map (the last value of a repeated key wins).
 pub fn query(q: Option<&str>) -> HashMap<String, String> {
     form_urlencoded::parse(q.unwrap_or("").as_bytes())
@@ -144,6 +175,30 @@ mod tests {
         assert!(t.resource.is_empty());
         assert_eq!(parse("/api/v1/pods/a/b/c"), ApiPath::Unknown);
         assert_eq!(parse("/nope"), ApiPath::Unknown);
+    }
+
+    #[test]
+    fn metric_verbs() {
+        let get = http::Method::GET;
+        assert_eq!(
+            metrics_info(&get, "/api/v1/namespaces/d/pods", None).verb,
+            "LIST"
+        );
+        assert_eq!(
+            metrics_info(&get, "/api/v1/namespaces/d/pods", Some("watch=1")).verb,
+            "WATCH"
+        );
+        let one = metrics_info(&get, "/apis/apps/v1/namespaces/d/deployments/x/scale", None);
+        assert_eq!(
+            (
+                one.verb.as_str(),
+                one.group.as_str(),
+                one.resource.as_str(),
+                one.subresource.as_str()
+            ),
+            ("GET", "apps", "deployments", "scale")
+        );
+        assert_eq!(metrics_info(&get, "/version", None).resource, "");
     }
 
     #[test]

@@ -39,6 +39,7 @@ fn header(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 /// Serves a request for a resource (or its subresource).
 pub async fn handle(
     rest: &Arc<Rest>,
+    metrics: &Arc<crate::metrics::Metrics>,
     res: Arc<ResourceType>,
     call: Call<'_>,
     cancel: &CancellationToken,
@@ -51,7 +52,10 @@ pub async fn handle(
     let q = call.query;
     let watch = t.watch_path || flag(q, "watch") == Some(true);
     match (call.method, t.name.as_deref(), t.subresource.as_deref()) {
-        (&Method::GET, None, None) if watch => watch_response(rest, res, ns, q, out, cancel),
+        (&Method::GET, None, None) if watch => {
+            let guard = metrics.watcher(&res.group, &res.version, &res.kind);
+            watch_response(rest, res, ns, q, out, cancel, guard)
+        }
         (&Method::GET, None, None) => {
             let page = rest.list(&res, ns, &list_options(q)?).await?;
             Ok(encode(
@@ -421,6 +425,7 @@ fn watch_response(
     q: &HashMap<String, String>,
     out: Output,
     cancel: &CancellationToken,
+    guard: crate::metrics::WatcherGuard,
 ) -> Result<Response<Body>, ApiError> {
     let lo = list_options(q)?;
     let req = WatchRequest {
@@ -443,6 +448,8 @@ fn watch_response(
     let q = q.clone();
     let mut first = true;
     let stream = tokio_stream_from(rx).map(move |ev| {
+        // Counted in apiserver_registered_watchers until the stream is dropped.
+        let _counted = &guard;
         let object = match (&ev, out) {
             (
                 WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),

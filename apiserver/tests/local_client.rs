@@ -1,0 +1,193 @@
+//! The in-process client against the real storage layer on a redb file: the same semantics
+//! as the HTTP API (defaults, conflicts, selectors, watch, binding, status, scale, apply).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k1s_api::client::{
+    Api, Client, DeleteParams, ListParams, Patch, ResourceRef, WatchEvent, WatchParams, WriteParams,
+};
+use k1s_apiserver::local_client::LocalClient;
+use k1s_apiserver::server::{ApiConfig, ApiState};
+use k1s_store::redb::{RedbConfig, RedbStore};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+async fn client(dir: &std::path::Path) -> (Arc<dyn Client>, CancellationToken) {
+    let store = RedbStore::open(RedbConfig::new(dir.join("state.redb"))).unwrap();
+    let state = ApiState::new(Arc::new(store), &ApiConfig::default());
+    k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)
+        .await
+        .unwrap();
+    let cancel = CancellationToken::new();
+    (
+        Arc::new(LocalClient::new(state.rest.clone(), "test", cancel.clone())),
+        cancel,
+    )
+}
+
+#[tokio::test]
+async fn crud_conflicts_and_typed_access() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _cancel) = client(dir.path()).await;
+    let cms = ResourceRef::of::<ConfigMap>(Some("default"));
+    let created = c
+        .create(
+            &cms,
+            json!({"metadata": {"name": "a"}, "data": {"k": "v"}}),
+            &WriteParams::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created["metadata"]["managedFields"][0]["manager"], "test");
+    let err = c
+        .create(
+            &cms,
+            json!({"metadata": {"name": "a"}}),
+            &WriteParams::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_already_exists(), "{err}");
+    let mut stale = created.clone();
+    c.patch(
+        &cms,
+        "a",
+        &Patch::Merge(json!({"data": {"k": "w"}})),
+        None,
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    stale["data"]["k"] = json!("x");
+    assert!(
+        c.update(&cms, stale, None, &WriteParams::default())
+            .await
+            .unwrap_err()
+            .is_conflict()
+    );
+    let typed: Api<ConfigMap> = Api::new(c.clone(), Some("default"));
+    let cm = typed.get("a").await.unwrap();
+    assert_eq!(cm.data.unwrap()["k"], "w");
+    typed.delete("a").await.unwrap();
+    assert!(typed.get("a").await.unwrap_err().is_not_found());
+    let missing = ResourceRef::new("nope.example", "v1", "things", None);
+    assert_eq!(c.get(&missing, "x").await.unwrap_err().code, 404);
+}
+
+#[tokio::test]
+async fn watch_binding_status_scale_and_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, cancel) = client(dir.path()).await;
+    let pods = ResourceRef::of::<Pod>(Some("default"));
+    let list = c.list(&pods, &ListParams::default()).await.unwrap();
+    let mut watch = c
+        .watch(
+            &pods,
+            &WatchParams {
+                resource_version: Some(list.resource_version.clone()),
+                field_selector: Some("spec.nodeName=n1".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let created = c.create(&pods, pod, &WriteParams::default()).await.unwrap();
+    assert_eq!(created["status"]["phase"], "Pending");
+    assert_eq!(created["spec"]["schedulerName"], "default-scheduler");
+    // Binding moves the pod onto n1: the field-selected watch sees it appear.
+    c.create_subresource(
+        &pods,
+        "p",
+        "binding",
+        json!({"target": {"kind": "Node", "name": "n1"}}),
+    )
+    .await
+    .unwrap();
+    match watch.next().await.unwrap().unwrap() {
+        WatchEvent::Added(p) => assert_eq!(p["spec"]["nodeName"], "n1"),
+        other => panic!("{other:?}"),
+    }
+    let bound = c.get(&pods, "p").await.unwrap();
+    assert_eq!(bound["status"]["conditions"][0]["type"], "PodScheduled");
+    let err = c
+        .create_subresource(
+            &pods,
+            "p",
+            "binding",
+            json!({"target": {"kind": "Node", "name": "n2"}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, 409);
+    // Status writes (as a kubelet makes them).
+    let mut running = bound.clone();
+    running["status"]["phase"] = json!("Running");
+    c.update(&pods, running, Some("status"), &WriteParams::default())
+        .await
+        .unwrap();
+    match watch.next().await.unwrap().unwrap() {
+        WatchEvent::Modified(p) => assert_eq!(p["status"]["phase"], "Running"),
+        other => panic!("{other:?}"),
+    }
+    // Graceful deletion of a bound pod marks it; a zero grace period removes it.
+    let marked = c
+        .delete(&pods, "p", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+    c.delete(
+        &pods,
+        "p",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        watch.next().await.unwrap().unwrap(),
+        WatchEvent::Modified(_)
+    ));
+    assert!(matches!(
+        watch.next().await.unwrap().unwrap(),
+        WatchEvent::Deleted(_)
+    ));
+
+    // Server-side apply and the scale subresource of a deployment.
+    let deploys = ResourceRef::of::<Deployment>(Some("default"));
+    let config = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}});
+    let applied = c
+        .patch(
+            &deploys,
+            "d",
+            &Patch::Apply {
+                config,
+                force: false,
+            },
+            None,
+            &WriteParams {
+                field_manager: Some("ctl".into()),
+                dry_run: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        applied["metadata"]["managedFields"][0]["operation"],
+        "Apply"
+    );
+    let scale = c
+        .update(&deploys, json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "d"}, "spec": {"replicas": 3}}), Some("scale"), &WriteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(scale["spec"]["replicas"], 3);
+    cancel.cancel();
+}
