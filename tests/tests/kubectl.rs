@@ -260,6 +260,31 @@ fn everyday_workflow_with_the_default_kubectl() {
     let err = c.fails(&["create", "configmap", "x", "-n", "missing-ns"]);
     assert!(err.contains("namespaces \"missing-ns\" not found"), "{err}");
 
+    // diff (a server-side dry run) shows a pending change and stores nothing; explain reads
+    // the OpenAPI documents.
+    let out = c.run_with(
+        &c.kubectl,
+        &["diff", "-f", "-"],
+        Some(&DEPLOYMENT.replace("busybox:1.36", "busybox:9.9")),
+    );
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{diff}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(diff.contains("+        image: busybox:9.9"), "{diff}");
+    assert!(
+        !c.ok(&["get", "deploy", "web", "-n", "demo", "-o", "yaml"])
+            .contains("9.9")
+    );
+    let explained = c.ok(&["explain", "deployment.spec.replicas"]);
+    assert!(
+        explained.contains("FIELD: replicas") && explained.contains("integer"),
+        "{explained}"
+    );
+
     // api-resources from aggregated discovery.
     let resources = c.ok(&["api-resources"]);
     for needle in [
