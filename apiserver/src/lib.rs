@@ -7,6 +7,7 @@
 //! - [`bootstrap`]: the system namespaces and the `kubernetes` Service, created at start.
 //! - [`crds`]: CustomResourceDefinitions made into served resources; CRD cleanup.
 //! - [`crd_schema`]: custom resource validation, pruning and defaulting from a CRD's schema.
+//! - [`event_ttl`]: expiry of events after `--event-ttl`.
 //! - [`pki`]: the cluster CA, the serving and admin certificates, the admin kubeconfig.
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
 //! - [`status`]: `metav1.Status` errors as kube-apiserver writes them.
@@ -24,6 +25,7 @@ pub mod apply;
 pub mod bootstrap;
 pub mod crd_schema;
 pub mod crds;
+pub mod event_ttl;
 pub mod http;
 pub mod local_client;
 pub mod metrics;

@@ -191,3 +191,43 @@ async fn watch_binding_status_scale_and_apply() {
     assert_eq!(scale["spec"]["replicas"], 3);
     cancel.cancel();
 }
+
+#[tokio::test]
+async fn expired_events_are_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
+    let state = ApiState::new(Arc::new(store), &ApiConfig::default());
+    k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)
+        .await
+        .unwrap();
+    let c = LocalClient::new(state.rest.clone(), "test", CancellationToken::new());
+    let events = ResourceRef::new("", "v1", "events", Some("default"));
+    let old = json!({"metadata": {"name": "old"}, "involvedObject": {"kind": "Pod", "name": "p"},
+        "reason": "Old", "lastTimestamp": "2020-01-01T00:00:00Z"});
+    // Sweep two hours from now with a one-hour TTL: "old" was last written now (its own
+    // timestamps are older still), "new" reports activity 90 minutes from now.
+    let now = time::OffsetDateTime::now_utc();
+    let later = k1s_apiserver::rest::meta::timestamp(now + time::Duration::minutes(90));
+    let new = json!({"metadata": {"name": "new"}, "involvedObject": {"kind": "Pod", "name": "p"},
+        "reason": "New", "lastTimestamp": later});
+    c.create(&events, old, &WriteParams::default())
+        .await
+        .unwrap();
+    c.create(&events, new, &WriteParams::default())
+        .await
+        .unwrap();
+    let swept = k1s_apiserver::event_ttl::sweep(
+        &state.rest,
+        std::time::Duration::from_secs(3600),
+        now + time::Duration::hours(2),
+    )
+    .await;
+    assert_eq!(swept, 1);
+    let left = c.list(&events, &ListParams::default()).await.unwrap();
+    let names: Vec<&str> = left
+        .items
+        .iter()
+        .map(|e| e["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["new"]);
+}

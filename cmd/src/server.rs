@@ -64,6 +64,9 @@ pub struct ServerArgs {
         env = "K1S_KUBECONFIG_OUTPUT"
     )]
     pub write_kubeconfig: PathBuf,
+    /// How long events are kept after their last update, in seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub event_ttl_seconds: u64,
     /// IPv4 range of Service ClusterIPs.
     #[arg(long, default_value = "10.43.0.0/16")]
     pub service_cidr: String,
@@ -169,6 +172,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             anyhow::anyhow!("creating the system namespaces and services: {}", e.message)
         })?;
     tasks.spawn(k1s_apiserver::crds::run(state.rest.clone(), cancel.clone()));
+    tasks.spawn(k1s_apiserver::event_ttl::run(
+        state.rest.clone(),
+        Duration::from_secs(args.event_ttl_seconds),
+        cancel.clone(),
+    ));
     tasks.spawn(api::serve(listener, tls, state, cancel.clone()));
     tracing::info!(%addr, version = api::KUBE_GIT_VERSION, "API server listening");
     tasks.close();
