@@ -142,7 +142,7 @@ impl Rest {
             .get(&res.key(ns, name))
             .await?
             .ok_or_else(|| ApiError::not_found(res, name))?;
-        let obj = decode_stored(&kv.value, kv.mod_revision)?;
+        let obj = decode_stored(res, &kv.value, kv.mod_revision)?;
         Ok((obj, kv.mod_revision))
     }
 
@@ -210,7 +210,7 @@ impl Rest {
                 if !is_direct_child(&prefix, &kv.key, res, ns) {
                     continue;
                 }
-                let obj = decode_stored(&kv.value, kv.mod_revision)?;
+                let obj = decode_stored(res, &kv.value, kv.mod_revision)?;
                 if opts.label_selector.matches_json(&obj)
                     && fields::matches(res, &opts.field_selector, &obj)
                 {
@@ -325,8 +325,13 @@ fn is_direct_child(prefix: &str, key: &str, res: &ResourceType, ns: Option<&str>
     }
 }
 
-/// Decodes a stored object and stamps its resourceVersion.
-pub(crate) fn decode_stored(bytes: &[u8], rev: Revision) -> Result<Value, ApiError> {
+/// Decodes a stored object and stamps its resourceVersion. A custom resource read through
+/// another served version of its CRD gets that version's `apiVersion` (conversion `None`).
+pub(crate) fn decode_stored(
+    res: &ResourceType,
+    bytes: &[u8],
+    rev: Revision,
+) -> Result<Value, ApiError> {
     let mut obj: Value = serde_json::from_slice(bytes).map_err(|e| {
         ApiError::new(
             500,
@@ -335,6 +340,9 @@ pub(crate) fn decode_stored(bytes: &[u8], rev: Revision) -> Result<Value, ApiErr
         )
     })?;
     meta::set_resource_version(&mut obj, rev);
+    if res.custom.is_some() {
+        obj["apiVersion"] = Value::String(res.api_version());
+    }
     Ok(obj)
 }
 

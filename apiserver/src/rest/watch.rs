@@ -187,11 +187,11 @@ impl Rest {
                             && fields::matches(res, &req.field_selector, o)
                     };
                     let new = match e.kind {
-                        EventKind::Put => Some(decode_stored(&e.kv.value, rev)?),
+                        EventKind::Put => Some(decode_stored(res, &e.kv.value, rev)?),
                         EventKind::Delete => None,
                     };
                     let old = match &e.prev {
-                        Some(p) => Some(decode_stored(&p.value, p.mod_revision)?),
+                        Some(p) => Some(decode_stored(res, &p.value, p.mod_revision)?),
                         None => None,
                     };
                     let old_match = old.as_ref().is_some_and(matches);
