@@ -261,7 +261,7 @@ mod tests {
         for needle in [
             "k1s_store_request_duration_seconds_count{operation=\"create\",result=\"ok\"} 1",
             "k1s_store_request_duration_seconds_count{operation=\"create\",result=\"error\"} 1",
-            "apiserver_request_total{verb=\"GET\",code=\"200\"} 1",
+            "apiserver_request_total{verb=\"GET\",group=\"\",version=\"\",resource=\"\",subresource=\"\",code=\"200\"} 1",
             "# TYPE apiserver_request_duration_seconds histogram",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in:\n{text}");

@@ -43,16 +43,7 @@ const OBJECT_META_FIELDS: &[(&str, MetaType, &str)] = &[
     ),
 ];
 
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
+use crate::patch::type_name as json_kind;
 
 /// Type-checks metadata like json.Unmarshal into metav1.ObjectMeta would.
 fn check_object_meta(v: &Value) -> Result<(), String> {

@@ -54,33 +54,26 @@ pub fn parse(path: &str) -> ApiPath {
     if rest.iter().any(|s| s.is_empty()) {
         return ApiPath::Unknown;
     }
-    match rest {
-        [] => {}
+    let tail = match rest {
+        [] => return ApiPath::Resource(t),
         ["namespaces", ns, res, tail @ ..] if !matches!(*res, "status" | "finalize") => {
             t.namespace = Some((*ns).to_owned());
             t.resource = (*res).to_owned();
-            match tail {
-                [] => {}
-                [name] => t.name = Some((*name).to_owned()),
-                [name, sub] => {
-                    t.name = Some((*name).to_owned());
-                    t.subresource = Some((*sub).to_owned());
-                }
-                _ => return ApiPath::Unknown,
-            }
+            tail
         }
         [res, tail @ ..] => {
             t.resource = (*res).to_owned();
-            match tail {
-                [] => {}
-                [name] => t.name = Some((*name).to_owned()),
-                [name, sub] => {
-                    t.name = Some((*name).to_owned());
-                    t.subresource = Some((*sub).to_owned());
-                }
-                _ => return ApiPath::Unknown,
-            }
+            tail
         }
+    };
+    match tail {
+        [] => {}
+        [name] => t.name = Some((*name).to_owned()),
+        [name, sub] => {
+            t.name = Some((*name).to_owned());
+            t.subresource = Some((*sub).to_owned());
+        }
+        _ => return ApiPath::Unknown,
     }
     ApiPath::Resource(t)
 }

@@ -438,49 +438,14 @@ mod tests {
 
     #[test]
     fn root_kinds_covered() {
-        let kinds = [
-            ("", "Pod"),
-            ("", "PodTemplate"),
-            ("", "ReplicationController"),
-            ("", "Service"),
-            ("", "Endpoints"),
-            ("", "ConfigMap"),
-            ("", "Secret"),
-            ("", "ServiceAccount"),
-            ("", "Namespace"),
-            ("", "Node"),
-            ("", "Event"),
-            ("", "PersistentVolume"),
-            ("", "PersistentVolumeClaim"),
-            ("", "LimitRange"),
-            ("", "ResourceQuota"),
-            ("apps", "Deployment"),
-            ("apps", "ReplicaSet"),
-            ("apps", "StatefulSet"),
-            ("apps", "DaemonSet"),
-            ("apps", "ControllerRevision"),
-            ("batch", "Job"),
-            ("batch", "CronJob"),
-            ("coordination.k8s.io", "Lease"),
-            ("discovery.k8s.io", "EndpointSlice"),
-            ("events.k8s.io", "Event"),
-            ("policy", "PodDisruptionBudget"),
-            ("scheduling.k8s.io", "PriorityClass"),
-            ("storage.k8s.io", "StorageClass"),
-            ("storage.k8s.io", "CSIDriver"),
-            ("storage.k8s.io", "CSINode"),
-            ("storage.k8s.io", "VolumeAttachment"),
-            ("storage.k8s.io", "CSIStorageCapacity"),
-            ("networking.k8s.io", "NetworkPolicy"),
-            ("networking.k8s.io", "Ingress"),
-            ("networking.k8s.io", "IngressClass"),
-            ("rbac.authorization.k8s.io", "Role"),
-            ("rbac.authorization.k8s.io", "ClusterRole"),
-            ("rbac.authorization.k8s.io", "RoleBinding"),
-            ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-            ("apiextensions.k8s.io", "CustomResourceDefinition"),
-            ("autoscaling", "Scale"),
-        ];
+        // Every stored kind the API serves, and the Scale of the scale subresources.
+        let served = crate::registry::builtin();
+        let kinds: Vec<(&str, &str)> = served
+            .iter()
+            .filter(|r| r.verbs.len() > 1)
+            .map(|r| (r.group.as_str(), r.kind.as_str()))
+            .chain([("autoscaling", "Scale")])
+            .collect();
         for (group, kind) in kinds {
             let info =
                 lookup(key(group, kind)).unwrap_or_else(|| panic!("{group}/{kind} not covered"));
