@@ -314,8 +314,23 @@ impl Cluster {
         content_type: Option<&str>,
         body: Option<&[u8]>,
     ) -> Reply {
+        self.raw_accept(method, path, content_type, None, body)
+    }
+
+    /// [`Cluster::raw`] with an `Accept` header.
+    pub fn raw_accept(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        accept: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Reply {
         let tls = self.data_dir().join("tls");
         let mut cmd = Command::new("curl");
+        if let Some(a) = accept {
+            cmd.args(["-H", &format!("Accept: {a}")]);
+        }
         cmd.args([
             "-sS",
             "--http1.1",

@@ -1002,6 +1002,46 @@ fn bad_input_gets_status_errors() {
         404,
         "NotFound",
     );
+    // Strategic merge patch on a custom resource is 415, as upstream.
+    c.ok_stdin(&["apply", "-f", "-"], CRD);
+    c.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/crontabs.stable.example.com",
+    ]);
+    let cts = "/apis/stable.example.com/v1/namespaces/default/crontabs";
+    assert_eq!(
+        c.raw(
+            "POST",
+            cts,
+            None,
+            Some(br#"{"metadata":{"name":"t"},"spec":{"image":"x"}}"#)
+        )
+        .code,
+        201
+    );
+    status(
+        &c.raw(
+            "PATCH",
+            &format!("{cts}/t"),
+            Some("application/strategic-merge-patch+json"),
+            Some(b"{}"),
+        ),
+        415,
+        "UnsupportedMediaType",
+    );
+    // An Accept nothing can satisfy is 406.
+    status(
+        &c.raw_accept(
+            "GET",
+            cms,
+            None,
+            Some("application/vnd.kubernetes.protobuf"),
+            None,
+        ),
+        406,
+        "NotAcceptable",
+    );
     // The server is still fine, and nothing was stored by the failures.
     let list = c.raw("GET", cms, None, None).json();
     let names: Vec<&str> = list["items"]
@@ -1011,4 +1051,61 @@ fn bad_input_gets_status_errors() {
         .map(|i| i["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["c"]);
+}
+
+/// The representations kubectl and controllers ask for: Table (with and without objects),
+/// PartialObjectMetadata lists, YAML; and `fieldValidation=Warn` warnings.
+#[test]
+fn tables_metadata_and_warnings() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    c.ok(&["create", "configmap", "one", "--from-literal=a=b"]);
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let table = c
+        .raw_accept(
+            "GET",
+            &format!("{cms}?includeObject=Object"),
+            None,
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io"),
+            None,
+        )
+        .json();
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(columns, ["Name", "Data", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0], "one");
+    assert_eq!(table["rows"][0]["object"]["data"]["a"], "b");
+    let meta = c
+        .raw_accept(
+            "GET",
+            cms,
+            None,
+            Some("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"),
+            None,
+        )
+        .json();
+    assert_eq!(meta["kind"], "PartialObjectMetadataList");
+    assert_eq!(meta["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(meta["items"][0].get("data").is_none());
+    let yaml = c.raw_accept(
+        "GET",
+        &format!("{cms}/one"),
+        None,
+        Some("application/yaml"),
+        None,
+    );
+    assert!(yaml.body.contains("kind: ConfigMap"), "{}", yaml.body);
+    // fieldValidation=Warn: stored without the unknown field, and kubectl shows the warning.
+    let out = c.run_with(
+        &c.kubectl,
+        &["apply", "--validate=warn", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: two, namespace: default}\ndata: {a: b}\nbogus: 1\n"),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("unknown field \"bogus\""), "{err}");
 }
