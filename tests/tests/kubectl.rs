@@ -501,6 +501,17 @@ fn pagination_over_two_thousand_objects() {
         )
         .json();
     assert_eq!(page["items"].as_array().unwrap().len(), 1);
+    // A cluster-wide list narrowed to one namespace by a field selector.
+    let page = c
+        .raw(
+            "GET",
+            "/api/v1/configmaps?fieldSelector=metadata.namespace%3Dmany&limit=5",
+            None,
+            None,
+        )
+        .json();
+    assert_eq!(page["items"].as_array().unwrap().len(), 5);
+    assert!(page["metadata"]["continue"].is_string());
 }
 
 /// A watch from a compacted resourceVersion ends with 410 Expired; a relist and a watch from

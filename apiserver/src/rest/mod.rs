@@ -154,7 +154,13 @@ impl Rest {
         opts: &ListOptions,
     ) -> Result<ListPage, ApiError> {
         fields::check(res, &opts.field_selector)?;
-        let prefix = self.list_prefix(res, ns, &opts.field_selector);
+        // A cluster-wide list that pins the namespace reads only that namespace's keys.
+        let ns = ns.or(if res.namespaced {
+            opts.field_selector.required("metadata.namespace")
+        } else {
+            None
+        });
+        let prefix = res.namespace_prefix(ns);
         let (mut start_after, revision) = match &opts.continue_token {
             Some(token) => {
                 if opts
@@ -257,17 +263,6 @@ impl Rest {
             .await
             .ok()?;
         i64::try_from(resp.kvs.len()).ok()
-    }
-
-    /// The store prefix a list reads: the namespace's, narrowed to one key when the field
-    /// selector pins `metadata.name` is not worth it (names are the key's last part).
-    fn list_prefix(&self, res: &ResourceType, ns: Option<&str>, fs: &FieldSelector) -> String {
-        let ns = ns.or(if res.namespaced {
-            fs.required("metadata.namespace")
-        } else {
-            None
-        });
-        res.namespace_prefix(ns)
     }
 
     /// The revision a list without a continue token reads at.
