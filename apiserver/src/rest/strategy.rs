@@ -35,52 +35,149 @@ pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
             s => obj["status"] = s,
         }
     }
+    if res.is_crd() {
+        crate::crds::prepare_create(obj);
+    }
+    apply_defaults(res, obj);
+}
+
+/// Upstream's defaulting (`SetDefaults_*`) of the fields components rely on; it runs on every
+/// create and update, as decoding does upstream.
+pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
     match kind_of(res) {
-        ("", "Namespace") if obj["spec"]["finalizers"].is_null() => {
-            obj["spec"]["finalizers"] = json!(["kubernetes"]);
+        ("", "Secret") => set_default(obj, "type", json!("Opaque")),
+        ("", "PodTemplate") => default_pod_spec(&mut obj["template"]["spec"]),
+        ("storage.k8s.io", "StorageClass") => {
+            set_default(obj, "reclaimPolicy", json!("Delete"));
+            set_default(obj, "volumeBindingMode", json!("Immediate"));
         }
-        ("", "Pod") => default_pod_spec(&mut obj["spec"]),
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
-            let spec = &mut obj["spec"];
-            if kind_of(res).1 != "DaemonSet" && spec["replicas"].is_null() {
-                spec["replicas"] = json!(1);
+        ("scheduling.k8s.io", "PriorityClass") => {
+            set_default(obj, "preemptionPolicy", json!("PreemptLowerPriority"));
+        }
+        // The remaining kinds default inside `spec`; an object without one is left alone
+        // (indexing would add `"spec": null`).
+        _ if obj.get("spec").is_some_and(Value::is_object) => default_spec(res, &mut obj["spec"]),
+        _ => {}
+    }
+}
+
+fn default_spec(res: &ResourceType, spec: &mut Value) {
+    match kind_of(res) {
+        ("", "Namespace") => set_default(spec, "finalizers", json!(["kubernetes"])),
+        ("", "Pod") => default_pod_spec(spec),
+        ("", "PersistentVolumeClaim") => set_default(spec, "volumeMode", json!("Filesystem")),
+        ("", "PersistentVolume") => {
+            set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+            set_default(spec, "volumeMode", json!("Filesystem"));
+        }
+        ("", "Service") => {
+            set_default(spec, "type", json!("ClusterIP"));
+            set_default(spec, "sessionAffinity", json!("None"));
+            for p in spec["ports"].as_array_mut().into_iter().flatten() {
+                set_default(p, "protocol", json!("TCP"));
+                if p["targetPort"].is_null() {
+                    p["targetPort"] = p["port"].clone();
+                }
             }
-            if kind_of(res).1 == "Deployment" {
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(spec, "progressDeadlineSeconds", json!(600));
-                if spec["strategy"]["type"].is_null() {
-                    spec["strategy"]["type"] = json!("RollingUpdate");
-                }
-                if spec["strategy"]["type"] == "RollingUpdate"
-                    && spec["strategy"]["rollingUpdate"].is_null()
-                {
-                    spec["strategy"]["rollingUpdate"] =
-                        json!({"maxSurge": "25%", "maxUnavailable": "25%"});
-                }
+        }
+        ("apps", "Deployment") => {
+            set_default(spec, "replicas", json!(1));
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(spec, "progressDeadlineSeconds", json!(600));
+            set_default(&mut spec["strategy"], "type", json!("RollingUpdate"));
+            if spec["strategy"]["type"] == "RollingUpdate" {
+                let ru = &mut spec["strategy"]["rollingUpdate"];
+                set_default(ru, "maxSurge", json!("25%"));
+                set_default(ru, "maxUnavailable", json!("25%"));
             }
             default_pod_spec(&mut spec["template"]["spec"]);
         }
-        ("batch", "Job") => default_pod_spec(&mut obj["spec"]["template"]["spec"]),
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => crate::crds::prepare_create(obj),
-        ("", "Service") => {
-            let spec = &mut obj["spec"];
-            set_default(spec, "type", json!("ClusterIP"));
-            set_default(spec, "sessionAffinity", json!("None"));
-            if let Some(ports) = spec["ports"].as_array_mut() {
-                for p in ports {
-                    set_default(p, "protocol", json!("TCP"));
-                    if p["targetPort"].is_null() {
-                        p["targetPort"] = p["port"].clone();
-                    }
-                }
+        ("apps", "ReplicaSet") => {
+            set_default(spec, "replicas", json!(1));
+            default_pod_spec(&mut spec["template"]["spec"]);
+        }
+        ("apps", "StatefulSet") => {
+            set_default(spec, "replicas", json!(1));
+            set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
+            if spec["updateStrategy"]["type"] == "RollingUpdate" {
+                set_default(
+                    &mut spec["updateStrategy"]["rollingUpdate"],
+                    "partition",
+                    json!(0),
+                );
             }
+            let retention = &mut spec["persistentVolumeClaimRetentionPolicy"];
+            set_default(retention, "whenDeleted", json!("Retain"));
+            set_default(retention, "whenScaled", json!("Retain"));
+            for claim in spec["volumeClaimTemplates"]
+                .as_array_mut()
+                .into_iter()
+                .flatten()
+            {
+                set_default(&mut claim["spec"], "volumeMode", json!("Filesystem"));
+            }
+            default_pod_spec(&mut spec["template"]["spec"]);
+        }
+        ("apps", "DaemonSet") => {
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
+            if spec["updateStrategy"]["type"] == "RollingUpdate" {
+                let ru = &mut spec["updateStrategy"]["rollingUpdate"];
+                set_default(ru, "maxUnavailable", json!(1));
+                set_default(ru, "maxSurge", json!(0));
+            }
+            default_pod_spec(&mut spec["template"]["spec"]);
+        }
+        ("batch", "Job") => default_job_spec(spec),
+        ("batch", "CronJob") => {
+            set_default(spec, "concurrencyPolicy", json!("Allow"));
+            set_default(spec, "suspend", json!(false));
+            set_default(spec, "successfulJobsHistoryLimit", json!(3));
+            set_default(spec, "failedJobsHistoryLimit", json!(1));
+            default_job_spec(&mut spec["jobTemplate"]["spec"]);
+        }
+        ("storage.k8s.io", "CSIDriver") => {
+            set_default(spec, "attachRequired", json!(true));
+            set_default(spec, "podInfoOnMount", json!(false));
+            set_default(spec, "storageCapacity", json!(false));
+            set_default(spec, "requiresRepublish", json!(false));
+            set_default(spec, "seLinuxMount", json!(false));
+            set_default(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
+            set_default(spec, "volumeLifecycleModes", json!(["Persistent"]));
         }
         _ => {}
     }
 }
 
-/// Keeps what an update may not change.
+/// `SetDefaults_Job`: one completion, one pod at a time, six retries, NonIndexed, and the pod
+/// template's defaults.
+fn default_job_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    let indexed = spec["completionMode"] == "Indexed";
+    if spec["completions"].is_null() && spec["parallelism"].is_null() {
+        spec["completions"] = json!(1);
+        spec["parallelism"] = json!(1);
+    }
+    set_default(spec, "parallelism", json!(1));
+    // With backoffLimitPerIndex the job-wide limit is effectively unlimited.
+    let per_index = indexed && !spec["backoffLimitPerIndex"].is_null();
+    set_default(
+        spec,
+        "backoffLimit",
+        json!(if per_index { i32::MAX } else { 6 }),
+    );
+    set_default(spec, "completionMode", json!("NonIndexed"));
+    set_default(spec, "suspend", json!(false));
+    default_pod_spec(&mut spec["template"]["spec"]);
+}
+
+/// Keeps what an update may not change, and defaults the new object.
 pub fn prepare_update(res: &ResourceType, old: &Value, new: &mut Value) {
+    apply_defaults(res, new);
     if kind_of(res) == ("", "Pod") {
         // The node a pod is bound to changes only through the binding subresource.
         if !old["spec"]["nodeName"].is_null() {
@@ -118,6 +215,25 @@ pub fn validate(res: &ResourceType, obj: &Value) -> Result<(), ApiError> {
                 ));
             }
         }
+    }
+    let job_template = match kind_of(res) {
+        ("batch", "Job") => Some(("spec.template.spec", &obj["spec"]["template"]["spec"])),
+        ("batch", "CronJob") => Some((
+            "spec.jobTemplate.spec.template.spec",
+            &obj["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        )),
+        _ => None,
+    };
+    if let Some((path, spec)) = job_template
+        && !matches!(spec["restartPolicy"].as_str(), Some("OnFailure" | "Never"))
+    {
+        causes.push((
+            format!("{path}.restartPolicy"),
+            format!(
+                "Unsupported value: {}: supported values: \"OnFailure\", \"Never\"",
+                spec["restartPolicy"]
+            ),
+        ));
     }
     if res.group == "apps" {
         let selector = &obj["spec"]["selector"];
@@ -287,6 +403,37 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn workload_defaults() {
+        let reg = Registry::new();
+        let job = reg.get("batch", "v1", "jobs").unwrap();
+        let mut j =
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        apply_defaults(&job, &mut j);
+        assert_eq!(
+            (
+                j["spec"]["completions"].as_i64(),
+                j["spec"]["parallelism"].as_i64(),
+                j["spec"]["backoffLimit"].as_i64()
+            ),
+            (Some(1), Some(1), Some(6))
+        );
+        assert_eq!(j["spec"]["template"]["spec"]["restartPolicy"], "Always");
+        let sts = reg.get("apps", "v1", "statefulsets").unwrap();
+        let mut s = json!({"spec": {"template": {"spec": {}}}});
+        apply_defaults(&sts, &mut s);
+        assert_eq!(s["spec"]["podManagementPolicy"], "OrderedReady");
+        assert_eq!(s["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 0);
+        let cm = reg.get("", "v1", "configmaps").unwrap();
+        let mut c = json!({"data": {}});
+        apply_defaults(&cm, &mut c);
+        assert!(c.get("spec").is_none());
+        let secret = reg.get("", "v1", "secrets").unwrap();
+        let mut sec = json!({});
+        apply_defaults(&secret, &mut sec);
+        assert_eq!(sec["type"], "Opaque");
     }
 
     #[test]
