@@ -231,3 +231,49 @@ async fn expired_events_are_swept() {
         .collect();
     assert_eq!(names, ["new"]);
 }
+
+#[tokio::test]
+async fn eviction_respects_pod_disruption_budgets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _cancel) = client(dir.path()).await;
+    let pods = ResourceRef::of::<Pod>(Some("default"));
+    let pdbs = ResourceRef::new("policy", "v1", "poddisruptionbudgets", Some("default"));
+    for name in ["a", "b"] {
+        let pod = json!({"metadata": {"name": name, "labels": {"app": "x"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        c.create(&pods, pod, &WriteParams::default()).await.unwrap();
+    }
+    let pdb = c
+        .create(
+            &pdbs,
+            json!({"metadata": {"name": "budget"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "x"}}}}),
+            &WriteParams::default(),
+        )
+        .await
+        .unwrap();
+    // Before the disruption controller has processed the budget, nothing may be evicted.
+    let err = c
+        .create_subresource(&pods, "a", "eviction", json!({"metadata": {"name": "a"}}))
+        .await
+        .unwrap_err();
+    assert_eq!((err.code, err.reason.as_str()), (429, "TooManyRequests"));
+    let mut with_status = pdb.clone();
+    with_status["status"] = json!({"observedGeneration": 1, "disruptionsAllowed": 1,
+        "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2});
+    c.update(&pdbs, with_status, Some("status"), &WriteParams::default())
+        .await
+        .unwrap();
+    c.create_subresource(&pods, "a", "eviction", json!({"metadata": {"name": "a"}}))
+        .await
+        .unwrap();
+    assert!(c.get(&pods, "a").await.unwrap_err().is_not_found());
+    let after = c.get(&pdbs, "budget").await.unwrap();
+    assert_eq!(after["status"]["disruptionsAllowed"], 0);
+    assert!(after["status"]["disruptedPods"]["a"].is_string());
+    let err = c
+        .create_subresource(&pods, "b", "eviction", json!({"metadata": {"name": "b"}}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, 429, "{err}");
+    assert!(c.get(&pods, "b").await.is_ok());
+}

@@ -3,6 +3,8 @@
 
 use serde_json::{Value, json};
 
+use k1s_api::selector::LabelSelector;
+
 use super::{DeleteOptions, Rest, WriteOptions, Written, meta};
 use crate::crds::{ScalePaths, get_path, set_path};
 use crate::registry::ResourceType;
@@ -171,7 +173,9 @@ impl Rest {
         .map(|_| ())
     }
 
-    /// `pods/eviction`: deletes a pod with the eviction's delete options.
+    /// `pods/eviction`: deletes a pod with the eviction's delete options, if no
+    /// PodDisruptionBudget forbids it (a budget's allowed disruptions are taken one at a time,
+    /// as upstream's eviction REST does; the disruption controller refills them).
     pub async fn evict_pod(
         &self,
         res: &ResourceType,
@@ -183,7 +187,75 @@ impl Rest {
         if let Some(d) = eviction.get("deleteOptions").filter(|d| d.is_object()) {
             opts.merge_body(d)?;
         }
+        let pod = self.get(res, Some(ns), name).await?;
+        let terminal = matches!(
+            pod["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        );
+        if !terminal && !meta::is_deleting(&pod) {
+            self.take_disruption(ns, &pod).await?;
+        }
         self.delete(res, Some(ns), name, &opts).await.map(|_| ())
+    }
+
+    /// Takes one allowed disruption from the budget covering `pod`, or refuses (429).
+    async fn take_disruption(&self, ns: &str, pod: &Value) -> Result<(), ApiError> {
+        let Some(pdbs) = self.registry.builtin_kind("policy", "PodDisruptionBudget") else {
+            return Ok(());
+        };
+        let all = self.list(&pdbs, Some(ns), &Default::default()).await?.items;
+        let covering: Vec<&Value> = all
+            .iter()
+            .filter(|pdb| {
+                let sel = selector_string(&pdb["spec"]["selector"]);
+                !pdb["spec"]["selector"].is_null()
+                    && LabelSelector::parse(&sel).is_ok_and(|s| s.matches_json(pod))
+            })
+            .collect();
+        let pdb = match covering.as_slice() {
+            [] => return Ok(()),
+            [one] => *one,
+            _ => {
+                return Err(ApiError::new(
+                    500,
+                    "InternalError",
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                ));
+            }
+        };
+        let pdb_name = meta::name(pdb).to_owned();
+        let pod_name = meta::name(pod).to_owned();
+        let too_many = |why: String| {
+            ApiError::new(
+                429,
+                "TooManyRequests",
+                "Cannot evict pod as it would violate the pod's disruption budget.",
+            )
+            .with_cause("DisruptionBudget", why)
+        };
+        self.read_modify_write(&pdbs, Some(ns), &pdb_name, Some("status"), &WriteOptions::default(), |cur| {
+            let status = &cur["status"];
+            let generation = cur["metadata"]["generation"].as_i64().unwrap_or(0);
+            if status["observedGeneration"].as_i64().unwrap_or(0) < generation {
+                return Err(too_many(format!(
+                    "The disruption budget {pdb_name} is still being processed by the server."
+                )));
+            }
+            let allowed = status["disruptionsAllowed"].as_i64().unwrap_or(0);
+            if allowed < 1 {
+                return Err(too_many(format!(
+                    "The disruption budget {pdb_name} needs {} healthy pods and has {} currently",
+                    status["desiredHealthy"].as_i64().unwrap_or(0),
+                    status["currentHealthy"].as_i64().unwrap_or(0)
+                )));
+            }
+            let mut next = cur.clone();
+            next["status"]["disruptionsAllowed"] = json!(allowed - 1);
+            next["status"]["disruptedPods"][&pod_name] = json!(meta::now());
+            Ok(next)
+        })
+        .await
+        .map(|_| ())
     }
 }
 
