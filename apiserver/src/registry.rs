@@ -114,10 +114,10 @@ impl ResourceType {
     /// The storage prefix of every object of this resource, ending in `/`.
     /// `/registry/<group>/<plural>/`, where the core group is spelled `core`.
     pub fn prefix(&self) -> String {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            &self.group
+        // events.k8s.io Events share the core group's storage (see rest::events).
+        let group = match (self.group.as_str(), self.plural.as_str()) {
+            ("", _) | ("events.k8s.io", "events") => "core",
+            (g, _) => g,
         };
         format!("/registry/{group}/{}/", self.plural)
     }

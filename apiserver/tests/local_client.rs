@@ -277,3 +277,64 @@ async fn eviction_respects_pod_disruption_budgets() {
     assert_eq!(err.code, 429, "{err}");
     assert!(c.get(&pods, "b").await.is_ok());
 }
+
+#[tokio::test]
+async fn events_are_one_resource_in_both_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _cancel) = client(dir.path()).await;
+    let core = ResourceRef::new("", "v1", "events", Some("default"));
+    let events = ResourceRef::new("events.k8s.io", "v1", "events", Some("default"));
+    let now = k1s_apiserver::rest::meta::now();
+    c.create(
+        &events,
+        json!({"metadata": {"name": "scheduled"}, "eventTime": "2026-11-21T10:00:00.000000Z",
+            "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}, "note": "bound",
+            "reason": "Scheduled", "type": "Normal", "action": "Binding",
+            "reportingController": "k1s-scheduler", "reportingInstance": "k1s-scheduler-1"}),
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    c.create(
+        &core,
+        json!({"metadata": {"name": "pulled"}, "involvedObject": {"kind": "Pod", "name": "p"},
+            "message": "pulled", "reason": "Pulled", "type": "Normal", "lastTimestamp": now,
+            "source": {"component": "kubelet"}}),
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    let as_core = c.get(&core, "scheduled").await.unwrap();
+    assert_eq!(
+        (as_core["apiVersion"].as_str(), as_core["message"].as_str()),
+        (Some("v1"), Some("bound"))
+    );
+    assert_eq!(as_core["involvedObject"]["name"], "p");
+    let as_events = c.get(&events, "pulled").await.unwrap();
+    assert_eq!(as_events["apiVersion"], "events.k8s.io/v1");
+    assert_eq!(as_events["note"], "pulled");
+    assert_eq!(as_events["deprecatedSource"]["component"], "kubelet");
+    // Field selectors use each group's own field names.
+    let by_core = c
+        .list(
+            &core,
+            &ListParams {
+                field_selector: Some("involvedObject.name=p".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_core.items.len(), 2);
+    let by_events = c
+        .list(
+            &events,
+            &ListParams {
+                field_selector: Some("regarding.name=p,reason=Scheduled".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_events.items.len(), 1);
+}

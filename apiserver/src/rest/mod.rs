@@ -7,6 +7,7 @@
 //! This layer knows nothing of HTTP: the HTTP handlers in [`crate::http`] and the in-process
 //! client both call it.
 
+mod events;
 pub mod fields;
 pub mod meta;
 pub mod patch;
@@ -337,6 +338,9 @@ pub(crate) fn decode_stored(
     meta::set_resource_version(&mut obj, rev);
     if res.custom.is_some() {
         obj["apiVersion"] = Value::String(res.api_version());
+    }
+    if events::needs_conversion(&obj, &res.kind, &res.api_version()) {
+        obj = events::convert(obj, &res.api_version());
     }
     Ok(obj)
 }
