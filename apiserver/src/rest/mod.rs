@@ -14,6 +14,7 @@ pub mod patch;
 mod services;
 mod strategy;
 mod subresources;
+pub mod validation;
 mod watch;
 mod write;
 

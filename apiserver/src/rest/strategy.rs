@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::meta;
+use super::{meta, validation};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
@@ -186,35 +186,40 @@ pub fn prepare_update(res: &ResourceType, old: &Value, new: &mut Value) {
     }
 }
 
-/// Validation that typing does not cover, with upstream's messages.
-pub fn validate(res: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+/// Validation that typing does not cover, with upstream's messages; `old` is the stored
+/// object on update.
+pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
     let mut causes = Vec::new();
-    let pod_spec = match kind_of(res) {
-        ("", "Pod") => Some(("spec", &obj["spec"])),
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
-            Some(("spec.template.spec", &obj["spec"]["template"]["spec"]))
-        }
-        _ => None,
-    };
-    if let Some((path, spec)) = pod_spec {
-        let containers = spec["containers"].as_array().map_or(&[][..], Vec::as_slice);
-        if containers.is_empty() {
-            causes.push((format!("{path}.containers"), "Required value".to_owned()));
-        }
-        for (i, c) in containers.iter().enumerate() {
-            if c["name"].as_str().unwrap_or("").is_empty() {
-                causes.push((
-                    format!("{path}.containers[{i}].name"),
-                    "Required value".into(),
-                ));
-            }
-            if c["image"].as_str().unwrap_or("").is_empty() {
-                causes.push((
-                    format!("{path}.containers[{i}].image"),
-                    "Required value".into(),
-                ));
+    match kind_of(res) {
+        ("", "Pod") => {
+            validation::pod_spec("spec", &obj["spec"], &mut causes);
+            if let Some(old) = old {
+                validation::pod_update(old, obj, &mut causes);
             }
         }
+        ("", "PodTemplate") => {
+            validation::pod_spec("template.spec", &obj["template"]["spec"], &mut causes);
+        }
+        ("", "Service") => validation::service(obj, &mut causes),
+        ("", "PersistentVolumeClaim") => validation::pvc(obj, old, &mut causes),
+        ("apps", "Deployment") => validation::deployment(obj, old, &mut causes),
+        ("apps", "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
+            validation::selector_immutable(obj, old, &mut causes);
+        }
+        _ => {}
+    }
+    match kind_of(res) {
+        ("apps", _) | ("batch", "Job") => validation::pod_spec(
+            "spec.template.spec",
+            &obj["spec"]["template"]["spec"],
+            &mut causes,
+        ),
+        ("batch", "CronJob") => validation::pod_spec(
+            "spec.jobTemplate.spec.template.spec",
+            &obj["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+            &mut causes,
+        ),
+        _ => {}
     }
     let job_template = match kind_of(res) {
         ("batch", "Job") => Some(("spec.template.spec", &obj["spec"]["template"]["spec"])),
@@ -394,9 +399,9 @@ mod tests {
             p["spec"]["containers"][1]["imagePullPolicy"],
             "IfNotPresent"
         );
-        validate(&pods, &p).unwrap();
+        validate(&pods, &p, None).unwrap();
         let bad = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
-        let e = validate(&pods, &bad).unwrap_err();
+        let e = validate(&pods, &bad, None).unwrap_err();
         assert_eq!(e.code, 422);
         assert!(
             e.message.contains("spec.containers[0].image"),
@@ -450,7 +455,7 @@ mod tests {
         let obj = json!({"metadata": {"name": "d"}, "spec": {
             "selector": {"matchLabels": {"app": "x"}},
             "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        assert_eq!(validate(&d, &obj).unwrap_err().code, 422);
+        assert_eq!(validate(&d, &obj, None).unwrap_err().code, 422);
     }
 
     #[test]

@@ -163,7 +163,7 @@ impl Rest {
             self.check_namespace_open(meta::namespace(&obj).unwrap_or_default())
                 .await?;
         }
-        strategy::validate(res, &obj)?;
+        strategy::validate(res, &obj, None)?;
         self.track_fields(res, None, &mut obj, None, opts)?;
         let name = meta::name(&obj).to_owned();
         if opts.dry_run {
@@ -463,7 +463,7 @@ impl Rest {
             meta::metadata_mut(&mut obj).insert("generation".into(), json!(g));
         }
         strategy::prepare_update(res, old, &mut obj);
-        strategy::validate(res, &obj)?;
+        strategy::validate(res, &obj, Some(old))?;
         self.track_fields(res, Some(old), &mut obj, subresource, opts)?;
         let claims = if subresource.is_none() && !opts.dry_run {
             self.allocate_service(res, Some(old), &mut obj).await?
