@@ -1,10 +1,19 @@
 //! Shared types for k1s components: selectors, the in-process client trait, watch events and
 //! the watch → cache → reconcile runtime used by the scheduler, controllers and kubelet.
 //!
-//! This crate stays dependency-light (no hyper, no redb) so every component can depend on it.
+//! This crate stays dependency-light (no hyper, no redb) so every component can depend on it;
+//! the HTTP client is behind the `http` feature, off by default.
 //!
 //! - [`client`]: the [`client::Client`] trait (in-process and HTTP), typed [`client::Api`].
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
+//! - `http_client` (feature `http`): the [`client::Client`] over HTTPS (rustls, pooled h2 or
+//!   HTTP/1.1 connections, client-certificate or bearer-token auth), for agents and tools.
+//! - `kubeconfig` (feature `http`): kubeconfig files resolved into a server URL and TLS
+//!   settings.
 
 pub mod client;
+#[cfg(feature = "http")]
+pub mod http_client;
+#[cfg(feature = "http")]
+pub mod kubeconfig;
 pub mod selector;
