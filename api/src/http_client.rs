@@ -254,6 +254,11 @@ impl HttpClient {
             .await
     }
 
+    /// GET of any path, the body undecoded (benchmarks time the transfer apart from decoding).
+    pub async fn get_bytes(&self, path_and_query: &str) -> Result<Bytes> {
+        self.bytes(Method::GET, path_and_query, None).await
+    }
+
     fn request(
         &self,
         method: Method,
@@ -296,7 +301,18 @@ impl HttpClient {
         path_and_query: String,
         body: Option<(&'static str, Vec<u8>)>,
     ) -> Result<Value> {
-        let req = self.request(method, &path_and_query, body)?;
+        let bytes = self.bytes(method, &path_and_query, body).await?;
+        serde_json::from_slice(&bytes).map_err(|e| bad_response(format!("{e}: {}", quote(&bytes))))
+    }
+
+    /// Sends a request and reads the whole answer: the body of a 2xx, else the Status.
+    async fn bytes(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(&'static str, Vec<u8>)>,
+    ) -> Result<Bytes> {
+        let req = self.request(method, path_and_query, body)?;
         let exchange = async {
             let resp = self
                 .inner
@@ -324,7 +340,7 @@ impl HttpClient {
         if !status.is_success() {
             return Err(status_error(status.as_u16(), &bytes));
         }
-        serde_json::from_slice(&bytes).map_err(|e| bad_response(format!("{e}: {}", quote(&bytes))))
+        Ok(bytes)
     }
 }
 

@@ -1,5 +1,6 @@
 //! `k1s bench store`: measures whether this machine's disk is good enough for the datastore,
 //! optionally against an etcd in the same run, and prints one JSON object as its last line.
+//! `k1s bench api` (in `bench_api`) measures a running API server over HTTPS.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,6 +16,9 @@ use k1s_store::redb::{RedbConfig, RedbStore};
 pub enum BenchCommand {
     /// Durable put throughput and latency (1 and N writers), range reads and watch delivery.
     Store(StoreBenchArgs),
+    /// A running API server over HTTPS: concurrent creates, full LISTs of many pods, and watch
+    /// delivery to many watchers.
+    Api(crate::bench_api::ApiBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -49,7 +53,13 @@ pub struct StoreBenchArgs {
 }
 
 pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    let BenchCommand::Store(args) = cmd;
+    match cmd {
+        BenchCommand::Store(args) => store(args).await,
+        BenchCommand::Api(args) => crate::bench_api::run(args).await,
+    }
+}
+
+async fn store(args: StoreBenchArgs) -> anyhow::Result<()> {
     let cfg = BenchConfig {
         single_ops: args.single_ops,
         concurrent_ops: args.concurrent_ops,

@@ -2,6 +2,7 @@
 //! library crates together; the work happens in them.
 
 mod bench;
+mod bench_api;
 mod datastore;
 mod server;
 
@@ -21,7 +22,8 @@ struct Cli {
 enum Command {
     /// Run the control plane (datastore, API server, scheduler, controllers) on this node.
     Server(server::ServerArgs),
-    /// Measure this machine: `k1s bench store` checks whether a disk is fast enough.
+    /// Measure this machine: `k1s bench store` checks whether a disk is fast enough, `k1s bench
+    /// api` measures a running API server.
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,
