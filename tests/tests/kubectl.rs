@@ -789,6 +789,11 @@ fn custom_resources() {
     );
     let explained = c.ok(&["explain", "crontab"]);
     assert!(explained.contains("CronTab"), "{explained}");
+    let explained = c.ok(&["explain", "crontab.spec"]);
+    assert!(
+        explained.contains("cronSpec") && explained.contains("replicas"),
+        "{explained}"
+    );
 
     // Deleting the CRD deletes its custom resources, then the CRD.
     c.ok(&[

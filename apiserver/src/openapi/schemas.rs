@@ -388,8 +388,9 @@ fn list_schema(r: &ResourceType, item: &str) -> Value {
     })
 }
 
-/// A custom resource: its CRD holds the real schema, so this only states the object frame and
-/// lets everything else through.
+/// A custom resource: the CRD version's `openAPIV3Schema` with the object frame (apiVersion,
+/// kind, ObjectMeta) filled in, so `kubectl explain` shows its fields; without a schema, the
+/// frame alone, letting everything else through.
 fn custom_resource_schema(r: &ResourceType) -> Value {
     let mut props = type_meta_properties();
     props.insert(
@@ -399,12 +400,38 @@ fn custom_resource_schema(r: &ResourceType) -> Value {
             "$ref": format!("{V3_PREFIX}{OBJECT_META}"),
         }),
     );
-    json!({
-        "description": format!("{} is a custom resource of {}.", r.kind, r.api_version()),
-        "type": "object",
-        "properties": props,
-        "x-kubernetes-preserve-unknown-fields": true,
-    })
+    let declared = r
+        .custom
+        .as_ref()
+        .map(|c| &c.openapi_schema)
+        .filter(|s| s.is_object());
+    let Some(declared) = declared else {
+        return json!({
+            "description": format!("{} is a custom resource of {}.", r.kind, r.api_version()),
+            "type": "object",
+            "properties": props,
+            "x-kubernetes-preserve-unknown-fields": true,
+        });
+    };
+    let mut schema = declared.clone();
+    let own = schema["properties"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in own {
+        // The frame's metadata reference wins over the CRD's (restricted) metadata schema.
+        props.entry(k).or_insert(v);
+    }
+    schema["properties"] = Value::Object(props);
+    schema["type"] = json!("object");
+    if schema["description"].is_null() {
+        schema["description"] = json!(format!(
+            "{} is a custom resource of {}.",
+            r.kind,
+            r.api_version()
+        ));
+    }
+    schema
 }
 
 /// k8s-openapi describes `IntOrString` and `Quantity` by `x-kubernetes-int-or-string` alone;
