@@ -450,7 +450,9 @@ fn watch_response(
     let stream = tokio_stream_from(rx).map(move |ev| {
         // Counted in apiserver_registered_watchers until the stream is dropped.
         let _counted = &guard;
-        let object = match (&ev, out) {
+        // `{"type":T,"object":O}` written directly, without copying O into a wrapper value.
+        let mut line = format!("{{\"type\":\"{}\",\"object\":", ev.type_name()).into_bytes();
+        let written = match (&ev, out) {
             (
                 WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
                 Output::Table,
@@ -464,17 +466,21 @@ fn watch_response(
                     first,
                 );
                 first = false;
-                t
+                serde_json::to_writer(&mut line, &t)
             }
             (
                 WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
                 Output::Metadata,
-            ) => partial_metadata(o),
-            _ => ev.object(&res),
+            ) => serde_json::to_writer(&mut line, &partial_metadata(o)),
+            (WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o), _) => {
+                serde_json::to_writer(&mut line, o)
+            }
+            _ => serde_json::to_writer(&mut line, &ev.object(&res)),
         };
-        let mut line = serde_json::to_vec(&json!({"type": ev.type_name(), "object": object}))
-            .unwrap_or_default();
-        line.push(b'\n');
+        if written.is_err() {
+            tracing::warn!("a watch event could not be encoded");
+        }
+        line.extend_from_slice(b"}\n");
         bytes::Bytes::from(line)
     });
     let mut resp = Response::new(body::streamed(stream));

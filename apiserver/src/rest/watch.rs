@@ -190,11 +190,19 @@ impl Rest {
                         EventKind::Put => Some(decode_stored(res, &e.kv.value, rev)?),
                         EventKind::Delete => None,
                     };
+                    // The previous value matters for selectors and for deletes; an update
+                    // seen without selectors needs only to know that one existed.
+                    let unfiltered = req.label_selector.is_empty() && req.field_selector.is_empty();
                     let old = match &e.prev {
+                        Some(_) if unfiltered && new.is_some() => None,
                         Some(p) => Some(decode_stored(res, &p.value, p.mod_revision)?),
                         None => None,
                     };
-                    let old_match = old.as_ref().is_some_and(matches);
+                    let old_match = if unfiltered {
+                        e.prev.is_some()
+                    } else {
+                        old.as_ref().is_some_and(matches)
+                    };
                     match (new, old) {
                         (Some(n), _) if matches(&n) => Some(if old_match {
                             WatchEvent::Modified(n)
