@@ -220,6 +220,51 @@ pub fn is_dns_label(s: &str) -> bool {
         && s.as_bytes()[s.len() - 1] != b'-'
 }
 
+/// The string form of a `metav1.LabelSelector` object (`matchLabels` and
+/// `matchExpressions`), as `LabelSelectorAsSelector(sel).String()` writes it: requirements
+/// sorted by key, values sorted and deduplicated. A missing or empty selector is `""`; an
+/// expression with a bad operator or values is an error.
+pub fn label_selector_text(sel: Option<&serde_json::Value>) -> Result<String, SelectorError> {
+    use serde_json::Value;
+    let Some(sel) = sel.filter(|s| !s.is_null()) else {
+        return Ok(String::new());
+    };
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    if let Some(ml) = sel["matchLabels"].as_object() {
+        for (k, v) in ml {
+            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
+        }
+    }
+    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
+        let key = e["key"].as_str().unwrap_or("");
+        let mut values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        let op = e["operator"].as_str().unwrap_or("");
+        let text = match op {
+            "In" | "NotIn" if values.is_empty() => None,
+            "In" => Some(format!("{key} in ({})", values.join(","))),
+            "NotIn" => Some(format!("{key} notin ({})", values.join(","))),
+            "Exists" if values.is_empty() => Some(key.to_owned()),
+            "DoesNotExist" if values.is_empty() => Some(format!("!{key}")),
+            _ => None,
+        }
+        .ok_or_else(|| SelectorError(format!("{key}: invalid operator {op:?} or values")))?;
+        reqs.push((key.to_owned(), text));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(reqs
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
 /// One term of a field selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldRequirement {

@@ -287,12 +287,31 @@ impl Cluster {
 
     /// Runs kubectl and returns its stdout; panics with stderr on failure.
     pub fn ok(&self, args: &[&str]) -> String {
-        ok_of(args, &self.run(args))
+        self.ok_with("", &self.kubectl, args, None)
+    }
+
+    /// Runs another client binary (see [`all_kubectls`]) and returns stdout; panics naming
+    /// `label` and showing stderr on failure.
+    pub fn ok_with(
+        &self,
+        label: &str,
+        kubectl: &Path,
+        args: &[&str],
+        stdin: Option<&str>,
+    ) -> String {
+        let out = self.run_with(kubectl, args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {label} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Runs kubectl with `input` on stdin (`-f -`) and returns stdout.
     pub fn ok_stdin(&self, args: &[&str], input: &str) -> String {
-        ok_of(args, &self.run_with(&self.kubectl, args, Some(input)))
+        self.ok_with("", &self.kubectl, args, Some(input))
     }
 
     /// Runs kubectl, expects failure, and returns stderr.
@@ -375,14 +394,4 @@ impl Cluster {
             body: body.to_owned(),
         }
     }
-}
-
-fn ok_of(args: &[&str], out: &std::process::Output) -> String {
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }

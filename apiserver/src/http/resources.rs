@@ -183,7 +183,7 @@ pub async fn handle(
             }
         }
         (&Method::POST, Some(name), Some("binding")) if res.kind == "Pod" => {
-            let binding = decode_any(&call)?;
+            let binding = decode_body(&call)?;
             rest.bind_pod(
                 &res,
                 ns.unwrap_or(""),
@@ -195,7 +195,7 @@ pub async fn handle(
             Ok(success(StatusCode::CREATED))
         }
         (&Method::POST, Some(name), Some("eviction")) if res.kind == "Pod" => {
-            let eviction = decode_any(&call)?;
+            let eviction = decode_body(&call)?;
             rest.evict_pod(&res, ns.unwrap_or(""), name, &eviction)
                 .await?;
             Ok(success(StatusCode::CREATED))
@@ -216,8 +216,8 @@ fn success(code: StatusCode) -> Response<Body> {
     encode(code, Output::Json, &status, &[])
 }
 
-/// Decodes a request body of the resource's kind (JSON, YAML; protobuf for the kinds kubectl
-/// sends that way).
+/// Decodes a request body (JSON, YAML, or protobuf as kubectl 1.32+ sends it): the resource's
+/// kind, or another for action subresources (Binding, Eviction).
 fn decode_body(call: &Call<'_>) -> Result<Value, ApiError> {
     let input = negotiate::input(header(call.headers, header::CONTENT_TYPE))?;
     match input {
@@ -228,11 +228,6 @@ fn decode_body(call: &Call<'_>) -> Result<Value, ApiError> {
         }),
         other => negotiate::decode(other, &call.body),
     }
-}
-
-/// Decodes a body of another kind (Binding, Eviction).
-fn decode_any(call: &Call<'_>) -> Result<Value, ApiError> {
-    decode_body(call)
 }
 
 fn parse_selector<T>(

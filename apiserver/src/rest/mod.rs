@@ -82,14 +82,19 @@ struct ContinueToken {
     v: String,
     rv: Revision,
     start: String,
+    /// Objects after `start` at `rv` (unfiltered lists), carried so later pages need not
+    /// count them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    left: Option<i64>,
 }
 
 impl ContinueToken {
-    fn encode(rv: Revision, start: &str) -> String {
+    fn encode(rv: Revision, start: &str, left: Option<i64>) -> String {
         let t = ContinueToken {
             v: "meta.k8s.io/v1".into(),
             rv,
             start: start.into(),
+            left,
         };
         base64::engine::general_purpose::URL_SAFE_NO_PAD
             .encode(serde_json::to_vec(&t).unwrap_or_default())
@@ -163,6 +168,7 @@ impl Rest {
             None
         });
         let prefix = res.namespace_prefix(ns);
+        let mut left_before: Option<i64> = None;
         let (mut start_after, revision) = match &opts.continue_token {
             Some(token) => {
                 if opts
@@ -175,6 +181,7 @@ impl Rest {
                     ));
                 }
                 let t = ContinueToken::decode(token, &prefix)?;
+                left_before = t.left;
                 (Some(t.start), Some(t.rv))
             }
             None => (None, self.list_revision(opts).await?),
@@ -226,12 +233,21 @@ impl Rest {
                 }
                 if opts.limit > 0 && items.len() >= opts.limit {
                     let more = resp.more || i + 1 < n;
-                    let token = more.then(|| ContinueToken::encode(resp.revision, &kv.key));
                     let remaining = if more && !filtered {
-                        self.remaining(&prefix, &kv.key, resp.revision).await
+                        self.remaining(
+                            &prefix,
+                            left_before,
+                            &opts.continue_token,
+                            items.len(),
+                            &kv.key,
+                            resp.revision,
+                        )
+                        .await
                     } else {
                         None
                     };
+                    let token =
+                        more.then(|| ContinueToken::encode(resp.revision, &kv.key, remaining));
                     return Ok(ListPage {
                         items,
                         resource_version: resp.revision,
@@ -252,8 +268,28 @@ impl Rest {
         }
     }
 
-    /// Counts the keys after `after` under `prefix` at `rev` (for `remainingItemCount`).
-    async fn remaining(&self, prefix: &str, after: &str, rev: Revision) -> Option<i64> {
+    /// `remainingItemCount` of an unfiltered page of `returned` objects ending at `after`:
+    /// from the previous page's token; on a first page from the store's key count when it is
+    /// at the page's revision; otherwise by reading the rest of the range.
+    async fn remaining(
+        &self,
+        prefix: &str,
+        left_before: Option<i64>,
+        continued: &Option<String>,
+        returned: usize,
+        after: &str,
+        rev: Revision,
+    ) -> Option<i64> {
+        let returned = i64::try_from(returned).ok()?;
+        if let Some(left) = left_before {
+            return Some(left - returned);
+        }
+        if continued.is_none()
+            && let Ok((total, at)) = self.store.count(prefix).await
+            && at == rev
+        {
+            return Some(i64::try_from(total).ok()? - returned);
+        }
         let resp = self
             .store
             .list(ListRequest {
@@ -362,7 +398,7 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip_and_reject_foreign_prefixes() {
-        let t = ContinueToken::encode(7, "/registry/core/configmaps/d/b");
+        let t = ContinueToken::encode(7, "/registry/core/configmaps/d/b", Some(3));
         let back = ContinueToken::decode(&t, "/registry/core/configmaps/").unwrap();
         assert_eq!(
             (back.rv, back.start.as_str()),

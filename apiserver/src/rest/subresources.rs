@@ -3,37 +3,17 @@
 
 use serde_json::{Value, json};
 
-use k1s_api::selector::LabelSelector;
+use k1s_api::selector::{LabelSelector, label_selector_text};
 
 use super::{DeleteOptions, Rest, WriteOptions, Written, meta};
 use crate::crds::{ScalePaths, get_path, set_path};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
-/// A label selector object rendered as its string form (`a=b,c in (d)`), as Scale carries it.
+/// A label selector object rendered as its string form (`a=b,c in (d)`), as Scale carries
+/// it; an invalid selector renders as nothing.
 pub fn selector_string(sel: &Value) -> String {
-    let mut parts = Vec::new();
-    if let Some(ml) = sel["matchLabels"].as_object() {
-        for (k, v) in ml {
-            parts.push(format!("{k}={}", v.as_str().unwrap_or_default()));
-        }
-    }
-    for e in sel["matchExpressions"].as_array().into_iter().flatten() {
-        let key = e["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        parts.push(match e["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_owned(),
-            _ => format!("!{key}"),
-        });
-    }
-    parts.join(",")
+    label_selector_text(Some(sel)).unwrap_or_default()
 }
 
 /// Where a resource keeps what its Scale shows.
@@ -207,9 +187,11 @@ impl Rest {
         let covering: Vec<&Value> = all
             .iter()
             .filter(|pdb| {
-                let sel = selector_string(&pdb["spec"]["selector"]);
+                // A missing or invalid selector covers no pod.
                 !pdb["spec"]["selector"].is_null()
-                    && LabelSelector::parse(&sel).is_ok_and(|s| s.matches_json(pod))
+                    && label_selector_text(Some(&pdb["spec"]["selector"]))
+                        .and_then(|s| LabelSelector::parse(&s))
+                        .is_ok_and(|s| s.matches_json(pod))
             })
             .collect();
         let pdb = match covering.as_slice() {

@@ -1,7 +1,7 @@
 //! Formatting helpers shared by the printers: JSON access, timestamps,
 //! human durations, labels and label selectors.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use time::{Date, Duration, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
 
 // ---------------------------------------------------------------------------
@@ -266,47 +266,7 @@ pub(crate) fn format_labels(v: Option<&Value>) -> String {
 /// The text of `metav1.LabelSelectorAsSelector(sel).String()`; `Err` for an
 /// invalid selector. A missing or empty selector is `""`.
 pub(crate) fn selector_string(sel: Option<&Value>) -> Result<String, ()> {
-    let Some(sel) = sel else {
-        return Ok(String::new());
-    };
-    let empty = Map::new();
-    let obj = sel.as_object().unwrap_or(&empty);
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    if let Some(ml) = obj.get("matchLabels").and_then(Value::as_object) {
-        for (k, v) in ml {
-            reqs.push((k.clone(), format!("{k}={}", v.as_str().unwrap_or(""))));
-        }
-    }
-    for e in obj
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
-    {
-        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
-        let mut values: Vec<&str> = e
-            .get("values")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        values.sort_unstable();
-        values.dedup();
-        let text = match e.get("operator").and_then(Value::as_str).unwrap_or("") {
-            "In" | "NotIn" if values.is_empty() => return Err(()),
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" if values.is_empty() => key.to_owned(),
-            "DoesNotExist" if values.is_empty() => format!("!{key}"),
-            _ => return Err(()),
-        };
-        reqs.push((key.to_owned(), text));
-    }
-    reqs.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(reqs
-        .into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(","))
+    k1s_api::selector::label_selector_text(sel).map_err(|_| ())
 }
 
 /// `metav1.FormatLabelSelector`: like [`selector_string`], but `<none>` when
