@@ -1,5 +1,6 @@
-//! What kube-apiserver creates for itself at start: the system namespaces and the
-//! `default/kubernetes` Service with its Endpoints and EndpointSlice pointing at this server.
+//! What kube-apiserver creates for itself at start: the system namespaces, the system
+//! PriorityClasses, and the `default/kubernetes` Service with its Endpoints and EndpointSlice
+//! pointing at this server.
 
 use std::net::IpAddr;
 
@@ -55,6 +56,29 @@ pub async fn run(rest: &Rest, advertise: IpAddr, port: u16) -> Result<(), ApiErr
             "",
             "Namespace",
             json!({"metadata": {"name": ns}}),
+            false,
+        )
+        .await?;
+    }
+    // The system priority classes (upstream's scheduling bootstrap).
+    for (name, value, description) in [
+        (
+            "system-node-critical",
+            2_000_001_000,
+            "Used for system critical pods that must not be moved from their current node.",
+        ),
+        (
+            "system-cluster-critical",
+            2_000_000_000,
+            "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+        ),
+    ] {
+        ensure(
+            rest,
+            "scheduling.k8s.io",
+            "PriorityClass",
+            json!({"metadata": {"name": name}, "value": value, "description": description,
+                "preemptionPolicy": "PreemptLowerPriority"}),
             false,
         )
         .await?;

@@ -3,6 +3,9 @@
 //! Owns HTTP/TLS serving, discovery, the resource handlers and their Status errors. It must not
 //! touch the on-disk format: everything goes through the store trait.
 //!
+//! - [`admission`]: admission plugins run on every create and update.
+//! - [`auth`]: authentication (client certificates, tokens, impersonation).
+//! - [`authz`]: authorization (Node, RBAC), the bootstrap policy and the review APIs.
 //! - [`apply`]: server-side apply and field ownership (`managedFields`).
 //! - [`bootstrap`]: the system namespaces and the `kubernetes` Service, created at start.
 //! - [`crds`]: CustomResourceDefinitions made into served resources; CRD cleanup.
@@ -12,6 +15,7 @@
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
 //! - [`status`]: `metav1.Status` errors as kube-apiserver writes them.
 //! - [`local_client`]: the in-process [`k1s_api::client::Client`] for components in the server.
+//! - [`mirror`]: in-memory mirrors of store prefixes for per-request decisions.
 //! - [`metrics`]: Prometheus metrics (`/metrics`) and the store latency decorator.
 //! - [`registry`]: the resource catalog (built-in kinds from k8s-openapi, CRDs at run time).
 //! - [`rest`]: generic storage of every resource: CRUD, list, watch, with upstream semantics.
@@ -21,7 +25,10 @@
 //! - [`protobuf`]: `application/vnd.kubernetes.protobuf` request bodies decoded to JSON.
 //! - [`table`]: the `kubectl get` columns of each resource (Table responses).
 
+pub mod admission;
 pub mod apply;
+pub mod auth;
+pub mod authz;
 pub mod bootstrap;
 pub mod crd_schema;
 pub mod crds;
@@ -29,6 +36,7 @@ pub mod event_ttl;
 pub mod http;
 pub mod local_client;
 pub mod metrics;
+pub mod mirror;
 pub mod openapi;
 pub mod patch;
 pub mod pki;

@@ -50,6 +50,8 @@ use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 
+use crate::auth::x509::ClientCertCheck;
+
 /// File names under the tls directory.
 pub const CA_CERT: &str = "ca.crt";
 /// The cluster CA's private key.
@@ -296,19 +298,81 @@ impl Pki {
         })
     }
 
-    /// A rustls server configuration presenting the serving certificate, offering ALPN `h2`
-    /// and `http/1.1`, and asking for (but not requiring) a client certificate chained to the
-    /// cluster CA. Clients presenting a certificate the CA did not sign are refused.
-    pub fn server_config(&self) -> Result<ServerConfig, PkiError> {
-        let provider = provider();
+    /// The per-connection check of client certificates against the cluster CA.
+    pub fn client_cert_check(&self) -> Result<ClientCertCheck, PkiError> {
         let roots = root_store(&self.ca.cert_path, &self.ca.cert_pem)?;
-        let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider.clone())
+        let strict = WebPkiClientVerifier::builder_with_provider(roots, provider())
             .allow_unauthenticated()
             .build()
             .map_err(|source| PkiError::Verifier {
                 path: self.ca.cert_path.clone(),
                 source,
             })?;
+        Ok(ClientCertCheck::new(strict))
+    }
+
+    /// Signs a client certificate for `user` (in `group`, if any), valid for `validity`, by
+    /// the cluster CA. With `csr_pem` (a PKCS#10 request) the certificate is for the request's
+    /// key and no key is returned; without, a new key is made and returned (PKCS#8 PEM).
+    /// (One group only: rcgen keeps one value per subject attribute.)
+    pub fn issue_client_cert(
+        &self,
+        user: &str,
+        group: Option<&str>,
+        validity: Duration,
+        csr_pem: Option<&str>,
+    ) -> Result<(String, Option<String>), PkiError> {
+        let gen_err = |source| PkiError::Generate {
+            what: "client certificate",
+            source,
+        };
+        let ca_key = KeyPair::from_pem(&self.ca.key_pem).map_err(|e| PkiError::Corrupt {
+            path: self.ca.key_path.clone(),
+            what: "CA private key",
+            reason: e.to_string(),
+            remedy: ca_remedy(&self.dir),
+        })?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, ca_key).map_err(gen_err)?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        if let Some(g) = group {
+            dn.push(DnType::OrganizationName, g);
+        }
+        dn.push(DnType::CommonName, user);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.use_authority_key_identifier_extension = true;
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - BACKDATE;
+        params.not_after = now + validity;
+        match csr_pem {
+            Some(csr) => {
+                let csr = rcgen::CertificateSigningRequestParams::from_pem(csr).map_err(gen_err)?;
+                let cert = params
+                    .signed_by(&csr.public_key, &issuer)
+                    .map_err(gen_err)?;
+                Ok((cert.pem(), None))
+            }
+            None => {
+                let key = KeyPair::generate().map_err(gen_err)?;
+                let cert = params.signed_by(&key, &issuer).map_err(gen_err)?;
+                Ok((cert.pem(), Some(key.serialize_pem())))
+            }
+        }
+    }
+
+    /// A rustls server configuration presenting the serving certificate, offering ALPN `h2`
+    /// and `http/1.1`, and asking for (but not requiring) a client certificate. Whether a
+    /// presented certificate chains to the cluster CA is checked per connection
+    /// ([`Self::client_cert_check`]), so a foreign one gets a 401 instead of a failed handshake.
+    pub fn server_config(&self) -> Result<ServerConfig, PkiError> {
+        let provider = provider();
+        let verifier = self.client_cert_check()?.deferred_verifier();
         let chain = CertificateDer::pem_slice_iter(self.serving.cert_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt_leaf_pem(&self.serving, true, e.to_string()))?;
@@ -1369,14 +1433,64 @@ mod tests {
         let conn = handshake(server.clone(), builder().with_no_client_auth()).unwrap();
         assert!(conn.peer_certificates().is_none());
 
-        // A certificate from another CA: refused.
+        // A certificate from another CA: the handshake completes (so the client gets a 401
+        // Status), and the per-connection check rejects it.
+        let check = pki.client_cert_check().unwrap();
         let other = tempfile::tempdir().unwrap();
         let stranger = Pki::load_or_create(&config(other.path())).unwrap();
         let key = PrivateKeyDer::from_pem_slice(stranger.admin.key_pem.as_bytes()).unwrap();
         let foreign = builder()
             .with_client_auth_cert(vec![der(&stranger.admin.cert_pem)], key)
             .unwrap();
-        assert!(handshake(server, foreign).is_err());
+        let conn = handshake(server.clone(), foreign).unwrap();
+        assert!(matches!(
+            check.check(conn.peer_certificates()),
+            crate::auth::PeerCert::Invalid(_)
+        ));
+    }
+
+    #[test]
+    fn issued_client_certificates_carry_user_and_groups() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pki = Pki::load_or_create(&config(tmp.path())).unwrap();
+        let check = pki.client_cert_check().unwrap();
+        let (cert, key) = pki
+            .issue_client_cert("jane", Some("dev"), Duration::hours(1), None)
+            .unwrap();
+        assert!(key.is_some());
+        match check.check(Some(&[der(&cert)])) {
+            crate::auth::PeerCert::Valid { user, .. } => {
+                assert_eq!(user.name, "jane");
+                assert_eq!(user.groups, ["dev", "system:authenticated"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // For a CSR: the requester's key, no key returned.
+        let node_key = KeyPair::generate().unwrap();
+        let csr = CertificateParams::default()
+            .serialize_request(&node_key)
+            .unwrap()
+            .pem()
+            .unwrap();
+        let (cert, key) = pki
+            .issue_client_cert(
+                "system:node:n1",
+                Some("system:nodes"),
+                Duration::hours(1),
+                Some(&csr),
+            )
+            .unwrap();
+        assert!(key.is_none());
+        let info = parse_cert(&der(&cert)).unwrap();
+        assert_eq!(info.spki, node_key.subject_public_key_info());
+        // Expired: rejected.
+        let (cert, _) = pki
+            .issue_client_cert("old", None, Duration::hours(-2), None)
+            .unwrap();
+        assert!(matches!(
+            check.check(Some(&[der(&cert)])),
+            crate::auth::PeerCert::Invalid(_)
+        ));
     }
 
     #[test]

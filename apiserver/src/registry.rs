@@ -249,8 +249,8 @@ where
 /// Every built-in resource k1s serves, in discovery order.
 pub fn builtin() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        apps, authorization, batch, coordination, core, discovery, events, networking, policy,
-        rbac, scheduling, storage,
+        apps, authentication, authorization, batch, coordination, core, discovery, events,
+        networking, policy, rbac, scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
     let pod_subresources = [
@@ -321,8 +321,13 @@ pub fn builtin() -> Vec<ResourceType> {
         // events.k8s.io/v1
         res::<events::v1::Event>(&["ev"], &[], &[], false),
         // authorization.k8s.io/v1
+        review::<authorization::v1::LocalSubjectAccessReview>(),
         review::<authorization::v1::SelfSubjectAccessReview>(),
+        review::<authorization::v1::SelfSubjectRulesReview>(),
         review::<authorization::v1::SubjectAccessReview>(),
+        // authentication.k8s.io/v1
+        review::<authentication::v1::SelfSubjectReview>(),
+        review::<authentication::v1::TokenReview>(),
         // batch/v1
         res::<batch::v1::CronJob>(&["cj"], &["all"], &[STATUS], true),
         res::<batch::v1::Job>(&[], &["all"], &[STATUS], true),

@@ -5,9 +5,11 @@
 //! connection task is tracked, so shutdown stops accepting, lets in-flight requests finish
 //! (bounded by a grace period) and then returns.
 //!
-//! Served so far: `/version`, `/metrics`, `/healthz`, `/livez`, `/readyz` (each with
-//! `?verbose` and per-check sub-paths). Every other path answers upstream's 404 `Status`; the resource
-//! handlers come with the rest of issue #3.
+//! Every request is authenticated, impersonation applied, and authorized before it is routed
+//! (401 and 403 `Status` answers come from there). Routes: `/api` and `/apis` (the REST API),
+//! `/openapi/*`, `/version`, `/metrics`, `/healthz`, `/livez`, `/readyz` (each with `?verbose`
+//! and per-check sub-paths), the ServiceAccount issuer discovery documents, and k1s's join
+//! endpoints (`/cacerts`, `/k1s/v1/node-certificate`). Every other path answers upstream's 404.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -27,6 +29,13 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::join_token::JoinToken;
+use crate::auth::jwt::Signer;
+use crate::auth::serviceaccount::TokenAuthenticator;
+use crate::auth::token_file::TokenFile;
+use crate::auth::x509::ClientCertCheck;
+use crate::auth::{Authenticator, PeerCert, UserInfo, impersonation};
+use crate::authz::{Attributes, Authorizer};
 use crate::metrics::{InstrumentedStore, Metrics};
 use crate::registry::Registry;
 use crate::rest::{Rest, ServiceNetwork};
@@ -60,6 +69,14 @@ pub struct ApiState {
     pub metrics: Arc<Metrics>,
     /// Set when shutdown begins: `/readyz` fails from then on, so load balancers drain.
     pub shutting_down: AtomicBool,
+    /// Who each request comes from.
+    pub authn: Authenticator,
+    /// ServiceAccount tokens: issued by TokenRequest, accepted by `authn`.
+    pub tokens: Arc<TokenAuthenticator>,
+    /// What each user may do.
+    pub authz: Arc<Authorizer>,
+    /// The cluster CA (for `/cacerts` and node certificates), when serving HTTPS.
+    pub pki: Option<crate::pki::Pki>,
 }
 
 /// Settings of the API beyond the store.
@@ -72,6 +89,14 @@ pub struct ApiConfig {
     pub advertise_address: std::net::IpAddr,
     /// The HTTPS port.
     pub port: u16,
+    /// `--token-auth-file`, loaded.
+    pub token_file: Option<Arc<TokenFile>>,
+    /// The join token agents present.
+    pub join_token: Option<JoinToken>,
+    /// Where the ServiceAccount signing key lives; `None` uses a key kept in memory only.
+    pub service_account_key: Option<std::path::PathBuf>,
+    /// The cluster PKI, for `/cacerts` and node certificates.
+    pub pki: Option<crate::pki::Pki>,
 }
 
 impl Default for ApiConfig {
@@ -80,31 +105,85 @@ impl Default for ApiConfig {
             services: ServiceNetwork::default(),
             advertise_address: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             port: 6443,
+            token_file: None,
+            join_token: None,
+            service_account_key: None,
+            pki: None,
         }
     }
 }
 
 impl ApiState {
-    pub fn new(store: Arc<dyn Store>, config: &ApiConfig) -> Arc<Self> {
+    pub fn new(store: Arc<dyn Store>, config: &ApiConfig) -> Result<Arc<Self>, ApiStateError> {
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, metrics.clone()));
         let registry = Arc::new(Registry::new());
-        Arc::new(Self {
-            rest: Arc::new(Rest::new(store.clone(), registry.clone(), config.services)),
+        let rest = Arc::new(Rest::new(store.clone(), registry.clone(), config.services));
+        let signer = match &config.service_account_key {
+            Some(path) => Signer::load_or_create(path)?,
+            None => {
+                let key =
+                    rcgen::KeyPair::generate().map_err(|e| ApiStateError::Key(e.to_string()))?;
+                Signer::from_pem(&key.serialize_pem()).map_err(ApiStateError::Key)?
+            }
+        };
+        let tokens = Arc::new(TokenAuthenticator::new(signer, rest.clone()));
+        let authn = Authenticator::new(
+            config.token_file.clone(),
+            config.join_token.clone(),
+            Some(tokens.clone()),
+        );
+        let authz = Authorizer::new(store.clone());
+        let chain: Arc<dyn crate::admission::Admission> =
+            Arc::new(crate::admission::Chain::new(authz.clone()));
+        let _ = rest.admission.set(chain);
+        Ok(Arc::new(Self {
+            rest,
             registry,
             openapi: Default::default(),
             cancel: CancellationToken::new(),
             store,
             metrics,
             shutting_down: AtomicBool::new(false),
-        })
+            authn,
+            tokens,
+            authz,
+            pki: config.pki.clone(),
+        }))
+    }
+
+    /// Starts what the API needs running in the background (the authorizers' mirrors, ClusterRole
+    /// aggregation) and reconciles the bootstrap RBAC policy.
+    pub async fn start(
+        self: &Arc<Self>,
+        tasks: &tokio_util::task::TaskTracker,
+        cancel: &CancellationToken,
+    ) -> Result<(), ApiError> {
+        self.authz.run(tasks, cancel);
+        crate::authz::policy::reconcile(&self.rest).await?;
+        tasks.spawn(crate::authz::aggregation::run(
+            self.rest.clone(),
+            cancel.clone(),
+        ));
+        Ok(())
     }
 }
 
-/// Serves HTTPS on `listener` until `cancel` fires, then drains connections.
+/// Why the API state cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiStateError {
+    #[error(transparent)]
+    ServiceAccountKey(#[from] crate::auth::jwt::JwtError),
+    #[error("cannot generate a service account key: {0}")]
+    Key(String),
+}
+
+/// Serves HTTPS on `listener` until `cancel` fires, then drains connections. `certs` checks
+/// client certificates (see [`crate::auth::x509`]); without it they are ignored.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
+    certs: Option<ClientCertCheck>,
     state: Arc<ApiState>,
     cancel: CancellationToken,
 ) {
@@ -129,6 +208,7 @@ pub async fn serve(
         let state = state.clone();
         let builder = builder.clone();
         let watcher = graceful.watcher();
+        let certs = certs.clone();
         tokio::spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
@@ -141,7 +221,12 @@ pub async fn serve(
                     return;
                 }
             };
-            let service = service_fn(move |req| handle(state.clone(), peer, req));
+            let cert = Arc::new(
+                certs
+                    .map(|c| c.check(tls.get_ref().1.peer_certificates()))
+                    .unwrap_or_default(),
+            );
+            let service = service_fn(move |req| handle(state.clone(), peer, cert.clone(), req));
             let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), service);
             if let Err(e) = watcher.watch(conn.into_owned()).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
@@ -161,6 +246,7 @@ pub async fn serve(
 async fn handle(
     state: Arc<ApiState>,
     peer: SocketAddr,
+    cert: Arc<PeerCert>,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
@@ -171,21 +257,14 @@ async fn handle(
             .any(|kv| kv == "verbose" || kv.starts_with("verbose="))
     });
     let started = std::time::Instant::now();
-    let resp = if path == "/openapi/v2" || path == "/openapi/v3" || path.starts_with("/openapi/v3/")
-    {
-        let hashed = req.uri().query().is_some_and(|q| q.contains("hash="));
-        state
-            .openapi
-            .serve(&state.registry.catalog(), &path, hashed, req.headers())
-            .unwrap_or_else(ApiError::into_response)
-    } else if path == "/api"
-        || path.starts_with("/api/")
-        || path == "/apis"
-        || path.starts_with("/apis/")
-    {
-        crate::http::serve_api(&state, req).await
-    } else {
-        route(&state, &method, &path, verbose).await
+    let resp = match admit_request(&state, &cert, &req, query.as_deref()).await {
+        Ok(user) => dispatch(&state, req, user, &method, &path, verbose).await,
+        Err(e) => {
+            // Take in the (size-limited) body first: an h2 stream answered before its body
+            // was read is reset, and some clients report that instead of the Status.
+            let _ = crate::http::body::read(req.into_body()).await;
+            e.into_response()
+        }
     };
     let code = resp.status().as_u16();
     let info = crate::http::request::metrics_info(&method, &path, query.as_deref());
@@ -194,7 +273,60 @@ async fn handle(
     Ok(resp)
 }
 
-async fn route(state: &ApiState, method: &Method, path: &str, verbose: bool) -> Response<Body> {
+/// Authenticates the request, applies impersonation, and authorizes it: the user it runs as,
+/// or the 401/403 to answer.
+async fn admit_request(
+    state: &ApiState,
+    cert: &PeerCert,
+    req: &Request<Incoming>,
+    query: Option<&str>,
+) -> Result<UserInfo, ApiError> {
+    let real = state.authn.authenticate(cert, req.headers()).await?;
+    let user = if impersonation::requested(req.headers()) {
+        impersonation::impersonate(&state.authz, &real, req.headers()).await?
+    } else {
+        real
+    };
+    let q = crate::http::request::query(query);
+    let attrs = Attributes::from_request(&user, req.method(), req.uri().path(), &q);
+    state.authz.check(&attrs).await?;
+    Ok(user)
+}
+
+/// Routes an authorized request.
+async fn dispatch(
+    state: &Arc<ApiState>,
+    req: Request<Incoming>,
+    user: UserInfo,
+    method: &Method,
+    path: &str,
+    verbose: bool,
+) -> Response<Body> {
+    if path == "/openapi/v2" || path == "/openapi/v3" || path.starts_with("/openapi/v3/") {
+        let hashed = req.uri().query().is_some_and(|q| q.contains("hash="));
+        state
+            .openapi
+            .serve(&state.registry.catalog(), path, hashed, req.headers())
+            .unwrap_or_else(ApiError::into_response)
+    } else if path == "/api"
+        || path.starts_with("/api/")
+        || path == "/apis"
+        || path.starts_with("/apis/")
+    {
+        crate::http::serve_api(state, req, &user).await
+    } else {
+        route(state, req, &user, method, path, verbose).await
+    }
+}
+
+async fn route(
+    state: &ApiState,
+    req: Request<Incoming>,
+    user: &UserInfo,
+    method: &Method,
+    path: &str,
+    verbose: bool,
+) -> Response<Body> {
     let health = ["/healthz", "/livez", "/readyz"].into_iter().find(|p| {
         path == *p
             || path
@@ -203,6 +335,26 @@ async fn route(state: &ApiState, method: &Method, path: &str, verbose: bool) -> 
     });
     match (method, path, health) {
         (&Method::GET, "/version", _) => json(StatusCode::OK, &version()),
+        (&Method::GET, "/.well-known/openid-configuration", _) => {
+            json(StatusCode::OK, &state.tokens.openid_configuration())
+        }
+        (&Method::GET, "/openid/v1/jwks", _) => {
+            let mut resp = json(StatusCode::OK, &state.tokens.signer().jwks());
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("application/jwk-set+json"),
+            );
+            resp
+        }
+        (&Method::GET, "/cacerts", _) => match &state.pki {
+            Some(pki) => text(StatusCode::OK, pki.ca.cert_pem.clone()),
+            None => ApiError::no_route().into_response(),
+        },
+        (&Method::POST, crate::auth::join::NODE_CERT_PATH, _) => {
+            crate::auth::join::node_certificate(state, user, req)
+                .await
+                .unwrap_or_else(ApiError::into_response)
+        }
         (&Method::GET, "/metrics", _) => {
             let mut resp = text(StatusCode::OK, state.metrics.encode());
             resp.headers_mut().insert(

@@ -17,15 +17,21 @@ use tokio_util::sync::CancellationToken;
 
 async fn client(dir: &std::path::Path) -> (Arc<dyn Client>, CancellationToken) {
     let store = RedbStore::open(RedbConfig::new(dir.join("state.redb"))).unwrap();
-    let state = ApiState::new(Arc::new(store), &ApiConfig::default());
+    let state = ApiState::new(Arc::new(store), &ApiConfig::default()).unwrap();
     k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)
         .await
         .unwrap();
     let cancel = CancellationToken::new();
-    (
-        Arc::new(LocalClient::new(state.rest.clone(), "test", cancel.clone())),
-        cancel,
+    let c: Arc<dyn Client> = Arc::new(LocalClient::new(state.rest.clone(), "test", cancel.clone()));
+    // What the ServiceAccount controller would have made: pods need their ServiceAccount.
+    c.create(
+        &ResourceRef::new("", "v1", "serviceaccounts", Some("default")),
+        json!({"metadata": {"name": "default"}}),
+        &WriteParams::default(),
     )
+    .await
+    .unwrap();
+    (c, cancel)
 }
 
 #[tokio::test]
@@ -196,7 +202,7 @@ async fn watch_binding_status_scale_and_apply() {
 async fn expired_events_are_swept() {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
-    let state = ApiState::new(Arc::new(store), &ApiConfig::default());
+    let state = ApiState::new(Arc::new(store), &ApiConfig::default()).unwrap();
     k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)
         .await
         .unwrap();

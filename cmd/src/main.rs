@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane (datastore, API server, scheduler, controllers) on this node.
-    Server(server::ServerArgs),
+    Server(Box<server::ServerArgs>),
     /// Measure this machine: `k1s bench store` checks whether a disk is fast enough, `k1s bench
     /// api` measures a running API server.
     Bench {
@@ -52,7 +52,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async move {
         match cli.command {
-            Command::Server(args) => server::run(args).await,
+            Command::Server(args) => server::run(*args).await,
             Command::Bench { what } => bench::run(what).await,
         }
     })

@@ -1,6 +1,6 @@
-//! `k1s server`: the control-plane process. Today it runs the datastore with its background
-//! compaction and the HTTPS API endpoint (certificates, kubeconfig, version and health); the
-//! resources, scheduler, controllers and kubelet join it as their issues land.
+//! `k1s server`: the control-plane process: the datastore with its background compaction and
+//! the HTTPS API (certificates, kubeconfig, authentication, authorization, admission, the REST
+//! API); the scheduler, controllers and kubelet join it as their issues land.
 
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use k1s_apiserver::auth::join_token::JoinToken;
+use k1s_apiserver::auth::token_file::TokenFile;
 use k1s_apiserver::pki::{Pki, PkiConfig};
 use k1s_apiserver::rest::ServiceNetwork;
 use k1s_apiserver::server::{self as api, ApiConfig, ApiState};
@@ -73,6 +75,13 @@ pub struct ServerArgs {
     /// Port range of Service NodePorts.
     #[arg(long, default_value = "30000-32767")]
     pub service_node_port_range: String,
+    /// Static bearer tokens, one `token,user,uid[,"group1,group2"]` per line.
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// The join token agents present (`K10<ca-hash>::<user>:<password>`, or just a password).
+    /// Generated and saved to DATA_DIR/server/token when not given.
+    #[arg(long, env = "K1S_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub write_kubeconfig_mode: u32,
@@ -164,20 +173,42 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             .copied()
             .unwrap_or(IpAddr::from([127, 0, 0, 1])),
         port: args.https_port,
+        token_file: match &args.token_auth_file {
+            Some(path) => Some(Arc::new(TokenFile::load(path)?)),
+            None => None,
+        },
+        join_token: Some(JoinToken::load_or_create(
+            &args.data_dir.join("server/token"),
+            args.token.as_deref(),
+            &pki.ca.cert_pem,
+        )?),
+        service_account_key: Some(args.data_dir.join("tls/service-account.key")),
+        pki: Some(pki.clone()),
     };
-    let state = ApiState::new(store.clone(), &config);
+    let state = ApiState::new(store.clone(), &config)?;
     k1s_apiserver::bootstrap::run(&state.rest, config.advertise_address, config.port)
         .await
         .map_err(|e| {
             anyhow::anyhow!("creating the system namespaces and services: {}", e.message)
         })?;
+    state
+        .start(&tasks, &cancel)
+        .await
+        .map_err(|e| anyhow::anyhow!("reconciling the bootstrap RBAC policy: {}", e.message))?;
     tasks.spawn(k1s_apiserver::crds::run(state.rest.clone(), cancel.clone()));
     tasks.spawn(k1s_apiserver::event_ttl::run(
         state.rest.clone(),
         Duration::from_secs(args.event_ttl_seconds),
         cancel.clone(),
     ));
-    tasks.spawn(api::serve(listener, tls, state, cancel.clone()));
+    let certs = pki.client_cert_check()?;
+    tasks.spawn(api::serve(
+        listener,
+        tls,
+        Some(certs),
+        state,
+        cancel.clone(),
+    ));
     tracing::info!(%addr, version = api::KUBE_GIT_VERSION, "API server listening");
     tasks.close();
 

@@ -14,18 +14,27 @@ use hyper::body::Incoming;
 
 use self::body::Body;
 use self::request::ApiPath;
+use crate::auth::UserInfo;
 use crate::server::ApiState;
 use crate::status::ApiError;
 
-/// Serves a request under `/api` or `/apis`.
-pub async fn serve_api(state: &ApiState, req: Request<Incoming>) -> Response<Body> {
-    match serve(state, req).await {
+/// Serves a request under `/api` or `/apis` for `user` (authorized already).
+pub async fn serve_api(
+    state: &ApiState,
+    req: Request<Incoming>,
+    user: &UserInfo,
+) -> Response<Body> {
+    match serve(state, req, user).await {
         Ok(resp) => resp,
         Err(e) => e.into_response(),
     }
 }
 
-async fn serve(state: &ApiState, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
+async fn serve(
+    state: &ApiState,
+    req: Request<Incoming>,
+    user: &UserInfo,
+) -> Result<Response<Body>, ApiError> {
     let (parts, incoming) = req.into_parts();
     let path = parts.uri.path().to_owned();
     let catalog = state.registry.catalog();
@@ -95,8 +104,9 @@ async fn serve(state: &ApiState, req: Request<Incoming>) -> Result<Response<Body
                 query: &query,
                 headers: &parts.headers,
                 body,
+                user,
             };
-            resources::handle(&state.rest, &state.metrics, res, call, &state.cancel).await
+            resources::handle(state, res, call).await
         }
         _ if !is_get => Err(ApiError::method_not_allowed(&parts.method)),
         _ => Err(ApiError::no_route()),

@@ -15,12 +15,14 @@ use super::body::{self, Body};
 use super::negotiate::{self, Input, Output};
 use super::request::{Target, flag};
 use super::table_output;
+use crate::auth::UserInfo;
 use crate::registry::ResourceType;
 use crate::rest::patch::PatchKind;
 use crate::rest::{
     DeleteOptions, FieldValidation, ListOptions, ListPage, Rest, RvMatch, WatchEvent, WatchRequest,
     WriteOptions, Written,
 };
+use crate::server::ApiState;
 use crate::status::ApiError;
 
 /// Everything a resource request carries.
@@ -30,6 +32,8 @@ pub struct Call<'a> {
     pub query: &'a HashMap<String, String>,
     pub headers: &'a HeaderMap,
     pub body: bytes::Bytes,
+    /// Who asks (authorized for the request already).
+    pub user: &'a UserInfo,
 }
 
 fn header(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
@@ -38,12 +42,11 @@ fn header(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 
 /// Serves a request for a resource (or its subresource).
 pub async fn handle(
-    rest: &Arc<Rest>,
-    metrics: &Arc<crate::metrics::Metrics>,
+    state: &ApiState,
     res: Arc<ResourceType>,
     call: Call<'_>,
-    cancel: &CancellationToken,
 ) -> Result<Response<Body>, ApiError> {
+    let (rest, metrics, cancel) = (&state.rest, &state.metrics, &state.cancel);
     let t = call.target;
     let out = negotiate::output(header(call.headers, header::ACCEPT)).ok_or_else(|| {
         ApiError::new(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io")
@@ -67,15 +70,31 @@ pub async fn handle(
         }
         (&Method::POST, None, None) if res.verbs.contains(&"create") && res.verbs.len() == 1 => {
             // Reviews: stored nowhere, answered at once.
-            let mut obj = decode_body(&call)?;
-            obj["status"] =
-                json!({"allowed": true, "reason": "k1s does not enforce authorization yet"});
-            Ok(encode(StatusCode::CREATED, out, &obj, &[]))
+            let obj = decode_body(&call)?;
+            let answered = crate::authz::reviews::answer(
+                &state.authz,
+                &state.authn,
+                call.user,
+                &res.kind,
+                ns,
+                obj,
+            )
+            .await?;
+            Ok(encode(StatusCode::CREATED, out, &answered, &[]))
+        }
+        (&Method::POST, Some(name), Some("token")) if res.kind == "ServiceAccount" => {
+            let req = decode_body(&call)?;
+            let node = call.user.node_name();
+            let answered = state
+                .tokens
+                .token_request(ns.unwrap_or(""), name, req, node)
+                .await?;
+            Ok(encode(StatusCode::CREATED, out, &answered, &[]))
         }
         (&Method::POST, None, None) => {
             let obj = decode_body(&call)?;
             let w = rest
-                .create(&res, ns, obj, &write_options(q, call.headers)?)
+                .create(&res, ns, obj, &write_options(q, call.headers, call.user)?)
                 .await?;
             Ok(written(&res, w, out, q))
         }
@@ -116,16 +135,27 @@ pub async fn handle(
         {
             let obj = decode_body(&call)?;
             let w = rest
-                .update(&res, ns, name, obj, sub, &write_options(q, call.headers)?)
+                .update(
+                    &res,
+                    ns,
+                    name,
+                    obj,
+                    sub,
+                    &write_options(q, call.headers, call.user)?,
+                )
                 .await?;
             Ok(written(&res, w, out, q))
         }
         (&Method::PUT, Some(name), Some("scale")) if res.subresource("scale").is_some() => {
             let new = decode_body(&call)?;
             let scale = rest
-                .update_scale(&res, ns, name, &write_options(q, call.headers)?, |_| {
-                    Ok(new.clone())
-                })
+                .update_scale(
+                    &res,
+                    ns,
+                    name,
+                    &write_options(q, call.headers, call.user)?,
+                    |_| Ok(new.clone()),
+                )
                 .await?;
             Ok(encode(StatusCode::OK, out, &scale, &[]))
         }
@@ -158,7 +188,7 @@ pub async fn handle(
                     sub,
                     kind,
                     &call.body,
-                    &write_options(q, call.headers)?,
+                    &write_options(q, call.headers, call.user)?,
                 )
                 .await?;
             Ok(written(&res, w, out, q))
@@ -189,7 +219,7 @@ pub async fn handle(
                 ns.unwrap_or(""),
                 name,
                 &binding,
-                &write_options(q, call.headers)?,
+                &write_options(q, call.headers, call.user)?,
             )
             .await?;
             Ok(success(StatusCode::CREATED))
@@ -271,6 +301,7 @@ fn list_options(q: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
 fn write_options(
     q: &HashMap<String, String>,
     headers: &HeaderMap,
+    user: &UserInfo,
 ) -> Result<WriteOptions, ApiError> {
     let field_manager = q.get("fieldManager").cloned();
     if field_manager.as_ref().is_some_and(|m| m.len() > 128) {
@@ -295,6 +326,7 @@ fn write_options(
             q.get("fieldValidation").map_or("", String::as_str),
         )?,
         field_manager: field_manager.or_else(from_agent),
+        user: Some(Arc::new(user.clone())),
         ..Default::default()
     })
 }

@@ -45,6 +45,8 @@ pub struct Rest {
     pub registry: Arc<Registry>,
     /// Where Service ClusterIPs and NodePorts come from.
     pub services: ServiceNetwork,
+    /// The admission plugins, set once when the server is assembled (none: admit all).
+    pub admission: std::sync::OnceLock<Arc<dyn crate::admission::Admission>>,
 }
 
 /// `resourceVersionMatch`.
@@ -123,6 +125,7 @@ impl Rest {
             store,
             registry,
             services,
+            admission: std::sync::OnceLock::new(),
         }
     }
 

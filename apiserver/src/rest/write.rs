@@ -4,7 +4,10 @@
 use k1s_store::{Revision, StoreError};
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use super::{Rest, encode_stored, meta, strategy};
+use crate::admission::{Operation, Request as AdmissionRequest};
 use crate::registry::{DecodeError, ResourceType};
 use crate::status::ApiError;
 
@@ -40,6 +43,8 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
     /// Set by server-side apply, which computes `managedFields` itself.
     pub(crate) fields_tracked: bool,
+    /// Who writes; `None` for the server's own components.
+    pub user: Option<Arc<crate::auth::UserInfo>>,
 }
 
 impl WriteOptions {
@@ -163,6 +168,10 @@ impl Rest {
             self.check_namespace_open(meta::namespace(&obj).unwrap_or_default())
                 .await?;
         }
+        warnings.extend(
+            self.admit(res, Operation::Create, None, opts, &mut obj, None)
+                .await?,
+        );
         strategy::validate(res, &obj, None)?;
         self.track_fields(res, None, &mut obj, None, opts)?;
         let name = meta::name(&obj).to_owned();
@@ -463,6 +472,16 @@ impl Rest {
             meta::metadata_mut(&mut obj).insert("generation".into(), json!(g));
         }
         strategy::prepare_update(res, old, &mut obj);
+        let admission_warnings = self
+            .admit(
+                res,
+                Operation::Update,
+                subresource,
+                opts,
+                &mut obj,
+                Some(old),
+            )
+            .await?;
         strategy::validate(res, &obj, Some(old))?;
         self.track_fields(res, Some(old), &mut obj, subresource, opts)?;
         let claims = if subresource.is_none() && !opts.dry_run {
@@ -487,7 +506,33 @@ impl Rest {
         if result.is_ok() {
             self.after_write(res).await;
         }
-        result
+        result.map(|mut w| {
+            w.warnings.extend(admission_warnings);
+            w
+        })
+    }
+
+    /// Runs the admission plugins, if any are installed.
+    async fn admit(
+        &self,
+        res: &ResourceType,
+        operation: Operation,
+        subresource: Option<&str>,
+        opts: &WriteOptions,
+        obj: &mut Value,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, ApiError> {
+        let Some(admission) = self.admission.get() else {
+            return Ok(Vec::new());
+        };
+        let req = AdmissionRequest {
+            res,
+            operation,
+            subresource,
+            user: opts.user.as_deref(),
+            dry_run: opts.dry_run,
+        };
+        admission.admit(self, &req, obj, old).await
     }
 
     /// The store write of [`Rest::replace`]: nothing on a no-op, a delete when the last

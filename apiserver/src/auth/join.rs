@@ -1,0 +1,51 @@
+//! The server side of joining an agent: `POST /k1s/v1/node-certificate` exchanges the join
+//! token (the bootstrap user, authorized by the `system:k1s:agent-bootstrapper` role) and a
+//! certificate request for a kubelet client certificate (`system:node:NAME` in
+//! `system:nodes`) signed by the cluster CA. The agent checks the CA it gets from `/cacerts`
+//! against the hash in its token before it trusts it.
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use super::UserInfo;
+use crate::http::body::Body;
+use crate::server::ApiState;
+use crate::status::ApiError;
+
+/// The path of the exchange.
+pub const NODE_CERT_PATH: &str = "/k1s/v1/node-certificate";
+/// How long node certificates are valid (k3s: one year).
+const VALIDITY: time::Duration = time::Duration::days(365);
+
+/// Answers `POST /k1s/v1/node-certificate` with `{"nodeName": N, "csr": PEM}`.
+pub async fn node_certificate(
+    state: &ApiState,
+    user: &UserInfo,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, ApiError> {
+    let pki = state.pki.as_ref().ok_or_else(ApiError::no_route)?;
+    let body = crate::http::body::read(req.into_body()).await?;
+    let v: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the body must be JSON: {e}")))?;
+    let node = v["nodeName"].as_str().unwrap_or("");
+    if !k1s_api::selector::is_dns_subdomain(node) {
+        return Err(ApiError::bad_request(format!(
+            "invalid nodeName {node:?}: must be a lowercase RFC 1123 subdomain"
+        )));
+    }
+    let csr = v["csr"]
+        .as_str()
+        .ok_or_else(|| ApiError::bad_request("csr (a PEM certificate request) is required"))?;
+    let user_name = format!("{}{node}", super::NODE_USER_PREFIX);
+    let (cert, _) = pki
+        .issue_client_cert(&user_name, Some(super::NODES), VALIDITY, Some(csr))
+        .map_err(|e| ApiError::bad_request(format!("cannot sign the request: {e}")))?;
+    tracing::info!(requester = %user.name, node, "issued a node client certificate");
+    let out = json!({"certificate": cert, "ca": pki.ca.cert_pem});
+    Ok(crate::http::body::respond(
+        StatusCode::CREATED,
+        "application/json",
+        serde_json::to_vec(&out).unwrap_or_default(),
+    ))
+}

@@ -1,0 +1,126 @@
+//! Client certificate authentication: CN is the user, each O a group.
+//!
+//! The TLS handshake accepts any client certificate whose holder proves possession of its key
+//! ([`DeferredClientVerifier`]); whether the certificate chains to the cluster CA and is within
+//! its validity is decided per connection afterwards ([`ClientCertCheck`]), so that a
+//! certificate from another CA, or an expired one, gets kube-apiserver's 401 Status instead of
+//! a failed handshake.
+
+use std::sync::Arc;
+
+use rustls::DistinguishedName;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::pki_types::{CertificateDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use x509_parser::prelude::{FromDer, X509Certificate};
+
+use super::{PeerCert, UserInfo};
+
+/// Checks a connection's client certificate chain against the cluster CA.
+#[derive(Debug, Clone)]
+pub struct ClientCertCheck {
+    strict: Arc<dyn ClientCertVerifier>,
+}
+
+impl ClientCertCheck {
+    /// `strict` verifies chains to the cluster CA (rustls' WebPKI client verifier).
+    pub fn new(strict: Arc<dyn ClientCertVerifier>) -> Self {
+        Self { strict }
+    }
+
+    /// The verifier for the TLS handshake: asks for a certificate, checks the holder's
+    /// signature, and leaves the chain to [`Self::check`].
+    pub fn deferred_verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        Arc::new(DeferredClientVerifier {
+            strict: self.strict.clone(),
+        })
+    }
+
+    /// The identity of a connection with these peer certificates (leaf first).
+    pub fn check(&self, certs: Option<&[CertificateDer<'_>]>) -> PeerCert {
+        let Some((leaf, intermediates)) = certs.and_then(<[_]>::split_first) else {
+            return PeerCert::None;
+        };
+        if let Err(e) = self
+            .strict
+            .verify_client_cert(leaf, intermediates, UnixTime::now())
+        {
+            return PeerCert::Invalid(e.to_string());
+        }
+        match identity(leaf) {
+            Ok((user, not_after)) => PeerCert::Valid { user, not_after },
+            Err(why) => PeerCert::Invalid(why),
+        }
+    }
+}
+
+/// The user and expiry (Unix seconds) of a verified certificate.
+fn identity(der: &CertificateDer<'_>) -> Result<(UserInfo, i64), String> {
+    let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+    let subject = cert.subject();
+    let cn = subject
+        .iter_common_name()
+        .next()
+        .and_then(|a| a.as_str().ok())
+        .filter(|s| !s.is_empty())
+        .ok_or("the certificate has no common name")?;
+    let groups = subject
+        .iter_organization()
+        .filter_map(|a| a.as_str().ok())
+        .map(str::to_owned);
+    Ok((
+        UserInfo::new(cn, groups),
+        cert.validity().not_after.timestamp(),
+    ))
+}
+
+/// Accepts any client certificate whose signature checks out; see the module docs.
+#[derive(Debug)]
+struct DeferredClientVerifier {
+    strict: Arc<dyn ClientCertVerifier>,
+}
+
+impl ClientCertVerifier for DeferredClientVerifier {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.strict.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.strict.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.strict.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.strict.supported_verify_schemes()
+    }
+}

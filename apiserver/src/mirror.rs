@@ -1,0 +1,208 @@
+//! In-memory mirrors of parts of the store, for decisions made on every request (RBAC rules,
+//! the node authorizer's graph).
+//!
+//! A [`Mirror`] keeps a projection of each object under one key prefix, fed by a list and then
+//! a watch of the store ([`run`]), relisting after compaction or a lagging watch. It knows the
+//! store revision it reflects, so a caller about to refuse a request can first wait until the
+//! mirror has caught up with the store ([`Mirror::sync`]): a RoleBinding created a moment ago
+//! then counts, as a client that just got its 201 expects.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k1s_store::{EventKind, ListRequest, Revision, Store, WatchItem, WatchOptions};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// How often an idle mirror learns the store's revision (bounds how long [`Mirror::sync`]
+/// waits when nothing under its prefix changed).
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A projection of every object under a prefix, keyed by store key.
+pub struct Mirror<T> {
+    objects: RwLock<HashMap<String, T>>,
+    /// The store revision the mirror reflects; 0 until the first list.
+    revision: watch::Sender<Revision>,
+}
+
+impl<T> Mirror<T> {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            objects: RwLock::default(),
+            revision: watch::Sender::new(0),
+        })
+    }
+
+    /// Reads the objects.
+    pub fn read<R>(&self, f: impl FnOnce(&HashMap<String, T>) -> R) -> R {
+        f(&self.objects.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The store revision the mirror reflects.
+    pub fn revision(&self) -> Revision {
+        *self.revision.borrow()
+    }
+
+    /// Waits (at most `timeout`) until the mirror reflects the store as of now. Returns whether
+    /// it did.
+    pub async fn sync(&self, store: &dyn Store, timeout: Duration) -> bool {
+        let Ok(target) = store.current_revision().await else {
+            return false;
+        };
+        let mut rx = self.revision.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= target))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, T>> {
+        self.objects.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+impl<T> Mirror<T> {
+    /// Puts an object in directly (tests of the mirrors' users).
+    pub fn write_for_test(&self, key: &str, t: T) {
+        self.write().insert(key.to_owned(), t);
+    }
+}
+
+/// Keeps `mirror` in step with the objects under `prefix` until `cancel` fires. `project`
+/// turns a stored object into what the mirror keeps (`None`: skip it).
+pub async fn run<T: Send + Sync + 'static>(
+    mirror: Arc<Mirror<T>>,
+    store: Arc<dyn Store>,
+    prefix: String,
+    project: fn(&Value) -> Option<T>,
+    cancel: CancellationToken,
+) {
+    let decode = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).ok();
+    loop {
+        // List everything under the prefix from one snapshot.
+        let mut fresh = HashMap::new();
+        let mut req = ListRequest {
+            prefix: prefix.clone(),
+            limit: 1000,
+            ..Default::default()
+        };
+        let listed = loop {
+            match store.list(req.clone()).await {
+                Ok(page) => {
+                    for kv in &page.kvs {
+                        if let Some(t) = decode(&kv.value).as_ref().and_then(project) {
+                            fresh.insert(kv.key.clone(), t);
+                        }
+                    }
+                    if !page.more {
+                        break Ok(page.revision);
+                    }
+                    req.start_after = page.kvs.last().map(|kv| kv.key.clone());
+                    req.revision = Some(page.revision);
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        let mut at = match listed {
+            Ok(rev) => rev,
+            Err(e) => {
+                tracing::warn!(%prefix, error = %e, "mirror: cannot list the store");
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        *mirror.write() = fresh;
+        mirror.revision.send_replace(at);
+        let mut stream = store.watch(
+            &prefix,
+            at,
+            WatchOptions {
+                progress_interval: Some(PROGRESS_INTERVAL),
+            },
+        );
+        loop {
+            let item = tokio::select! {
+                () = cancel.cancelled() => return,
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(WatchItem::Event(ev))) => {
+                    at = ev.revision();
+                    let projected = match ev.kind {
+                        EventKind::Put => decode(&ev.kv.value).as_ref().and_then(project),
+                        EventKind::Delete => None,
+                    };
+                    {
+                        let mut objects = mirror.write();
+                        match projected {
+                            Some(t) => objects.insert(ev.kv.key, t),
+                            None => objects.remove(&ev.kv.key),
+                        };
+                    }
+                    mirror.revision.send_replace(at);
+                }
+                Some(Ok(WatchItem::Progress(rev))) => {
+                    at = at.max(rev);
+                    mirror.revision.send_replace(at);
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(%prefix, error = %e, "mirror: watch ended; relisting");
+                    break;
+                }
+                None => break,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k1s_store::redb::{RedbConfig, RedbStore};
+
+    #[tokio::test]
+    async fn follows_puts_and_deletes_and_syncs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(RedbStore::open(RedbConfig::new(dir.path().join("s.redb"))).unwrap());
+        store
+            .create("/p/a", br#"{"n":1}"#.to_vec().into())
+            .await
+            .unwrap();
+        store
+            .create("/q/x", br#"{"n":9}"#.to_vec().into())
+            .await
+            .unwrap();
+        let m: Arc<Mirror<i64>> = Mirror::new();
+        let cancel = CancellationToken::new();
+        tokio::spawn(run(
+            m.clone(),
+            store.clone(),
+            "/p/".into(),
+            |v| v["n"].as_i64(),
+            cancel.clone(),
+        ));
+        assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        assert_eq!(m.read(|o| o.get("/p/a").copied()), Some(1));
+        assert_eq!(m.read(|o| o.len()), 1);
+        store
+            .create("/p/b", br#"{"n":2}"#.to_vec().into())
+            .await
+            .unwrap();
+        store.delete("/p/a", None).await.unwrap();
+        assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        assert_eq!(m.read(|o| o.keys().cloned().collect::<Vec<_>>()), ["/p/b"]);
+        // A write elsewhere: the mirror catches up through progress notifications.
+        store
+            .create("/q/y", br#"{"n":3}"#.to_vec().into())
+            .await
+            .unwrap();
+        assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        cancel.cancel();
+    }
+}
