@@ -3,6 +3,8 @@
 //! Owns HTTP/TLS serving, discovery, the resource handlers and their Status errors. It must not
 //! touch the on-disk format: everything goes through the store trait.
 //!
+//! - [`admission`]: decisions of the PodSecurity, LimitRanger and ResourceQuota admission
+//!   plugins (pure functions; the write path calls them).
 //! - [`apply`]: server-side apply and field ownership (`managedFields`).
 //! - [`bootstrap`]: the system namespaces and the `kubernetes` Service, created at start.
 //! - [`crds`]: CustomResourceDefinitions made into served resources; CRD cleanup.
@@ -21,6 +23,7 @@
 //! - [`protobuf`]: `application/vnd.kubernetes.protobuf` request bodies decoded to JSON.
 //! - [`table`]: the `kubectl get` columns of each resource (Table responses).
 
+pub mod admission;
 pub mod apply;
 pub mod bootstrap;
 pub mod crd_schema;
