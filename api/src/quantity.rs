@@ -229,15 +229,16 @@ impl Quantity {
         }
         // Everything after the number is ASCII by construction.
         let suffix = &s[suffix_start..];
-        let (base, exponent, mut format) =
-            interpret_suffix(suffix).ok_or(QuantityError::Suffix)?;
+        let (base, exponent, mut format) = interpret_suffix(suffix).ok_or(QuantityError::Suffix)?;
 
         let mut digits: Vec<u8> = num.iter().chain(denom).map(|d| d - b'0').collect();
         let exp10 = if base == 2 {
             times_pow2(&mut digits, exponent);
             9 - denom.len() as i64
         } else {
-            exponent.saturating_sub(denom.len() as i64).saturating_add(9)
+            exponent
+                .saturating_sub(denom.len() as i64)
+                .saturating_add(9)
         };
         let magnitude = scale_digits(&digits, exp10);
         if format == Format::BinarySI && magnitude > 0 && magnitude < NANO {
@@ -333,8 +334,7 @@ impl Quantity {
             return "0".into();
         }
         let mut format = self.format;
-        if format == Format::BinarySI
-            && (self.nanos.abs() < 1024 * NANO || self.nanos % NANO != 0)
+        if format == Format::BinarySI && (self.nanos.abs() < 1024 * NANO || self.nanos % NANO != 0)
         {
             format = Format::DecimalSI;
         }
@@ -662,7 +662,10 @@ mod tests {
             ("1e100", "9223372036854775807"),
             ("-1e100", "-9223372036854775807"),
             ("1e-100", "1e-9"),
-            ("99999999999999999999999999999999999999999999", "9223372036854775807"),
+            (
+                "99999999999999999999999999999999999999999999",
+                "9223372036854775807",
+            ),
             ("8Ei", "9223372036854775807"),
             ("7Ei", "7Ei"),
             ("0.00000000000000000000000000000000000001", "1n"),
@@ -723,13 +726,22 @@ mod tests {
         assert!(q("1") > q("999m"));
         assert!(q("1Ki") == q("1024"));
         assert!(q("1k") < q("1Ki"));
-        assert_eq!(q("1e100") + q("1e100"), Quantity { nanos: 2 * MAX_NANOS, format: Format::DecimalExponent });
+        assert_eq!(
+            q("1e100") + q("1e100"),
+            Quantity {
+                nanos: 2 * MAX_NANOS,
+                format: Format::DecimalExponent
+            }
+        );
         assert_eq!(Quantity::from_milli(1500).to_string(), "1500m");
         assert_eq!(q("1500m").round_up_units().to_string(), "2");
         assert_eq!(q("1.5Gi").round_up_units().to_string(), "1536Mi");
         assert_eq!(q("-0.5").round_up_units().to_string(), "-1");
         assert_eq!(Quantity::from_value(3, Format::BinarySI).to_string(), "3");
-        assert_eq!(Quantity::from_value(2048, Format::BinarySI).to_string(), "2Ki");
+        assert_eq!(
+            Quantity::from_value(2048, Format::BinarySI).to_string(),
+            "2Ki"
+        );
     }
 
     #[test]
@@ -759,7 +771,11 @@ mod tests {
             a.to_json(),
             serde_json::json!({"cpu": "1", "memory": "1Gi"})
         );
-        assert!(ResourceList::from_json(&serde_json::Value::Null).unwrap().is_empty());
+        assert!(
+            ResourceList::from_json(&serde_json::Value::Null)
+                .unwrap()
+                .is_empty()
+        );
         let err = ResourceList::from_json(&serde_json::json!({"cpu": "lots"})).unwrap_err();
         assert_eq!(err.name, "cpu");
         assert_eq!(err.source, QuantityError::FormatWrong);

@@ -53,10 +53,12 @@ pub fn default_limit_range(lr: &mut Value) {
             continue;
         }
         let fill = |item: &mut Map<String, Value>, to: &str, from: &str| {
-            let src = item.get(from).and_then(Value::as_object).cloned().unwrap_or_default();
-            let dst = item
-                .entry(to)
-                .or_insert_with(|| Value::Object(Map::new()));
+            let src = item
+                .get(from)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let dst = item.entry(to).or_insert_with(|| Value::Object(Map::new()));
             if !dst.is_object() {
                 *dst = Value::Object(Map::new());
             }
@@ -95,7 +97,10 @@ fn apply_defaults(pod: &mut Value, lr: &Value) -> Vec<String> {
         return Vec::new();
     }
     let mut notes = Vec::new();
-    for (field, what) in [("containers", "container"), ("initContainers", "init container")] {
+    for (field, what) in [
+        ("containers", "container"),
+        ("initContainers", "init container"),
+    ] {
         let Some(cs) = pod
             .get_mut("spec")
             .and_then(|s| s.get_mut(field))
@@ -129,7 +134,10 @@ fn apply_defaults(pod: &mut Value, lr: &Value) -> Vec<String> {
             let set_requests = set("requests", &requests);
             // Names come from a BTreeMap: already sorted, as upstream sorts them.
             if !set_requests.is_empty() {
-                notes.push(format!("{} request for {what} {name}", set_requests.join(", ")));
+                notes.push(format!(
+                    "{} request for {what} {name}",
+                    set_requests.join(", ")
+                ));
             }
             if !set_limits.is_empty() {
                 notes.push(format!("{} limit for {what} {name}", set_limits.join(", ")));
@@ -205,9 +213,8 @@ fn max_request_constraint(
             "maximum {res} usage per {kind} is {enforced}.  No request is specified"
         ));
     };
-    (req > enforced).then(|| {
-        format!("maximum {res} usage per {kind} is {enforced}, but request is {req}")
-    })
+    (req > enforced)
+        .then(|| format!("maximum {res} usage per {kind} is {enforced}, but request is {req}"))
 }
 
 fn ratio_constraint(
@@ -221,9 +228,8 @@ fn ratio_constraint(
     let max_milli = i64::MAX / 1000;
     let vals = [req, lim, Some(enforced)].map(|q| q.map_or(0, Quantity::value));
     let milli = vals.iter().all(|&v| v <= max_milli);
-    let val = |q: Option<&Quantity>| {
-        q.map_or(0, |q| if milli { q.milli_value() } else { q.value() })
-    };
+    let val =
+        |q: Option<&Quantity>| q.map_or(0, |q| if milli { q.milli_value() } else { q.value() });
     let (r, l) = (val(req), val(lim));
     if req.is_none() || r == 0 {
         return Some(format!(
@@ -259,13 +265,31 @@ fn check_item(
     errs: &mut Vec<String>,
 ) {
     for (res, q) in &lenient(&item["min"]).0 {
-        errs.extend(min_constraint(kind, res, q, requests.get(res), limits.get(res)));
+        errs.extend(min_constraint(
+            kind,
+            res,
+            q,
+            requests.get(res),
+            limits.get(res),
+        ));
     }
     for (res, q) in &lenient(&item["max"]).0 {
-        errs.extend(max_constraint(kind, res, q, requests.get(res), limits.get(res)));
+        errs.extend(max_constraint(
+            kind,
+            res,
+            q,
+            requests.get(res),
+            limits.get(res),
+        ));
     }
     for (res, q) in &lenient(&item["maxLimitRequestRatio"]).0 {
-        errs.extend(ratio_constraint(kind, res, q, requests.get(res), limits.get(res)));
+        errs.extend(ratio_constraint(
+            kind,
+            res,
+            q,
+            requests.get(res),
+            limits.get(res),
+        ));
     }
 }
 
@@ -392,13 +416,22 @@ pub fn validate_limit_range(lr: &Value) -> Vec<(String, String)> {
         let at = format!("spec.limits[{i}]");
         let ty = item["type"].as_str().unwrap_or("");
         let mut lists: Vec<(&str, ResourceList)> = Vec::new();
-        for f in ["max", "min", "default", "defaultRequest", "maxLimitRequestRatio"] {
+        for f in [
+            "max",
+            "min",
+            "default",
+            "defaultRequest",
+            "maxLimitRequestRatio",
+        ] {
             let mut rl = ResourceList::new();
             for (k, v) in item[f].as_object().into_iter().flatten() {
                 let text = v.as_str().map_or_else(|| v.to_string(), str::to_string);
                 match Quantity::parse(text.trim()) {
                     Ok(q) => rl.insert(k.clone(), q),
-                    Err(e) => out.push((format!("{at}.{f}[{k}]"), format!("Invalid value: {text:?}: {e}"))),
+                    Err(e) => out.push((
+                        format!("{at}.{f}[{k}]"),
+                        format!("Invalid value: {text:?}: {e}"),
+                    )),
                 }
             }
             lists.push((f, rl));
@@ -429,7 +462,9 @@ pub fn validate_limit_range(lr: &Value) -> Vec<(String, String)> {
             {
                 out.push((
                     format!("{at}.min[{k}]"),
-                    format!("Invalid value: \"{mn}\": min value {mn} is greater than max value {mx}"),
+                    format!(
+                        "Invalid value: \"{mn}\": min value {mn} is greater than max value {mx}"
+                    ),
                 ));
             }
         }
@@ -439,7 +474,9 @@ pub fn validate_limit_range(lr: &Value) -> Vec<(String, String)> {
             {
                 out.push((
                     format!("{at}.default[{k}]"),
-                    format!("Invalid value: \"{d}\": min value {mn} is greater than default value {d}"),
+                    format!(
+                        "Invalid value: \"{d}\": min value {mn} is greater than default value {d}"
+                    ),
                 ));
             }
             if let Some(mx) = max.get(k)
@@ -447,7 +484,9 @@ pub fn validate_limit_range(lr: &Value) -> Vec<(String, String)> {
             {
                 out.push((
                     format!("{at}.default[{k}]"),
-                    format!("Invalid value: \"{d}\": default value {d} is greater than max value {mx}"),
+                    format!(
+                        "Invalid value: \"{d}\": default value {d} is greater than max value {mx}"
+                    ),
                 ));
             }
         }
@@ -500,13 +539,21 @@ mod tests {
 
     #[test]
     fn defaults_are_applied_and_annotated() {
-        let lr = range(json!([{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"}, "defaultRequest": {"cpu": "100m"}}]));
+        let lr = range(
+            json!([{"type": "Container", "default": {"cpu": "500m", "memory": "256Mi"}, "defaultRequest": {"cpu": "100m"}}]),
+        );
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {
             "initContainers": [{"name": "i"}],
             "containers": [{"name": "a", "resources": {"requests": {"cpu": "200m"}}}, {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}});
         assert_eq!(admit("pods", &mut pod, &[lr]), Ok(()));
-        assert_eq!(pod["spec"]["containers"][0]["resources"], json!({"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}}));
-        assert_eq!(pod["spec"]["containers"][1]["resources"], json!({"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}));
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"],
+            json!({"requests": {"cpu": "200m", "memory": "256Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}})
+        );
+        assert_eq!(
+            pod["spec"]["containers"][1]["resources"],
+            json!({"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}})
+        );
         assert_eq!(
             pod["metadata"]["annotations"][ANNOTATION],
             "LimitRanger plugin set: memory request for container a; cpu, memory limit for container a; \
@@ -517,34 +564,71 @@ mod tests {
 
     #[test]
     fn max_falls_back_to_default_limit() {
-        let lr = range(json!([{"type": "Container", "max": {"cpu": "1"}, "min": {"memory": "1Mi"}}]));
+        let lr =
+            range(json!([{"type": "Container", "max": {"cpu": "1"}, "min": {"memory": "1Mi"}}]));
         let mut pod = json!({"spec": {"containers": [{"name": "c"}]}});
         assert_eq!(admit("pods", &mut pod, &[lr]), Ok(()));
-        assert_eq!(pod["spec"]["containers"][0]["resources"], json!({"requests": {"cpu": "1", "memory": "1Mi"}, "limits": {"cpu": "1"}}));
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"],
+            json!({"requests": {"cpu": "1", "memory": "1Mi"}, "limits": {"cpu": "1"}})
+        );
     }
 
     #[test]
     fn constraint_messages() {
         let c = |res: Value| json!({"spec": {"containers": [{"name": "c", "resources": res}]}});
         let cases: Vec<(Value, Value, Result<(), &str>)> = vec![
-            (json!([{"type": "Container", "max": {"cpu": "1"}, "default": {"cpu": "1"}}]), c(json!({"limits": {"cpu": "2"}})),
-             Err("maximum cpu usage per Container is 1, but limit is 2")),
-            (json!([{"type": "Container", "max": {"cpu": "1"}}]), c(json!({"requests": {"cpu": "1500m"}, "limits": {"cpu": "1"}})),
-             Err("maximum cpu usage per Container is 1, but request is 1500m")),
-            (json!([{"type": "Container", "min": {"memory": "64Mi"}, "defaultRequest": {"memory": "64Mi"}}]), c(json!({"requests": {"memory": "32Mi"}})),
-             Err("minimum memory usage per Container is 64Mi, but request is 32Mi")),
-            (json!([{"type": "Container", "min": {"memory": "64Mi"}}]), c(json!({"requests": {"memory": "64Mi"}, "limits": {"memory": "32Mi"}})),
-             Err("minimum memory usage per Container is 64Mi, but limit is 32Mi")),
-            (json!([{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]), c(json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "1"}})),
-             Err("cpu max limit to request ratio per Container is 2, but provided ratio is 10.000000")),
-            (json!([{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]), c(json!({"limits": {"cpu": "1"}})),
-             Err("cpu max limit to request ratio per Container is 2, but no request is specified or request is 0")),
-            (json!([{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]), c(json!({"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}})), Ok(())),
-            (json!([{"type": "Pod", "max": {"cpu": "1"}}]),
-             json!({"spec": {"containers": [{"name": "a", "resources": {"limits": {"cpu": "600m"}}}, {"name": "b", "resources": {"limits": {"cpu": "600m"}}}]}}),
-             Err("maximum cpu usage per Pod is 1, but limit is 1200m")),
-            (json!([{"type": "Pod", "max": {"memory": "1Gi"}, "min": {"cpu": "1"}}]), c(json!({})),
-             Err("[minimum cpu usage per Pod is 1.  No request is specified, maximum memory usage per Pod is 1Gi.  No limit is specified]")),
+            (
+                json!([{"type": "Container", "max": {"cpu": "1"}, "default": {"cpu": "1"}}]),
+                c(json!({"limits": {"cpu": "2"}})),
+                Err("maximum cpu usage per Container is 1, but limit is 2"),
+            ),
+            (
+                json!([{"type": "Container", "max": {"cpu": "1"}}]),
+                c(json!({"requests": {"cpu": "1500m"}, "limits": {"cpu": "1"}})),
+                Err("maximum cpu usage per Container is 1, but request is 1500m"),
+            ),
+            (
+                json!([{"type": "Container", "min": {"memory": "64Mi"}, "defaultRequest": {"memory": "64Mi"}}]),
+                c(json!({"requests": {"memory": "32Mi"}})),
+                Err("minimum memory usage per Container is 64Mi, but request is 32Mi"),
+            ),
+            (
+                json!([{"type": "Container", "min": {"memory": "64Mi"}}]),
+                c(json!({"requests": {"memory": "64Mi"}, "limits": {"memory": "32Mi"}})),
+                Err("minimum memory usage per Container is 64Mi, but limit is 32Mi"),
+            ),
+            (
+                json!([{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]),
+                c(json!({"requests": {"cpu": "100m"}, "limits": {"cpu": "1"}})),
+                Err(
+                    "cpu max limit to request ratio per Container is 2, but provided ratio is 10.000000",
+                ),
+            ),
+            (
+                json!([{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]),
+                c(json!({"limits": {"cpu": "1"}})),
+                Err(
+                    "cpu max limit to request ratio per Container is 2, but no request is specified or request is 0",
+                ),
+            ),
+            (
+                json!([{"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}}]),
+                c(json!({"requests": {"cpu": "500m"}, "limits": {"cpu": "1"}})),
+                Ok(()),
+            ),
+            (
+                json!([{"type": "Pod", "max": {"cpu": "1"}}]),
+                json!({"spec": {"containers": [{"name": "a", "resources": {"limits": {"cpu": "600m"}}}, {"name": "b", "resources": {"limits": {"cpu": "600m"}}}]}}),
+                Err("maximum cpu usage per Pod is 1, but limit is 1200m"),
+            ),
+            (
+                json!([{"type": "Pod", "max": {"memory": "1Gi"}, "min": {"cpu": "1"}}]),
+                c(json!({})),
+                Err(
+                    "[minimum cpu usage per Pod is 1.  No request is specified, maximum memory usage per Pod is 1Gi.  No limit is specified]",
+                ),
+            ),
             (json!("garbage"), c(json!({"limits": {"cpu": "x"}})), Ok(())),
         ];
         for (i, (items, mut pod, want)) in cases.into_iter().enumerate() {
@@ -555,16 +639,39 @@ mod tests {
 
     #[test]
     fn pvc_limits() {
-        let lr = range(json!([{"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "10Gi"}}]));
+        let lr = range(
+            json!([{"type": "PersistentVolumeClaim", "min": {"storage": "1Gi"}, "max": {"storage": "10Gi"}}]),
+        );
         let pvc = |s: &str| json!({"spec": {"resources": {"requests": {"storage": s}}}});
-        assert_eq!(admit("persistentvolumeclaims", &mut pvc("5Gi"), std::slice::from_ref(&lr)), Ok(()));
         assert_eq!(
-            admit("persistentvolumeclaims", &mut pvc("20Gi"), std::slice::from_ref(&lr)),
-            Err("maximum storage usage per PersistentVolumeClaim is 10Gi, but request is 20Gi".into())
+            admit(
+                "persistentvolumeclaims",
+                &mut pvc("5Gi"),
+                std::slice::from_ref(&lr)
+            ),
+            Ok(())
         );
         assert_eq!(
-            admit("persistentvolumeclaims", &mut pvc("500Mi"), std::slice::from_ref(&lr)),
-            Err("minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 500Mi".into())
+            admit(
+                "persistentvolumeclaims",
+                &mut pvc("20Gi"),
+                std::slice::from_ref(&lr)
+            ),
+            Err(
+                "maximum storage usage per PersistentVolumeClaim is 10Gi, but request is 20Gi"
+                    .into()
+            )
+        );
+        assert_eq!(
+            admit(
+                "persistentvolumeclaims",
+                &mut pvc("500Mi"),
+                std::slice::from_ref(&lr)
+            ),
+            Err(
+                "minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 500Mi"
+                    .into()
+            )
         );
         assert_eq!(admit("configmaps", &mut json!({}), &[lr]), Ok(()));
     }
@@ -586,7 +693,10 @@ mod tests {
                 "spec.limits[1].default[cpu]"
             ]
         );
-        assert_eq!(errs[0].1, "Invalid value: \"2\": min value 2 is greater than max value 1");
+        assert_eq!(
+            errs[0].1,
+            "Invalid value: \"2\": min value 2 is greater than max value 1"
+        );
         assert!(validate_limit_range(&json!(null)).is_empty());
     }
 }

@@ -225,7 +225,8 @@ pub fn evaluate(lv: LevelVersion, meta: &Value, spec: &Value) -> Vec<Violation> 
         sysctls,
         windows_host_process,
     ];
-    const BASELINE_OVERLAP: &[Check] = &[capabilities_baseline, host_path_volumes, seccomp_baseline];
+    const BASELINE_OVERLAP: &[Check] =
+        &[capabilities_baseline, host_path_volumes, seccomp_baseline];
     const RESTRICTED: &[Check] = &[
         allow_privilege_escalation,
         capabilities_restricted,
@@ -259,7 +260,10 @@ pub fn forbidden_message(name: &str, lv: LevelVersion, v: &[Violation]) -> Strin
 
 /// The warning for a pod (or pod template) the warn level would reject.
 pub fn warning_message(lv: LevelVersion, v: &[Violation]) -> String {
-    format!("would violate PodSecurity \"{lv}\": {}", forbidden_detail(v))
+    format!(
+        "would violate PodSecurity \"{lv}\": {}",
+        forbidden_detail(v)
+    )
 }
 
 /// Admission of a pod create (or a significant update, see [`is_significant_pod_update`])
@@ -285,9 +289,13 @@ pub fn admit_pod(ns_labels: &Value, pod: &Value) -> Result<Vec<String>, String> 
 /// The pod template of a workload object, by resource: `spec.template` for deployments,
 /// replicasets, statefulsets, daemonsets, jobs and replicationcontrollers;
 /// `spec.jobTemplate.spec.template` for cronjobs; `template` for podtemplates.
-pub fn pod_template(resource: &str, obj: &Value) -> Option<&Value> {
+pub fn pod_template<'a>(resource: &str, obj: &'a Value) -> Option<&'a Value> {
     let t = match resource {
-        "deployments" | "replicasets" | "statefulsets" | "daemonsets" | "jobs"
+        "deployments"
+        | "replicasets"
+        | "statefulsets"
+        | "daemonsets"
+        | "jobs"
         | "replicationcontrollers" => &obj["spec"]["template"],
         "cronjobs" => &obj["spec"]["jobTemplate"]["spec"]["template"],
         "podtemplates" => &obj["template"],
@@ -454,7 +462,8 @@ fn str_of(v: &Value) -> String {
 
 fn app_armor(meta: &Value, spec: &Value) -> Option<Violation> {
     const ANNOTATION_PREFIX: &str = "container.apparmor.security.beta.kubernetes.io/";
-    let allowed_type = |p: &Value| matches!(p["type"].as_str(), Some("RuntimeDefault" | "Localhost"));
+    let allowed_type =
+        |p: &Value| matches!(p["type"].as_str(), Some("RuntimeDefault" | "Localhost"));
     let mut setters = Vec::new();
     let mut bad_values = BTreeSet::new();
     let profile = &spec["securityContext"]["appArmorProfile"];
@@ -598,7 +607,10 @@ fn se_linux_options(_: &Value, spec: &Value) -> Option<Violation> {
     let mut valid = |o: &Value| {
         let mut ok = true;
         let t = o["type"].as_str().unwrap_or("");
-        if !matches!(t, "" | "container_t" | "container_init_t" | "container_kvm_t") {
+        if !matches!(
+            t,
+            "" | "container_t" | "container_init_t" | "container_kvm_t"
+        ) {
             ok = false;
             bad_types.insert(t.to_string());
         }
@@ -939,13 +951,13 @@ fn restricted_volumes(_: &Value, spec: &Value) -> Option<Violation> {
     let mut bad = Vec::new();
     let mut types = BTreeSet::new();
     for v in list(&spec["volumes"]) {
-        if ALLOWED_VOLUME_SOURCES.iter().any(|k| has(v, *k)) {
+        if ALLOWED_VOLUME_SOURCES.iter().any(|k| has(v, k)) {
             continue;
         }
         bad.push(name(v));
         let t = NAMED_VOLUME_SOURCES
             .iter()
-            .find(|k| has(v, **k))
+            .find(|k| has(v, k))
             .copied()
             .unwrap_or("unknown");
         types.insert(t);
@@ -1094,7 +1106,11 @@ mod tests {
             WARN_LABEL: "bogus",
             AUDIT_VERSION_LABEL: "v1.01",
         }));
-        assert_eq!(p.enforce.level, Level::Restricted, "invalid enforce fails closed");
+        assert_eq!(
+            p.enforce.level,
+            Level::Restricted,
+            "invalid enforce fails closed"
+        );
         assert_eq!(p.warn.level, Level::Privileged, "invalid warn fails open");
         assert_eq!(p.audit.version, Version::Latest);
         assert_eq!(
@@ -1111,7 +1127,15 @@ mod tests {
         );
         assert_eq!(errs.len(), 3);
         assert_eq!(policy_from_labels(&Value::Null).0, Policy::default());
-        for v in ["v1", "v1.", "v2.0", "1.2", "v1.x", "v1.-1", "v1.99999999999999"] {
+        for v in [
+            "v1",
+            "v1.",
+            "v2.0",
+            "1.2",
+            "v1.x",
+            "v1.-1",
+            "v1.99999999999999",
+        ] {
             assert!(Version::parse(v).is_err(), "{v}");
         }
         assert_eq!(Version::parse("v1.0"), Ok(Version::V1(0)));
@@ -1145,45 +1169,109 @@ mod tests {
     fn checks_table() {
         // (level, spec, metadata, expected forbidden detail)
         let cases: Vec<(Level, Value, Value, &str)> = vec![
-            (Level::Baseline, json!({"hostNetwork": true, "hostPID": true, "containers": [{"name": "c"}]}), json!({}),
-             "host namespaces (hostNetwork=true, hostPID=true)"),
-            (Level::Baseline, json!({"containers": [{"name": "a", "securityContext": {"privileged": true}},
-                                                   {"name": "b", "securityContext": {"privileged": true}}]}), json!({}),
-             "privileged (containers \"a\", \"b\" must not set securityContext.privileged=true)"),
-            (Level::Baseline, json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81, "hostPort": 80}]}]}), json!({}),
-             "hostPort (container \"c\" uses hostPorts 80, 8080)"),
-            (Level::Baseline, json!({"containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["NET_ADMIN", "CHOWN", "SYS_ADMIN"]}}}]}), json!({}),
-             "non-default capabilities (container \"c\" must not include \"NET_ADMIN\", \"SYS_ADMIN\" in securityContext.capabilities.add)"),
-            (Level::Baseline, json!({"volumes": [{"name": "h", "hostPath": {"path": "/"}}], "containers": [{"name": "c"}]}), json!({}),
-             "hostPath volumes (volume \"h\")"),
-            (Level::Baseline, json!({"containers": [{"name": "c", "securityContext": {"procMount": "Unmasked"}}]}), json!({}),
-             "procMount (container \"c\" must not set securityContext.procMount to \"Unmasked\")"),
-            (Level::Baseline, json!({"securityContext": {"seLinuxOptions": {"type": "spc_t", "user": "u"}}, "containers": [{"name": "c"}]}), json!({}),
-             "seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: type \"spc_t\"; user may not be set)"),
-            (Level::Baseline, json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}, {"name": "net.ipv4.tcp_syncookies", "value": "1"}]}, "containers": [{"name": "c"}]}), json!({}),
-             "forbidden sysctls (kernel.msgmax)"),
-            (Level::Baseline, json!({"securityContext": {"windowsOptions": {"hostProcess": true}}, "containers": [{"name": "c", "securityContext": {"windowsOptions": {"hostProcess": true}}}]}), json!({}),
-             "hostProcess (pod and container \"c\" must not set securityContext.windowsOptions.hostProcess=true)"),
-            (Level::Baseline, json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}, "containers": [{"name": "c"}]}), json!({}),
-             "seccompProfile (pod must not set securityContext.seccompProfile.type to \"Unconfined\")"),
-            (Level::Baseline, json!({"containers": [{"name": "c", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}]}),
-             json!({"annotations": {"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}}),
-             "forbidden AppArmor profiles (container \"c\" and annotation must not set AppArmor profile type to \"Unconfined\", \"container.apparmor.security.beta.kubernetes.io/c=\"unconfined\"\")"),
-            (Level::Restricted, json!({"volumes": [{"name": "h", "hostPath": {}}, {"name": "n", "nfs": {}}, {"name": "s", "secret": {}}, {"name": "u", "weird": {}}],
-                                       "containers": [restricted_ok_container("c")]}), json!({}),
-             "restricted volume types (volumes \"h\", \"n\", \"u\" use restricted volume types \"hostPath\", \"nfs\", \"unknown\")"),
-            (Level::Restricted, json!({"securityContext": {"runAsNonRoot": false, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
-                                       "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": false, "runAsUser": 0, "capabilities": {"drop": ["ALL"], "add": ["SYS_TIME"]}}}]}), json!({}),
-             "unrestricted capabilities (container \"c\" must not include \"SYS_TIME\" in securityContext.capabilities.add), \
+            (
+                Level::Baseline,
+                json!({"hostNetwork": true, "hostPID": true, "containers": [{"name": "c"}]}),
+                json!({}),
+                "host namespaces (hostNetwork=true, hostPID=true)",
+            ),
+            (
+                Level::Baseline,
+                json!({"containers": [{"name": "a", "securityContext": {"privileged": true}},
+                                                   {"name": "b", "securityContext": {"privileged": true}}]}),
+                json!({}),
+                "privileged (containers \"a\", \"b\" must not set securityContext.privileged=true)",
+            ),
+            (
+                Level::Baseline,
+                json!({"containers": [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81, "hostPort": 80}]}]}),
+                json!({}),
+                "hostPort (container \"c\" uses hostPorts 80, 8080)",
+            ),
+            (
+                Level::Baseline,
+                json!({"containers": [{"name": "c", "securityContext": {"capabilities": {"add": ["NET_ADMIN", "CHOWN", "SYS_ADMIN"]}}}]}),
+                json!({}),
+                "non-default capabilities (container \"c\" must not include \"NET_ADMIN\", \"SYS_ADMIN\" in securityContext.capabilities.add)",
+            ),
+            (
+                Level::Baseline,
+                json!({"volumes": [{"name": "h", "hostPath": {"path": "/"}}], "containers": [{"name": "c"}]}),
+                json!({}),
+                "hostPath volumes (volume \"h\")",
+            ),
+            (
+                Level::Baseline,
+                json!({"containers": [{"name": "c", "securityContext": {"procMount": "Unmasked"}}]}),
+                json!({}),
+                "procMount (container \"c\" must not set securityContext.procMount to \"Unmasked\")",
+            ),
+            (
+                Level::Baseline,
+                json!({"securityContext": {"seLinuxOptions": {"type": "spc_t", "user": "u"}}, "containers": [{"name": "c"}]}),
+                json!({}),
+                "seLinuxOptions (pod set forbidden securityContext.seLinuxOptions: type \"spc_t\"; user may not be set)",
+            ),
+            (
+                Level::Baseline,
+                json!({"securityContext": {"sysctls": [{"name": "kernel.msgmax", "value": "1"}, {"name": "net.ipv4.tcp_syncookies", "value": "1"}]}, "containers": [{"name": "c"}]}),
+                json!({}),
+                "forbidden sysctls (kernel.msgmax)",
+            ),
+            (
+                Level::Baseline,
+                json!({"securityContext": {"windowsOptions": {"hostProcess": true}}, "containers": [{"name": "c", "securityContext": {"windowsOptions": {"hostProcess": true}}}]}),
+                json!({}),
+                "hostProcess (pod and container \"c\" must not set securityContext.windowsOptions.hostProcess=true)",
+            ),
+            (
+                Level::Baseline,
+                json!({"securityContext": {"seccompProfile": {"type": "Unconfined"}}, "containers": [{"name": "c"}]}),
+                json!({}),
+                "seccompProfile (pod must not set securityContext.seccompProfile.type to \"Unconfined\")",
+            ),
+            (
+                Level::Baseline,
+                json!({"containers": [{"name": "c", "securityContext": {"appArmorProfile": {"type": "Unconfined"}}}]}),
+                json!({"annotations": {"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}}),
+                "forbidden AppArmor profiles (container \"c\" and annotation must not set AppArmor profile type to \"Unconfined\", \"container.apparmor.security.beta.kubernetes.io/c=\"unconfined\"\")",
+            ),
+            (
+                Level::Restricted,
+                json!({"volumes": [{"name": "h", "hostPath": {}}, {"name": "n", "nfs": {}}, {"name": "s", "secret": {}}, {"name": "u", "weird": {}}],
+                                       "containers": [restricted_ok_container("c")]}),
+                json!({}),
+                "restricted volume types (volumes \"h\", \"n\", \"u\" use restricted volume types \"hostPath\", \"nfs\", \"unknown\")",
+            ),
+            (
+                Level::Restricted,
+                json!({"securityContext": {"runAsNonRoot": false, "runAsUser": 0, "seccompProfile": {"type": "RuntimeDefault"}},
+                                       "containers": [{"name": "c", "securityContext": {"allowPrivilegeEscalation": false, "runAsUser": 0, "capabilities": {"drop": ["ALL"], "add": ["SYS_TIME"]}}}]}),
+                json!({}),
+                "unrestricted capabilities (container \"c\" must not include \"SYS_TIME\" in securityContext.capabilities.add), \
               runAsNonRoot != true (pod must not set securityContext.runAsNonRoot=false), \
-              runAsUser=0 (pod and container \"c\" must not set runAsUser=0)"),
-            (Level::Privileged, json!({"hostNetwork": true, "containers": [{"name": "c", "securityContext": {"privileged": true}}]}), json!({}), ""),
+              runAsUser=0 (pod and container \"c\" must not set runAsUser=0)",
+            ),
+            (
+                Level::Privileged,
+                json!({"hostNetwork": true, "containers": [{"name": "c", "securityContext": {"privileged": true}}]}),
+                json!({}),
+                "",
+            ),
             // Malformed input never panics.
             (Level::Restricted, json!("not an object"), json!(null), ""),
-            (Level::Restricted, json!({"containers": "x", "volumes": 3, "securityContext": []}), json!(7), ""),
+            (
+                Level::Restricted,
+                json!({"containers": "x", "volumes": 3, "securityContext": []}),
+                json!(7),
+                "",
+            ),
         ];
         for (i, (level, spec, meta, want)) in cases.into_iter().enumerate() {
-            let lv = LevelVersion { level, version: Version::Latest };
+            let lv = LevelVersion {
+                level,
+                version: Version::Latest,
+            };
             let got = forbidden_detail(&evaluate(lv, &meta, &spec));
             assert_eq!(got, want, "case {i}");
         }
@@ -1192,7 +1280,10 @@ mod tests {
     #[test]
     fn overlapping_baseline_checks_are_replaced_at_restricted() {
         let spec = json!({"volumes": [{"name": "h", "hostPath": {}}], "containers": [restricted_ok_container("c")]});
-        let lv = LevelVersion { level: Level::Restricted, version: Version::Latest };
+        let lv = LevelVersion {
+            level: Level::Restricted,
+            version: Version::Latest,
+        };
         let reasons = forbidden_reason(&evaluate(lv, &json!({}), &spec));
         assert_eq!(reasons, "restricted volume types");
     }
@@ -1200,8 +1291,10 @@ mod tests {
     #[test]
     fn warnings_for_pods_and_templates() {
         let ns = json!({ENFORCE_LABEL: "baseline", WARN_LABEL: "restricted", WARN_VERSION_LABEL: "v1.33"});
-        let p = pod(json!({"securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
-                           "containers": [{"name": "c", "securityContext": {"capabilities": {"drop": ["ALL"]}}}]}));
+        let p = pod(
+            json!({"securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                           "containers": [{"name": "c", "securityContext": {"capabilities": {"drop": ["ALL"]}}}]}),
+        );
         assert_eq!(
             admit_pod(&ns, &p).unwrap(),
             vec!["would violate PodSecurity \"restricted:v1.33\": allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false)".to_string()]
@@ -1209,7 +1302,10 @@ mod tests {
         let deploy = json!({"spec": {"template": {"metadata": {}, "spec": {"hostPID": true, "containers": [restricted_ok_container("c")]}}}});
         assert_eq!(
             warn_template(&ns, "deployments", &deploy),
-            vec!["would violate PodSecurity \"restricted:v1.33\": host namespaces (hostPID=true)".to_string()]
+            vec![
+                "would violate PodSecurity \"restricted:v1.33\": host namespaces (hostPID=true)"
+                    .to_string()
+            ]
         );
         let cron = json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [restricted_ok_container("c")]}}}}}});
         assert!(warn_template(&ns, "cronjobs", &cron).is_empty());
@@ -1241,8 +1337,13 @@ mod tests {
     #[test]
     fn namespace_update_warnings() {
         let bad = |n: &str| json!({"metadata": {"name": n}, "spec": {"hostNetwork": true, "containers": [{"name": "c"}]}});
-        let pods = vec![bad("b"), bad("a"), bad("c"), json!({"metadata": {"name": "z"}, "spec": {"containers": [{"name": "c", "securityContext": {"privileged": true}}]}}),
-                        json!({"metadata": {"name": "ok"}, "spec": {"containers": [{"name": "c"}]}})];
+        let pods = vec![
+            bad("b"),
+            bad("a"),
+            bad("c"),
+            json!({"metadata": {"name": "z"}, "spec": {"containers": [{"name": "c", "securityContext": {"privileged": true}}]}}),
+            json!({"metadata": {"name": "ok"}, "spec": {"containers": [{"name": "c"}]}}),
+        ];
         let w = warn_namespace_update("ns", &json!({}), &labels("baseline"), &pods);
         assert_eq!(
             w,
@@ -1252,7 +1353,9 @@ mod tests {
                 "z: privileged".to_string(),
             ]
         );
-        assert!(warn_namespace_update("ns", &labels("baseline"), &labels("baseline"), &pods).is_empty());
+        assert!(
+            warn_namespace_update("ns", &labels("baseline"), &labels("baseline"), &pods).is_empty()
+        );
         assert!(warn_namespace_update("ns", &json!({}), &labels("privileged"), &pods).is_empty());
         assert!(validate_namespace_labels(&labels("nope")).len() == 1);
     }

@@ -114,7 +114,10 @@ fn parse_time(s: &str) -> Option<i64> {
 /// Whether a pod still counts against compute quota at `now`: not Succeeded or Failed, and
 /// not past its deletion grace period.
 pub fn pod_counts_at(pod: &Value, now: i64) -> bool {
-    if matches!(pod["status"]["phase"].as_str(), Some("Succeeded" | "Failed")) {
+    if matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    ) {
         return false;
     }
     let meta = &pod["metadata"];
@@ -368,21 +371,19 @@ pub fn matching_resources<S: AsRef<str>>(resource: &str, group: &str, names: &[S
             POD_RESOURCES.contains(&n)
                 || n.starts_with("hugepages-")
                 || n.starts_with("requests.hugepages-")
-                || n.strip_prefix("requests.").is_some_and(is_extended_resource)
+                || n.strip_prefix("requests.")
+                    .is_some_and(is_extended_resource)
         }),
         ("", "services") => Box::new(|n: &str| SERVICE_RESOURCES.contains(&n)),
         ("", "persistentvolumeclaims") => Box::new(|n: &str| {
             PVC_RESOURCES.contains(&n)
-                || n.split_once(STORAGE_CLASS_SUFFIX).is_some_and(|(_, r)| {
-                    r == "requests.storage" || r == "persistentvolumeclaims"
-                })
+                || n.split_once(STORAGE_CLASS_SUFFIX)
+                    .is_some_and(|(_, r)| r == "requests.storage" || r == "persistentvolumeclaims")
         }),
-        ("", r) if LEGACY_COUNTS.contains(&r) => {
-            Box::new(move |n: &str| n == r || n == count)
-        }
+        ("", r) if LEGACY_COUNTS.contains(&r) => Box::new(move |n: &str| n == r || n == count),
         _ => Box::new(move |n: &str| n == count),
     };
-    names.filter(|n| keep(*n)).map(String::from).collect()
+    names.filter(|n| keep(n)).map(String::from).collect()
 }
 
 /// `(scopeName, operator, values)` of a quota: `spec.scopes` as `Exists`, then
@@ -419,24 +420,26 @@ pub fn matches_scopes(quota: &Value, resource: &str, obj: &Value) -> bool {
     if resource != "pods" {
         return false;
     }
-    selectors.iter().all(|(scope, op, values)| match scope.as_str() {
-        "Terminating" => is_terminating(obj),
-        "NotTerminating" => !is_terminating(obj),
-        "BestEffort" => is_best_effort(obj),
-        "NotBestEffort" => !is_best_effort(obj),
-        "CrossNamespacePodAffinity" => uses_cross_namespace_affinity(obj),
-        "PriorityClass" => {
-            let pc = obj["spec"]["priorityClassName"].as_str().unwrap_or("");
-            // As a label selector over {PriorityClass: <name>}: the key is always present.
-            match op.as_str() {
-                "Exists" => !pc.is_empty(),
-                "In" => values.iter().any(|v| v == pc),
-                "NotIn" => !values.iter().any(|v| v == pc),
-                _ => false,
+    selectors
+        .iter()
+        .all(|(scope, op, values)| match scope.as_str() {
+            "Terminating" => is_terminating(obj),
+            "NotTerminating" => !is_terminating(obj),
+            "BestEffort" => is_best_effort(obj),
+            "NotBestEffort" => !is_best_effort(obj),
+            "CrossNamespacePodAffinity" => uses_cross_namespace_affinity(obj),
+            "PriorityClass" => {
+                let pc = obj["spec"]["priorityClassName"].as_str().unwrap_or("");
+                // As a label selector over {PriorityClass: <name>}: the key is always present.
+                match op.as_str() {
+                    "Exists" => !pc.is_empty(),
+                    "In" => values.iter().any(|v| v == pc),
+                    "NotIn" => !values.iter().any(|v| v == pc),
+                    _ => false,
+                }
             }
-        }
-        _ => false,
-    })
+            _ => false,
+        })
 }
 
 /// Whether the quota tracks `obj`: it limits a resource the object's evaluator tracks, and
@@ -444,8 +447,7 @@ pub fn matches_scopes(quota: &Value, resource: &str, obj: &Value) -> bool {
 pub fn matches(quota: &Value, resource: &str, group: &str, obj: &Value) -> bool {
     let hard = lenient(&quota["status"]["hard"]);
     let names: Vec<&str> = hard.names().collect();
-    !matching_resources(resource, group, &names).is_empty()
-        && matches_scopes(quota, resource, obj)
+    !matching_resources(resource, group, &names).is_empty() && matches_scopes(quota, resource, obj)
 }
 
 /// Resources that, when a quota limits them, every container must set (upstream's
@@ -462,7 +464,11 @@ const CONTAINER_CONSTRAINED: &[&str] = &[
 /// For pods: every container and init container must set the cpu/memory requests or limits
 /// that `required` (the quota's matching hard names) constrains. The error is upstream's
 /// `must specify limits.cpu for: a,b; requests.memory for: a`.
-pub fn constraints<S: AsRef<str>>(required: &[S], resource: &str, obj: &Value) -> Result<(), String> {
+pub fn constraints<S: AsRef<str>>(
+    required: &[S],
+    resource: &str,
+    obj: &Value,
+) -> Result<(), String> {
     if resource != "pods" {
         return Ok(());
     }
@@ -496,7 +502,12 @@ pub fn constraints<S: AsRef<str>>(required: &[S], resource: &str, obj: &Value) -
     }
     let parts: Vec<String> = missing
         .into_iter()
-        .map(|(r, names)| format!("{r} for: {}", names.into_iter().collect::<Vec<_>>().join(",")))
+        .map(|(r, names)| {
+            format!(
+                "{r} for: {}",
+                names.into_iter().collect::<Vec<_>>().join(",")
+            )
+        })
         .collect();
     Err(format!("must specify {}", parts.join("; ")))
 }
@@ -593,7 +604,11 @@ pub fn admit_at(
     }
     // An update is charged the growth only; an old object without a resourceVersion is a
     // create-on-update and is charged in full.
-    if let Some(old) = old.filter(|o| o["metadata"]["resourceVersion"].as_str().is_some_and(|s| !s.is_empty())) {
+    if let Some(old) = old.filter(|o| {
+        o["metadata"]["resourceVersion"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    }) {
         let prev = usage_at(resource, group, old, now);
         delta = delta
             .0
@@ -655,7 +670,9 @@ pub fn recompute_at(quota: &Value, objects: &[(&str, &str, &[Value])], now: i64)
     let hard_names: Vec<&str> = hard.names().collect();
     let mut used = ResourceList::new();
     let mut tracked: Vec<String> = Vec::new();
-    for (group, resource) in needed_resources(&serde_json::json!({"spec": {"hard": hard.to_json()}})) {
+    for (group, resource) in
+        needed_resources(&serde_json::json!({"spec": {"hard": hard.to_json()}}))
+    {
         let matched = matching_resources(&resource, &group, &hard_names);
         for m in &matched {
             used.add_to(m, Quantity::zero());
@@ -695,8 +712,10 @@ mod tests {
     fn pod_usage_table() {
         let cases: Vec<(Value, Value)> = vec![
             (
-                pod(json!([{"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m"}}},
-                           {"name": "b", "resources": {"requests": {"cpu": "150m", "example.com/gpu": "1", "hugepages-2Mi": "4Mi"}}}])),
+                pod(
+                    json!([{"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m"}}},
+                           {"name": "b", "resources": {"requests": {"cpu": "150m", "example.com/gpu": "1", "hugepages-2Mi": "4Mi"}}}]),
+                ),
                 json!({"count/pods": "1", "pods": "1", "cpu": "250m", "requests.cpu": "250m", "limits.cpu": "200m",
                        "memory": "64Mi", "requests.memory": "64Mi", "requests.example.com/gpu": "1",
                        "hugepages-2Mi": "4Mi", "requests.hugepages-2Mi": "4Mi"}),
@@ -728,27 +747,72 @@ mod tests {
             (json!("garbage"), json!({"count/pods": "1", "pods": "1"})),
         ];
         for (i, (obj, want)) in cases.into_iter().enumerate() {
-            assert_eq!(usage_at("pods", "", &obj, 1_700_000_000), rl(want), "case {i}");
+            assert_eq!(
+                usage_at("pods", "", &obj, 1_700_000_000),
+                rl(want),
+                "case {i}"
+            );
         }
     }
 
     #[test]
     fn other_usage_table() {
         let cases: Vec<(&str, &str, Value, Value)> = vec![
-            ("services", "", json!({"spec": {"type": "NodePort", "ports": [{"port": 1}, {"port": 2}]}}),
-             json!({"count/services": "1", "services": "1", "services.nodeports": "2"})),
-            ("services", "", json!({"spec": {"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false, "ports": [{"port": 1, "nodePort": 30001}, {"port": 2}]}}),
-             json!({"count/services": "1", "services": "1", "services.nodeports": "1", "services.loadbalancers": "1"})),
-            ("services", "", json!({"spec": {"type": "ClusterIP"}}), json!({"count/services": "1", "services": "1"})),
-            ("persistentvolumeclaims", "", json!({"spec": {"storageClassName": "gold", "resources": {"requests": {"storage": "1500m"}}}}),
-             json!({"persistentvolumeclaims": "1", "count/persistentvolumeclaims": "1", "requests.storage": "2",
-                    "gold.storageclass.storage.k8s.io/persistentvolumeclaims": "1", "gold.storageclass.storage.k8s.io/requests.storage": "2"})),
-            ("persistentvolumeclaims", "", json!({"spec": {"resources": {"requests": {"storage": "1Gi"}}}, "status": {"allocatedResources": {"storage": "2Gi"}}}),
-             json!({"persistentvolumeclaims": "1", "count/persistentvolumeclaims": "1", "requests.storage": "2Gi"})),
-            ("configmaps", "", json!({}), json!({"configmaps": "1", "count/configmaps": "1"})),
-            ("secrets", "", json!({}), json!({"secrets": "1", "count/secrets": "1"})),
-            ("deployments", "apps", json!({}), json!({"count/deployments.apps": "1"})),
-            ("widgets", "example.com", json!(null), json!({"count/widgets.example.com": "1"})),
+            (
+                "services",
+                "",
+                json!({"spec": {"type": "NodePort", "ports": [{"port": 1}, {"port": 2}]}}),
+                json!({"count/services": "1", "services": "1", "services.nodeports": "2"}),
+            ),
+            (
+                "services",
+                "",
+                json!({"spec": {"type": "LoadBalancer", "allocateLoadBalancerNodePorts": false, "ports": [{"port": 1, "nodePort": 30001}, {"port": 2}]}}),
+                json!({"count/services": "1", "services": "1", "services.nodeports": "1", "services.loadbalancers": "1"}),
+            ),
+            (
+                "services",
+                "",
+                json!({"spec": {"type": "ClusterIP"}}),
+                json!({"count/services": "1", "services": "1"}),
+            ),
+            (
+                "persistentvolumeclaims",
+                "",
+                json!({"spec": {"storageClassName": "gold", "resources": {"requests": {"storage": "1500m"}}}}),
+                json!({"persistentvolumeclaims": "1", "count/persistentvolumeclaims": "1", "requests.storage": "2",
+                    "gold.storageclass.storage.k8s.io/persistentvolumeclaims": "1", "gold.storageclass.storage.k8s.io/requests.storage": "2"}),
+            ),
+            (
+                "persistentvolumeclaims",
+                "",
+                json!({"spec": {"resources": {"requests": {"storage": "1Gi"}}}, "status": {"allocatedResources": {"storage": "2Gi"}}}),
+                json!({"persistentvolumeclaims": "1", "count/persistentvolumeclaims": "1", "requests.storage": "2Gi"}),
+            ),
+            (
+                "configmaps",
+                "",
+                json!({}),
+                json!({"configmaps": "1", "count/configmaps": "1"}),
+            ),
+            (
+                "secrets",
+                "",
+                json!({}),
+                json!({"secrets": "1", "count/secrets": "1"}),
+            ),
+            (
+                "deployments",
+                "apps",
+                json!({}),
+                json!({"count/deployments.apps": "1"}),
+            ),
+            (
+                "widgets",
+                "example.com",
+                json!(null),
+                json!({"count/widgets.example.com": "1"}),
+            ),
         ];
         for (i, (res, group, obj, want)) in cases.into_iter().enumerate() {
             assert_eq!(usage(res, group, &obj), rl(want), "case {i}");
@@ -773,7 +837,12 @@ mod tests {
             (scoped(json!(["NotBestEffort"])), "pods", &burst, true),
             (scoped(json!(["Terminating"])), "pods", &term, true),
             (scoped(json!(["Terminating"])), "pods", &be, false),
-            (scoped(json!(["NotTerminating", "BestEffort"])), "pods", &be, true),
+            (
+                scoped(json!(["NotTerminating", "BestEffort"])),
+                "pods",
+                &be,
+                true,
+            ),
             (scoped(json!(["BestEffort"])), "configmaps", &be, false),
             (scoped(json!(["PriorityClass"])), "pods", &prio, true),
             (scoped(json!(["PriorityClass"])), "pods", &be, false),
@@ -790,7 +859,10 @@ mod tests {
 
     #[test]
     fn check_messages() {
-        let q = quota(json!({"pods": "2", "requests.cpu": "1"}), json!({"pods": "2", "requests.cpu": "500m"}));
+        let q = quota(
+            json!({"pods": "2", "requests.cpu": "1"}),
+            json!({"pods": "2", "requests.cpu": "500m"}),
+        );
         assert_eq!(
             check(&q, &rl(json!({"pods": "1", "count/pods": "1"}))),
             Err("exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2".to_string())
@@ -807,15 +879,32 @@ mod tests {
 
     #[test]
     fn admit_table() {
-        let p = pod(json!([{"name": "a", "resources": {"requests": {"cpu": "100m"}}}, {"name": "b"}]));
+        let p =
+            pod(json!([{"name": "a", "resources": {"requests": {"cpu": "100m"}}}, {"name": "b"}]));
         let cases: Vec<(Value, Result<Option<Value>, &str>)> = vec![
-            (quota(json!({"pods": "2"}), json!({"pods": "1"})), Ok(Some(json!({"pods": "2"})))),
-            (quota(json!({"pods": "1"}), json!({"pods": "1"})),
-             Err("exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1")),
-            (quota(json!({"limits.cpu": "2", "requests.cpu": "2"}), json!({"limits.cpu": "0", "requests.cpu": "0"})),
-             Err("failed quota: q: must specify limits.cpu for: a,b; requests.cpu for: b")),
-            (quota(json!({"pods": "2"}), json!({})), Err("status unknown for quota: q, resources: pods")),
-            (quota(json!({"configmaps": "2"}), json!({"configmaps": "0"})), Ok(None)),
+            (
+                quota(json!({"pods": "2"}), json!({"pods": "1"})),
+                Ok(Some(json!({"pods": "2"}))),
+            ),
+            (
+                quota(json!({"pods": "1"}), json!({"pods": "1"})),
+                Err("exceeded quota: q, requested: pods=1, used: pods=1, limited: pods=1"),
+            ),
+            (
+                quota(
+                    json!({"limits.cpu": "2", "requests.cpu": "2"}),
+                    json!({"limits.cpu": "0", "requests.cpu": "0"}),
+                ),
+                Err("failed quota: q: must specify limits.cpu for: a,b; requests.cpu for: b"),
+            ),
+            (
+                quota(json!({"pods": "2"}), json!({})),
+                Err("status unknown for quota: q, resources: pods"),
+            ),
+            (
+                quota(json!({"configmaps": "2"}), json!({"configmaps": "0"})),
+                Ok(None),
+            ),
         ];
         for (i, (q, want)) in cases.into_iter().enumerate() {
             let got = admit_at(&q, "pods", "", &p, None, 0);
@@ -823,14 +912,20 @@ mod tests {
             assert_eq!(got, want, "case {i}");
         }
         // Updates are charged the growth only.
-        let q = quota(json!({"requests.storage": "10Gi"}), json!({"requests.storage": "5Gi"}));
+        let q = quota(
+            json!({"requests.storage": "10Gi"}),
+            json!({"requests.storage": "5Gi"}),
+        );
         let old = json!({"metadata": {"resourceVersion": "3"}, "spec": {"resources": {"requests": {"storage": "5Gi"}}}});
         let new = json!({"metadata": {"resourceVersion": "3"}, "spec": {"resources": {"requests": {"storage": "8Gi"}}}});
         assert_eq!(
             admit_at(&q, "persistentvolumeclaims", "", &new, Some(&old), 0),
             Ok(Some(rl(json!({"requests.storage": "8Gi"}))))
         );
-        assert_eq!(admit_at(&q, "persistentvolumeclaims", "", &old, Some(&new), 0), Ok(None));
+        assert_eq!(
+            admit_at(&q, "persistentvolumeclaims", "", &old, Some(&new), 0),
+            Ok(None)
+        );
         assert!(handles("services", "", "UPDATE") && !handles("pods", "", "UPDATE"));
     }
 
@@ -843,10 +938,16 @@ mod tests {
             json!({"spec": {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1"}}}]}, "status": {"phase": "Failed"}}),
         ];
         let deploys = vec![json!({}), json!({})];
-        let used = recompute_at(&q, &[("pods", "", &pods), ("deployments", "apps", &deploys)], 0);
+        let used = recompute_at(
+            &q,
+            &[("pods", "", &pods), ("deployments", "apps", &deploys)],
+            0,
+        );
         assert_eq!(
             used,
-            rl(json!({"pods": "1", "requests.cpu": "1", "count/deployments.apps": "2", "configmaps": "0", "services.nodeports": "0"}))
+            rl(
+                json!({"pods": "1", "requests.cpu": "1", "count/deployments.apps": "2", "configmaps": "0", "services.nodeports": "0"})
+            )
         );
         let mut needed = needed_resources(&q);
         needed.sort();
