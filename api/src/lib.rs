@@ -5,6 +5,7 @@
 //! the HTTP client is behind the `http` feature, off by default.
 //!
 //! - [`client`]: the [`client::Client`] trait (in-process and HTTP), typed [`client::Api`].
+//! - [`quantity`]: exact `resource.Quantity` values and resource lists.
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
 //! - `http_client` (feature `http`): the [`client::Client`] over HTTPS (rustls, pooled h2 or
 //!   HTTP/1.1 connections, client-certificate or bearer-token auth), for agents and tools.
@@ -16,4 +17,5 @@ pub mod client;
 pub mod http_client;
 #[cfg(feature = "http")]
 pub mod kubeconfig;
+pub mod quantity;
 pub mod selector;

@@ -9,8 +9,11 @@
 
 pub mod default_storage_class;
 pub mod default_tolerations;
+pub mod limit_ranger;
 pub mod node_restriction;
+pub mod pod_security;
 pub mod priority;
+pub mod quota;
 pub mod service_account;
 
 use std::sync::Arc;

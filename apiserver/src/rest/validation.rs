@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use k1s_api::quantity::Quantity;
 use k1s_api::selector::is_dns_label;
 
 type Causes = Vec<(String, String)>;
@@ -41,33 +42,9 @@ fn port_number_ok(v: &Value) -> bool {
     v.as_i64().is_some_and(|p| (1..=65535).contains(&p))
 }
 
-/// A Kubernetes quantity (`100m`, `1.5Gi`, `2e3`) as a number, for comparisons.
-pub fn parse_quantity(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * factor)
+/// A Kubernetes quantity (`100m`, `1.5Gi`, `2e3`), exact, for comparisons.
+pub fn parse_quantity(s: &str) -> Option<Quantity> {
+    Quantity::parse(s.trim()).ok()
 }
 
 /// A pod spec at `path` (`spec`, or `spec.template.spec` of a workload).
@@ -217,7 +194,10 @@ fn container<'a>(
     }
     for kind in ["requests", "limits"] {
         for (r, q) in res[kind].as_object().into_iter().flatten() {
-            if q.as_str().and_then(parse_quantity).is_none_or(|v| v < 0.0) {
+            if q.as_str()
+                .and_then(parse_quantity)
+                .is_none_or(|v| v.sign() < 0)
+            {
                 out.push((
                     format!("{at}.resources.{kind}[{r}]"),
                     format!(
@@ -451,12 +431,14 @@ mod tests {
 
     #[test]
     fn quantities() {
-        assert_eq!(parse_quantity("100m"), Some(0.1));
-        assert_eq!(parse_quantity("1Gi"), Some(1024f64.powi(3)));
-        assert_eq!(parse_quantity("2e3"), Some(2000.0));
-        assert_eq!(parse_quantity("1.5"), Some(1.5));
-        assert_eq!(parse_quantity("abc"), None);
-        assert_eq!(parse_quantity("1Qi"), None);
+        let q = |s: &str| parse_quantity(s).map(|q| q.nanos());
+        assert_eq!(q("100m"), Some(100_000_000));
+        assert_eq!(q("1Gi"), Some(1i128 << 30).map(|v| v * 1_000_000_000));
+        assert_eq!(q("2e3"), Some(2_000_000_000_000));
+        assert_eq!(q("1.5"), Some(1_500_000_000));
+        assert_eq!(q("abc"), None);
+        assert_eq!(q("1Qi"), None);
+        assert!(parse_quantity("1500m") > parse_quantity("1"));
     }
 
     #[test]
