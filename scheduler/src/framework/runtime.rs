@@ -222,6 +222,14 @@ impl Framework {
         Some(out)
     }
 
+    /// The events each instantiated plugin registered, for the queue.
+    pub fn plugin_events(&self) -> Vec<(&'static str, Vec<ClusterEvent>)> {
+        self.plugins
+            .iter()
+            .map(|p| (p.name(), p.events_to_register()))
+            .collect()
+    }
+
     pub fn has_filter_plugins(&self) -> bool {
         !self.filter.is_empty()
     }
