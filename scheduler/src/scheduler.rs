@@ -36,7 +36,6 @@ pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: i32 = 5;
 /// How long an assumed pod waits for the informer to confirm its binding.
 pub const ASSUMED_POD_TTL: Duration = Duration::from_secs(15 * 60);
 
-pub const NO_NODE_AVAILABLE_MSG: &str = "0/{} nodes are available";
 pub const ERR_NO_NODES_AVAILABLE: &str = "no nodes available to schedule pods";
 
 /// Errors constructing the scheduler.
@@ -120,6 +119,7 @@ pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usiz
 }
 
 enum ScheduleError {
+    NoNodes,
     Fit(FitError),
     Internal(Status),
 }
@@ -476,6 +476,12 @@ impl Scheduler {
                     .await;
                 return;
             }
+            Err(ScheduleError::NoNodes) => {
+                // Any cluster event may help (no plugin recorded).
+                self.handle_failure(&fw, qpi, cycle, "Unschedulable", ERR_NO_NODES_AVAILABLE, HashSet::new(), None)
+                    .await;
+                return;
+            }
             Err(ScheduleError::Internal(s)) => {
                 let msg = s.message();
                 self.handle_failure(
@@ -630,13 +636,7 @@ impl Scheduler {
         snap: &Snapshot,
     ) -> Result<String, ScheduleError> {
         if snap.is_empty() {
-            return Err(ScheduleError::Fit(FitError {
-                num_all_nodes: 0,
-                diagnosis: Diagnosis {
-                    pre_filter_msg: ERR_NO_NODES_AVAILABLE.into(),
-                    ..Default::default()
-                },
-            }));
+            return Err(ScheduleError::NoNodes);
         }
         let feasible = self.find_nodes_that_fit(fw, state, pod, snap)?;
         if feasible.len() == 1 {
@@ -1084,7 +1084,10 @@ mod tests {
         let failed = events_with(&client, "FailedScheduling");
         assert_eq!(failed.len(), 1);
         assert!(
-            failed[0].starts_with("0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient cpu."),
+            failed[0]
+                == "0/3 nodes are available: 1 node(s) had untolerated taint {k: v}, 2 Insufficient cpu. \
+                    preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, \
+                    2 No preemption victims found for incoming pod..",
             "{}",
             failed[0]
         );
@@ -1119,7 +1122,7 @@ mod tests {
         assert!(s.schedule_next().await);
         assert_eq!(
             events_with(&client, "FailedScheduling"),
-            ["0/0 nodes are available: no nodes available to schedule pods."]
+            ["no nodes available to schedule pods"]
         );
         // A node arrives; binding fails: the pod is forgotten and retried with backoff.
         client.fail_paths.lock().unwrap().push("binding".into());

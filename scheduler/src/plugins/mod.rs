@@ -4,6 +4,7 @@
 
 pub mod balanced_allocation;
 pub mod default_binder;
+pub mod default_preemption;
 pub mod image_locality;
 pub mod node_affinity;
 pub mod node_name;
@@ -71,10 +72,11 @@ pub fn new_plugin(
             Arc::new(balanced_allocation::BalancedAllocation::new(args)?)
         }
         IMAGE_LOCALITY => Arc::new(image_locality::ImageLocality),
+        DEFAULT_PREEMPTION => Arc::new(default_preemption::DefaultPreemption::new(handle, args)?),
         DEFAULT_BINDER => Arc::new(default_binder::DefaultBinder::new(handle.client.clone())),
         // Not implemented yet: accepted so the default configuration builds.
         VOLUME_RESTRICTIONS | NODE_VOLUME_LIMITS | VOLUME_BINDING | VOLUME_ZONE
-        | POD_TOPOLOGY_SPREAD | INTER_POD_AFFINITY | DEFAULT_PREEMPTION => {
+        | POD_TOPOLOGY_SPREAD | INTER_POD_AFFINITY => {
             Arc::new(QueuePlugin(static_name(name)))
         }
         other => return Err(FrameworkError::UnknownPlugin(other.to_owned())),
@@ -90,7 +92,6 @@ fn static_name(name: &str) -> &'static str {
         VOLUME_ZONE,
         POD_TOPOLOGY_SPREAD,
         INTER_POD_AFFINITY,
-        DEFAULT_PREEMPTION,
     ]
     .into_iter()
     .find(|n| *n == name)
