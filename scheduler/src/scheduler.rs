@@ -478,8 +478,16 @@ impl Scheduler {
             }
             Err(ScheduleError::NoNodes) => {
                 // Any cluster event may help (no plugin recorded).
-                self.handle_failure(&fw, qpi, cycle, "Unschedulable", ERR_NO_NODES_AVAILABLE, HashSet::new(), None)
-                    .await;
+                self.handle_failure(
+                    &fw,
+                    qpi,
+                    cycle,
+                    "Unschedulable",
+                    ERR_NO_NODES_AVAILABLE,
+                    HashSet::new(),
+                    None,
+                )
+                .await;
                 return;
             }
             Err(ScheduleError::Internal(s)) => {

@@ -62,12 +62,12 @@ pub struct DefaultPreemption {
 impl DefaultPreemption {
     pub fn new(handle: &Handle, args: Option<&serde_json::Value>) -> Result<Self, FrameworkError> {
         let args: Args = match args {
-            Some(v) if !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| {
-                FrameworkError::InvalidArgs {
+            Some(v) if !v.is_null() => {
+                serde_json::from_value(v.clone()).map_err(|e| FrameworkError::InvalidArgs {
                     plugin: names::DEFAULT_PREEMPTION.into(),
                     message: e.to_string(),
-                }
-            })?,
+                })?
+            }
             _ => Args::default(),
         };
         if args.min_candidate_nodes_percentage > 100 {
@@ -113,7 +113,12 @@ impl Plugin for DefaultPreemption {
 
 /// Upstream `PodEligibleToPreemptOthers`; `Err` carries the reason.
 fn eligible(pod: &Pod, nodes: &HashMap<&str, &Arc<NodeInfo>>) -> Result<(), &'static str> {
-    if pod.spec.as_ref().and_then(|s| s.preemption_policy.as_deref()) == Some("Never") {
+    if pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.preemption_policy.as_deref())
+        == Some("Never")
+    {
         return Err("not eligible due to preemptionPolicy=Never.");
     }
     let prio = helpers::priority(pod);
@@ -161,7 +166,12 @@ pub fn split_by_pdb_violation(
 ) -> (Vec<Arc<PodInfo>>, Vec<Arc<PodInfo>>) {
     let mut allowed: Vec<i32> = pdbs
         .iter()
-        .map(|p| p.status.as_ref().map(|s| s.disruptions_allowed).unwrap_or(0))
+        .map(|p| {
+            p.status
+                .as_ref()
+                .map(|s| s.disruptions_allowed)
+                .unwrap_or(0)
+        })
         .collect();
     let selectors: Vec<_> = pdbs
         .iter()
@@ -243,26 +253,24 @@ pub fn select_victims_on_node(
     let (violating, ok) = split_by_pdb_violation(&potential, pdbs);
     let mut victims = Vec::new();
     let mut num_violating = 0;
-    let mut reprieve = |p: &Arc<PodInfo>,
-                        state: &mut CycleState,
-                        ni: &mut NodeInfo|
-     -> Result<bool, Status> {
-        let s = fw.run_pre_filter_add_pod(state, pod, p, ni);
-        if !s.is_success() {
-            return Err(s);
-        }
-        ni.add_pod(p.clone());
-        if fw.run_filter(state, pod, ni).is_success() {
-            return Ok(true);
-        }
-        ni.remove_pod(&p.pod);
-        let s = fw.run_pre_filter_remove_pod(state, pod, p, ni);
-        if !s.is_success() {
-            return Err(s);
-        }
-        victims.push(p.clone());
-        Ok(false)
-    };
+    let mut reprieve =
+        |p: &Arc<PodInfo>, state: &mut CycleState, ni: &mut NodeInfo| -> Result<bool, Status> {
+            let s = fw.run_pre_filter_add_pod(state, pod, p, ni);
+            if !s.is_success() {
+                return Err(s);
+            }
+            ni.add_pod(p.clone());
+            if fw.run_filter(state, pod, ni).is_success() {
+                return Ok(true);
+            }
+            ni.remove_pod(&p.pod);
+            let s = fw.run_pre_filter_remove_pod(state, pod, p, ni);
+            if !s.is_success() {
+                return Err(s);
+            }
+            victims.push(p.clone());
+            Ok(false)
+        };
     for p in &violating {
         if !reprieve(p, &mut state, &mut ni)? {
             num_violating += 1;
@@ -284,7 +292,17 @@ pub fn pick_one_node(candidates: &[Candidate]) -> Option<&Candidate> {
     type Score = fn(&Candidate) -> (i64, Option<Time>);
     let criteria: [Score; 5] = [
         |c| (-(c.num_pdb_violations as i64), None),
-        |c| (-i64::from(c.victims.first().map(|v| helpers::priority(&v.pod)).unwrap_or(0)), None),
+        |c| {
+            (
+                -i64::from(
+                    c.victims
+                        .first()
+                        .map(|v| helpers::priority(&v.pod))
+                        .unwrap_or(0),
+                ),
+                None,
+            )
+        },
         |c| {
             let sum: i64 = c
                 .victims
@@ -296,7 +314,11 @@ pub fn pick_one_node(candidates: &[Candidate]) -> Option<&Candidate> {
         |c| (-(c.victims.len() as i64), None),
         |c| {
             // The earliest start among the highest-priority victims; later is better.
-            let top = c.victims.first().map(|v| helpers::priority(&v.pod)).unwrap_or(0);
+            let top = c
+                .victims
+                .first()
+                .map(|v| helpers::priority(&v.pod))
+                .unwrap_or(0);
             let earliest = c
                 .victims
                 .iter()
@@ -329,7 +351,13 @@ impl DefaultPreemption {
         }]}});
         if let Err(e) = self
             .client
-            .patch(&r, helpers::name(victim), &Patch::Strategic(cond), Some("status"), &WriteParams::default())
+            .patch(
+                &r,
+                helpers::name(victim),
+                &Patch::Strategic(cond),
+                Some("status"),
+                &WriteParams::default(),
+            )
             .await
         {
             if !e.is_not_found() {
@@ -351,7 +379,10 @@ impl DefaultPreemption {
             victim,
             "Normal",
             "Preempted",
-            &format!("Preempted by pod {} on node {node}", helpers::uid(preemptor)),
+            &format!(
+                "Preempted by pod {} on node {node}",
+                helpers::uid(preemptor)
+            ),
         )
         .await;
         Ok(())
@@ -427,7 +458,10 @@ impl PostFilterPlugin for DefaultPreemption {
         };
         for v in &best.victims {
             if let Err(e) = self.evict(&ctx.pod.pod, &best.node, &v.pod).await {
-                return (None, Status::error(format!("preempting {}: {e}", helpers::pod_key(&v.pod))));
+                return (
+                    None,
+                    Status::error(format!("preempting {}: {e}", helpers::pod_key(&v.pod))),
+                );
             }
         }
         (Some(best.node.clone()), Status::success())
@@ -489,14 +523,14 @@ mod tests {
     }
 
     fn victim(name: &str, node: &str, cpu: &str, prio: i32) -> Pod {
-        PodBuilder::new(name).container(&[("cpu", cpu)]).node(node).priority(prio).build()
+        PodBuilder::new(name)
+            .container(&[("cpu", cpu)])
+            .node(node)
+            .priority(prio)
+            .build()
     }
 
-    async fn run(
-        fw: &Framework,
-        snap: &Snapshot,
-        pod: &PodInfo,
-    ) -> (Option<String>, Status) {
+    async fn run(fw: &Framework, snap: &Snapshot, pod: &PodInfo) -> (Option<String>, Status) {
         let mut state = CycleState::new();
         let _ = fw.run_pre_filter(&mut state, pod, snap);
         let statuses: HashMap<String, Status> = snap
@@ -533,7 +567,10 @@ mod tests {
                     ("n2", "2", vec![victim("b", "n2", "2", 10)]),
                 ],
                 pdbs: vec![],
-                pod: PodBuilder::new("p").container(&[("cpu", "2")]).priority(100).build(),
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "2")])
+                    .priority(100)
+                    .build(),
                 want_node: Some("n2"),
                 want_deleted: vec!["b"],
             },
@@ -542,40 +579,82 @@ mod tests {
                 nodes: vec![(
                     "n1",
                     "3",
-                    vec![victim("hi", "n1", "1", 20), victim("lo", "n1", "1", 10), victim("lo2", "n1", "1", 10)],
+                    vec![
+                        victim("hi", "n1", "1", 20),
+                        victim("lo", "n1", "1", 10),
+                        victim("lo2", "n1", "1", 10),
+                    ],
                 )],
                 pdbs: vec![],
-                pod: PodBuilder::new("p").container(&[("cpu", "1")]).priority(100).build(),
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .priority(100)
+                    .build(),
                 want_node: Some("n1"),
                 want_deleted: vec!["lo2"],
             },
             Case {
                 name: "fewest PDB violations wins",
                 nodes: vec![
-                    ("n1", "1", vec![PodBuilder::new("guarded").labels(&[("app", "db")]).container(&[("cpu", "1")]).node("n1").priority(1).build()]),
+                    (
+                        "n1",
+                        "1",
+                        vec![
+                            PodBuilder::new("guarded")
+                                .labels(&[("app", "db")])
+                                .container(&[("cpu", "1")])
+                                .node("n1")
+                                .priority(1)
+                                .build(),
+                        ],
+                    ),
                     ("n2", "1", vec![victim("free", "n2", "1", 5)]),
                 ],
                 pdbs: vec![pdb("db", 0)],
-                pod: PodBuilder::new("p").container(&[("cpu", "1")]).priority(100).build(),
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .priority(100)
+                    .build(),
                 want_node: Some("n2"),
                 want_deleted: vec!["free"],
             },
             Case {
                 name: "PDB violation accepted when it is the only way",
-                nodes: vec![("n1", "1", vec![PodBuilder::new("guarded").labels(&[("app", "db")]).container(&[("cpu", "1")]).node("n1").priority(1).build()])],
+                nodes: vec![(
+                    "n1",
+                    "1",
+                    vec![
+                        PodBuilder::new("guarded")
+                            .labels(&[("app", "db")])
+                            .container(&[("cpu", "1")])
+                            .node("n1")
+                            .priority(1)
+                            .build(),
+                    ],
+                )],
                 pdbs: vec![pdb("db", 0)],
-                pod: PodBuilder::new("p").container(&[("cpu", "1")]).priority(100).build(),
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .priority(100)
+                    .build(),
                 want_node: Some("n1"),
                 want_deleted: vec!["guarded"],
             },
             Case {
                 name: "fewer victims wins on equal priorities",
                 nodes: vec![
-                    ("n1", "2", vec![victim("a1", "n1", "1", 10), victim("a2", "n1", "1", 10)]),
+                    (
+                        "n1",
+                        "2",
+                        vec![victim("a1", "n1", "1", 10), victim("a2", "n1", "1", 10)],
+                    ),
                     ("n2", "2", vec![victim("b1", "n2", "2", 10)]),
                 ],
                 pdbs: vec![],
-                pod: PodBuilder::new("p").container(&[("cpu", "2")]).priority(100).build(),
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "2")])
+                    .priority(100)
+                    .build(),
                 want_node: Some("n2"),
                 want_deleted: vec!["b1"],
             },
@@ -583,7 +662,10 @@ mod tests {
                 name: "no lower-priority pods",
                 nodes: vec![("n1", "1", vec![victim("a", "n1", "1", 100)])],
                 pdbs: vec![],
-                pod: PodBuilder::new("p").container(&[("cpu", "1")]).priority(100).build(),
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .priority(100)
+                    .build(),
                 want_node: None,
                 want_deleted: vec![],
             },
@@ -591,7 +673,11 @@ mod tests {
                 name: "preemptionPolicy Never",
                 nodes: vec![("n1", "1", vec![victim("a", "n1", "1", 1)])],
                 pdbs: vec![],
-                pod: PodBuilder::new("p").container(&[("cpu", "1")]).priority(100).spec_with(|s| s.preemption_policy = Some("Never".into())).build(),
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .priority(100)
+                    .spec_with(|s| s.preemption_policy = Some("Never".into()))
+                    .build(),
                 want_node: None,
                 want_deleted: vec![],
             },
@@ -599,7 +685,10 @@ mod tests {
         for c in cases {
             let (client, _h, fw) = setup(c.pdbs);
             let snap = Snapshot::new(
-                c.nodes.into_iter().map(|(n, cpu, pods)| node_info(node(n, cpu), pods)).collect(),
+                c.nodes
+                    .into_iter()
+                    .map(|(n, cpu, pods)| node_info(node(n, cpu), pods))
+                    .collect(),
                 Default::default(),
             );
             let pod = PodInfo::new(Arc::new(c.pod));
@@ -621,13 +710,23 @@ mod tests {
         let (_c, _h, fw) = setup(vec![]);
         let snap = Snapshot::new(
             vec![
-                node_info(NodeBuilder::new("tainted").taint("k", "v", "NoSchedule").build(), vec![]),
+                node_info(
+                    NodeBuilder::new("tainted")
+                        .taint("k", "v", "NoSchedule")
+                        .build(),
+                    vec![],
+                ),
                 node_info(node("n2", "1"), vec![victim("a", "n2", "1", 100)]),
                 node_info(node("n3", "1"), vec![victim("b", "n3", "1", 100)]),
             ],
             Default::default(),
         );
-        let pod = PodInfo::new(Arc::new(PodBuilder::new("p").container(&[("cpu", "1")]).priority(100).build()));
+        let pod = PodInfo::new(Arc::new(
+            PodBuilder::new("p")
+                .container(&[("cpu", "1")])
+                .priority(100)
+                .build(),
+        ));
         let (n, s) = run(&fw, &snap, &pod).await;
         assert!(n.is_none());
         assert_eq!(

@@ -6,6 +6,7 @@ pub mod balanced_allocation;
 pub mod default_binder;
 pub mod default_preemption;
 pub mod image_locality;
+pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
@@ -73,12 +74,11 @@ pub fn new_plugin(
         }
         IMAGE_LOCALITY => Arc::new(image_locality::ImageLocality),
         DEFAULT_PREEMPTION => Arc::new(default_preemption::DefaultPreemption::new(handle, args)?),
+        INTER_POD_AFFINITY => Arc::new(inter_pod_affinity::InterPodAffinity::new(args)?),
         DEFAULT_BINDER => Arc::new(default_binder::DefaultBinder::new(handle.client.clone())),
         // Not implemented yet: accepted so the default configuration builds.
         VOLUME_RESTRICTIONS | NODE_VOLUME_LIMITS | VOLUME_BINDING | VOLUME_ZONE
-        | POD_TOPOLOGY_SPREAD | INTER_POD_AFFINITY => {
-            Arc::new(QueuePlugin(static_name(name)))
-        }
+        | POD_TOPOLOGY_SPREAD => Arc::new(QueuePlugin(static_name(name))),
         other => return Err(FrameworkError::UnknownPlugin(other.to_owned())),
     })
 }
@@ -91,7 +91,6 @@ fn static_name(name: &str) -> &'static str {
         VOLUME_BINDING,
         VOLUME_ZONE,
         POD_TOPOLOGY_SPREAD,
-        INTER_POD_AFFINITY,
     ]
     .into_iter()
     .find(|n| *n == name)
