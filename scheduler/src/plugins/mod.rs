@@ -12,6 +12,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod pod_topology_spread;
 pub mod resource_allocation;
 pub mod taint_toleration;
 
@@ -75,10 +76,12 @@ pub fn new_plugin(
         IMAGE_LOCALITY => Arc::new(image_locality::ImageLocality),
         DEFAULT_PREEMPTION => Arc::new(default_preemption::DefaultPreemption::new(handle, args)?),
         INTER_POD_AFFINITY => Arc::new(inter_pod_affinity::InterPodAffinity::new(args)?),
+        POD_TOPOLOGY_SPREAD => Arc::new(pod_topology_spread::PodTopologySpread),
         DEFAULT_BINDER => Arc::new(default_binder::DefaultBinder::new(handle.client.clone())),
         // Not implemented yet: accepted so the default configuration builds.
-        VOLUME_RESTRICTIONS | NODE_VOLUME_LIMITS | VOLUME_BINDING | VOLUME_ZONE
-        | POD_TOPOLOGY_SPREAD => Arc::new(QueuePlugin(static_name(name))),
+        VOLUME_RESTRICTIONS | NODE_VOLUME_LIMITS | VOLUME_BINDING | VOLUME_ZONE => {
+            Arc::new(QueuePlugin(static_name(name)))
+        }
         other => return Err(FrameworkError::UnknownPlugin(other.to_owned())),
     })
 }
@@ -90,7 +93,6 @@ fn static_name(name: &str) -> &'static str {
         NODE_VOLUME_LIMITS,
         VOLUME_BINDING,
         VOLUME_ZONE,
-        POD_TOPOLOGY_SPREAD,
     ]
     .into_iter()
     .find(|n| *n == name)
