@@ -15,6 +15,7 @@ pub mod node_unschedulable;
 pub mod pod_topology_spread;
 pub mod resource_allocation;
 pub mod taint_toleration;
+pub mod volume_binding;
 
 use std::sync::Arc;
 
@@ -77,9 +78,10 @@ pub fn new_plugin(
         DEFAULT_PREEMPTION => Arc::new(default_preemption::DefaultPreemption::new(handle, args)?),
         INTER_POD_AFFINITY => Arc::new(inter_pod_affinity::InterPodAffinity::new(args)?),
         POD_TOPOLOGY_SPREAD => Arc::new(pod_topology_spread::PodTopologySpread),
+        VOLUME_BINDING => Arc::new(volume_binding::VolumeBinding::new(handle, args)?),
         DEFAULT_BINDER => Arc::new(default_binder::DefaultBinder::new(handle.client.clone())),
         // Not implemented yet: accepted so the default configuration builds.
-        VOLUME_RESTRICTIONS | NODE_VOLUME_LIMITS | VOLUME_BINDING | VOLUME_ZONE => {
+        VOLUME_RESTRICTIONS | NODE_VOLUME_LIMITS | VOLUME_ZONE => {
             Arc::new(QueuePlugin(static_name(name)))
         }
         other => return Err(FrameworkError::UnknownPlugin(other.to_owned())),
@@ -88,13 +90,8 @@ pub fn new_plugin(
 
 fn static_name(name: &str) -> &'static str {
     use names::*;
-    [
-        VOLUME_RESTRICTIONS,
-        NODE_VOLUME_LIMITS,
-        VOLUME_BINDING,
-        VOLUME_ZONE,
-    ]
-    .into_iter()
-    .find(|n| *n == name)
-    .unwrap_or("unknown")
+    [VOLUME_RESTRICTIONS, NODE_VOLUME_LIMITS, VOLUME_ZONE]
+        .into_iter()
+        .find(|n| *n == name)
+        .unwrap_or("unknown")
 }
