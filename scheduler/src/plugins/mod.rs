@@ -12,10 +12,13 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod resource_allocation;
 pub mod taint_toleration;
 pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
 
 use std::sync::Arc;
 
@@ -80,18 +83,9 @@ pub fn new_plugin(
         POD_TOPOLOGY_SPREAD => Arc::new(pod_topology_spread::PodTopologySpread),
         VOLUME_BINDING => Arc::new(volume_binding::VolumeBinding::new(handle, args)?),
         DEFAULT_BINDER => Arc::new(default_binder::DefaultBinder::new(handle.client.clone())),
-        // Not implemented yet: accepted so the default configuration builds.
-        VOLUME_RESTRICTIONS | NODE_VOLUME_LIMITS | VOLUME_ZONE => {
-            Arc::new(QueuePlugin(static_name(name)))
-        }
+        VOLUME_RESTRICTIONS => Arc::new(volume_restrictions::VolumeRestrictions::new(handle)),
+        NODE_VOLUME_LIMITS => Arc::new(node_volume_limits::NodeVolumeLimits::new(handle)),
+        VOLUME_ZONE => Arc::new(volume_zone::VolumeZone::new(handle)),
         other => return Err(FrameworkError::UnknownPlugin(other.to_owned())),
     })
-}
-
-fn static_name(name: &str) -> &'static str {
-    use names::*;
-    [VOLUME_RESTRICTIONS, NODE_VOLUME_LIMITS, VOLUME_ZONE]
-        .into_iter()
-        .find(|n| *n == name)
-        .unwrap_or("unknown")
 }
