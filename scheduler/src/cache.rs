@@ -181,10 +181,10 @@ impl Cache {
     /// The binding call returned: start the assumed pod's expiry clock.
     pub fn finish_binding(&mut self, pod: &Pod, now: Instant) {
         let id = pod_id(pod);
-        if self.assumed.contains(&id) {
-            if let Some(ps) = self.pods.get_mut(&id) {
-                ps.deadline = Some(now + self.ttl);
-            }
+        if self.assumed.contains(&id)
+            && let Some(ps) = self.pods.get_mut(&id)
+        {
+            ps.deadline = Some(now + self.ttl);
         }
     }
 

@@ -120,7 +120,7 @@ pub fn num_feasible_nodes_to_find(percentage: i32, num_all_nodes: usize) -> usiz
 
 enum ScheduleError {
     NoNodes,
-    Fit(FitError),
+    Fit(Box<FitError>),
     Internal(Status),
 }
 
@@ -395,7 +395,7 @@ impl Scheduler {
                     }
                     n += 1;
                     me.queue.flush_backoff_completed();
-                    if n % 30 == 0 {
+                    if n.is_multiple_of(30) {
                         me.queue.flush_unschedulable_leftover();
                     }
                     let expired = lock(&me.cache).cleanup_expired(Instant::now());
@@ -681,10 +681,10 @@ impl Scheduler {
             }
             diagnosis.pre_filter_msg = s.message();
             diagnosis.unschedulable_plugins.insert(s.plugin());
-            return Err(ScheduleError::Fit(FitError {
+            return Err(ScheduleError::Fit(Box::new(FitError {
                 num_all_nodes: all,
                 diagnosis,
-            }));
+            })));
         }
         let mut feasible = Vec::new();
         // A nominated node (from an earlier preemption) is tried first.
@@ -693,12 +693,10 @@ impl Scheduler {
             .status
             .as_ref()
             .and_then(|s| s.nominated_node_name.as_deref())
+            && let Some(ni) = snap.get(nn)
+            && self.filter_node(fw, state, pod, ni).is_success()
         {
-            if let Some(ni) = snap.get(nn) {
-                if self.filter_node(fw, state, pod, ni).is_success() {
-                    return Ok(vec![ni.clone()]);
-                }
-            }
+            return Ok(vec![ni.clone()]);
         }
         let pct = fw
             .percentage_of_nodes_to_score
@@ -725,10 +723,10 @@ impl Scheduler {
         self.next_start_node_index
             .store((start + processed) % all, Ordering::Relaxed);
         if feasible.is_empty() {
-            return Err(ScheduleError::Fit(FitError {
+            return Err(ScheduleError::Fit(Box::new(FitError {
                 num_all_nodes: all,
                 diagnosis,
-            }));
+            })));
         }
         Ok(feasible)
     }
@@ -768,7 +766,7 @@ impl Scheduler {
                 ties = 1;
             } else if s.score == scores[best].score {
                 ties += 1;
-                if self.next_random() % ties == 0 {
+                if self.next_random().is_multiple_of(ties) {
                     best = i;
                 }
             }

@@ -175,15 +175,15 @@ pub fn pod_matches_node_selector_and_affinity(pod: &Pod, node: &Node) -> bool {
 
 /// Whether `tol` tolerates `taint` (upstream `Toleration.ToleratesTaint`).
 pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
-    if let Some(e) = tol.effect.as_deref().filter(|e| !e.is_empty()) {
-        if e != taint.effect {
-            return false;
-        }
+    if let Some(e) = tol.effect.as_deref().filter(|e| !e.is_empty())
+        && e != taint.effect
+    {
+        return false;
     }
-    if let Some(k) = tol.key.as_deref().filter(|k| !k.is_empty()) {
-        if k != taint.key {
-            return false;
-        }
+    if let Some(k) = tol.key.as_deref().filter(|k| !k.is_empty())
+        && k != taint.key
+    {
+        return false;
     }
     match tol.operator.as_deref().unwrap_or("Equal") {
         "Exists" => true,

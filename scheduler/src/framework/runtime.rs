@@ -494,11 +494,11 @@ impl Framework {
         let mut w = self.lock_waiting();
         if let Some(wp) = w.get_mut(pod_uid) {
             wp.pending.remove(plugin);
-            if wp.pending.is_empty() {
-                if let Some(tx) = wp.done.take() {
-                    let _ = tx.send(Status::success());
-                    w.remove(pod_uid);
-                }
+            if wp.pending.is_empty()
+                && let Some(tx) = wp.done.take()
+            {
+                let _ = tx.send(Status::success());
+                w.remove(pod_uid);
             }
         }
     }
@@ -506,10 +506,10 @@ impl Framework {
     /// Rejects a waiting pod.
     pub fn reject(&self, pod_uid: &str, plugin: &'static str, message: &str) {
         let mut w = self.lock_waiting();
-        if let Some(mut wp) = w.remove(pod_uid) {
-            if let Some(tx) = wp.done.take() {
-                let _ = tx.send(Status::unschedulable(message).with_plugin(plugin));
-            }
+        if let Some(mut wp) = w.remove(pod_uid)
+            && let Some(tx) = wp.done.take()
+        {
+            let _ = tx.send(Status::unschedulable(message).with_plugin(plugin));
         }
     }
 

@@ -127,16 +127,13 @@ fn eligible(pod: &Pod, nodes: &HashMap<&str, &Arc<NodeInfo>>) -> Result<(), &'st
         .as_ref()
         .and_then(|s| s.nominated_node_name.as_deref())
         .filter(|n| !n.is_empty())
+        && let Some(ni) = nodes.get(nn)
+        && ni
+            .pods
+            .iter()
+            .any(|p| helpers::is_terminating(&p.pod) && helpers::priority(&p.pod) < prio)
     {
-        if let Some(ni) = nodes.get(nn) {
-            if ni
-                .pods
-                .iter()
-                .any(|p| helpers::is_terminating(&p.pod) && helpers::priority(&p.pod) < prio)
-            {
-                return Err("not eligible due to a terminating pod on the nominated node.");
-            }
-        }
+        return Err("not eligible due to a terminating pod on the nominated node.");
     }
     Ok(())
 }
@@ -359,10 +356,9 @@ impl DefaultPreemption {
                 &WriteParams::default(),
             )
             .await
+            && !e.is_not_found()
         {
-            if !e.is_not_found() {
-                return Err(e.to_string());
-            }
+            return Err(e.to_string());
         }
         match self
             .client

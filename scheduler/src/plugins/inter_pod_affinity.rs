@@ -252,23 +252,21 @@ impl FilterPlugin for InterPodAffinity {
                 None => return Status::unresolvable(ERR_REASON_AFFINITY),
             }
         }
-        if !pods_exist
-            && !(st.affinity.is_empty()
-                && matches_all(&pod.required_affinity, &pod.pod, &st.namespaces))
-        {
+        let alone =
+            st.affinity.is_empty() && matches_all(&pod.required_affinity, &pod.pod, &st.namespaces);
+        if !pods_exist && !alone {
             return Status::unresolvable(ERR_REASON_AFFINITY);
         }
         for t in &pod.required_anti_affinity {
-            if let Some(v) = labels.get(&t.topology_key) {
-                if st
+            if let Some(v) = labels.get(&t.topology_key)
+                && st
                     .anti
                     .get(&(t.topology_key.clone(), v.clone()))
                     .copied()
                     .unwrap_or(0)
                     > 0
-                {
-                    return Status::unschedulable(ERR_REASON_ANTI_AFFINITY);
-                }
+            {
+                return Status::unschedulable(ERR_REASON_ANTI_AFFINITY);
             }
         }
         if !st.existing_anti.is_empty() {
@@ -299,13 +297,13 @@ fn process_term(
     ns: &NamespaceLabels,
     node: &NodeInfo,
 ) {
-    if term.matches(pod, ns) {
-        if let Some(v) = node.labels().get(&term.topology_key) {
-            *m.entry(term.topology_key.clone())
-                .or_default()
-                .entry(v.clone())
-                .or_default() += weight;
-        }
+    if term.matches(pod, ns)
+        && let Some(v) = node.labels().get(&term.topology_key)
+    {
+        *m.entry(term.topology_key.clone())
+            .or_default()
+            .entry(v.clone())
+            .or_default() += weight;
     }
 }
 

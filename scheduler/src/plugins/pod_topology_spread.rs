@@ -179,10 +179,10 @@ impl PreFilterState {
         }
         let labels = node.labels().clone();
         for (i, c) in self.constraints.iter().enumerate() {
-            if c.selector.matches(helpers::labels(other)) {
-                if let Some(val) = labels.get(&c.topology_key) {
-                    *self.counts[i].entry(val.clone()).or_default() += v;
-                }
+            if c.selector.matches(helpers::labels(other))
+                && let Some(val) = labels.get(&c.topology_key)
+            {
+                *self.counts[i].entry(val.clone()).or_default() += v;
             }
         }
     }

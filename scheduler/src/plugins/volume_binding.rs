@@ -459,12 +459,12 @@ impl ReservePlugin for VolumeBinding {
     }
 
     fn unreserve(&self, state: &mut CycleState, _: &PodInfo, _: &str) {
-        if let Some(st) = state.read_mut::<State>(STATE_KEY) {
-            if let Some(r) = st.reserved.take() {
-                let mut assumed = self.assumed();
-                for (_, pv) in &r.static_bindings {
-                    assumed.remove(pv.metadata.name.as_deref().unwrap_or(""));
-                }
+        if let Some(st) = state.read_mut::<State>(STATE_KEY)
+            && let Some(r) = st.reserved.take()
+        {
+            let mut assumed = self.assumed();
+            for (_, pv) in &r.static_bindings {
+                assumed.remove(pv.metadata.name.as_deref().unwrap_or(""));
             }
         }
     }

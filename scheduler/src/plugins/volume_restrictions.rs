@@ -40,21 +40,22 @@ fn has_disk_volumes(vols: &[Volume]) -> bool {
 
 /// Upstream `isVolumeConflict`.
 fn conflicts(v: &Volume, e: &Volume) -> bool {
-    if let (Some(a), Some(b)) = (&v.gce_persistent_disk, &e.gce_persistent_disk) {
-        if a.pd_name == b.pd_name && !(a.read_only.unwrap_or(false) && b.read_only.unwrap_or(false))
-        {
-            return true;
-        }
+    if let (Some(a), Some(b)) = (&v.gce_persistent_disk, &e.gce_persistent_disk)
+        && a.pd_name == b.pd_name
+        && !(a.read_only.unwrap_or(false) && b.read_only.unwrap_or(false))
+    {
+        return true;
     }
-    if let (Some(a), Some(b)) = (&v.aws_elastic_block_store, &e.aws_elastic_block_store) {
-        if a.volume_id == b.volume_id {
-            return true;
-        }
+    if let (Some(a), Some(b)) = (&v.aws_elastic_block_store, &e.aws_elastic_block_store)
+        && a.volume_id == b.volume_id
+    {
+        return true;
     }
-    if let (Some(a), Some(b)) = (&v.iscsi, &e.iscsi) {
-        if a.iqn == b.iqn && !(a.read_only.unwrap_or(false) && b.read_only.unwrap_or(false)) {
-            return true;
-        }
+    if let (Some(a), Some(b)) = (&v.iscsi, &e.iscsi)
+        && a.iqn == b.iqn
+        && !(a.read_only.unwrap_or(false) && b.read_only.unwrap_or(false))
+    {
+        return true;
     }
     if let (Some(a), Some(b)) = (&v.rbd, &e.rbd) {
         let shared_mon = a.monitors.iter().any(|m| b.monitors.contains(m));
