@@ -1191,4 +1191,105 @@ mod tests {
         ];
         assert_eq!(s.select_host(&scores), "b");
     }
+
+    #[tokio::test]
+    async fn preemption_nominates_evicts_and_schedules_after_victims_leave() {
+        let client = FakeClient::new();
+        let s = new_scheduler(client.clone());
+        s.on_node(Change::Added(
+            NodeBuilder::new("n1")
+                .allocatable(&[("cpu", "2"), ("pods", "10")])
+                .build(),
+        ));
+        let victim = PodBuilder::new("low")
+            .container(&[("cpu", "2")])
+            .priority(1)
+            .node("n1")
+            .build();
+        s.on_pod(Change::Added(victim.clone()));
+        s.on_pod(Change::Added(
+            PodBuilder::new("high")
+                .container(&[("cpu", "2")])
+                .priority(1000)
+                .build(),
+        ));
+        assert!(s.schedule_next().await);
+        let deletes: Vec<_> = client
+            .calls()
+            .into_iter()
+            .filter(|c| c.verb == "delete")
+            .collect();
+        assert_eq!(deletes.len(), 1);
+        assert_eq!(deletes[0].path, "/api/v1/namespaces/default/pods/low");
+        let status = client.calls_to("/pods/high/status");
+        assert_eq!(status[0].body["status"]["nominatedNodeName"], "n1");
+        assert_eq!(
+            events_with(&client, "Preempted"),
+            ["Preempted by pod uid-high on node n1"]
+        );
+        let failed = events_with(&client, "FailedScheduling");
+        assert_eq!(failed, ["0/1 nodes are available: 1 Insufficient cpu."]);
+
+        // A lower-priority pod cannot take the room the preemptor made.
+        s.on_pod(Change::Deleted(victim));
+        s.on_pod(Change::Added(
+            PodBuilder::new("sneaky")
+                .container(&[("cpu", "1")])
+                .priority(0)
+                .build(),
+        ));
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert!(s.schedule_next().await, "high");
+        assert!(s.schedule_next().await, "sneaky");
+        s.wait_for_bindings().await;
+        let binds = client.calls_to("/binding");
+        assert_eq!(binds.len(), 1, "{binds:?}");
+        assert_eq!(
+            binds[0].path,
+            "/api/v1/namespaces/default/pods/high/binding"
+        );
+    }
+
+    #[tokio::test]
+    async fn profiles_and_scheduler_names() {
+        let client = FakeClient::new();
+        let cfg = Config::parse(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: packer\n  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: MostAllocated\n  plugins:\n    score:\n      disabled:\n      - name: '*'\n      enabled:\n      - name: NodeResourcesFit\n",
+        )
+        .unwrap();
+        let s = Scheduler::new(client.clone(), cfg, Arc::new(StaticLister::new())).unwrap();
+        assert!(s.framework("default-scheduler").is_none());
+        let fw = s.framework("packer").unwrap();
+        let score = fw
+            .list_plugins()
+            .into_iter()
+            .find(|(p, _)| *p == "Score")
+            .unwrap()
+            .1;
+        assert_eq!(score, ["NodeResourcesFit:1"]);
+        s.on_node(Change::Added(NodeBuilder::new("empty").build()));
+        s.on_node(Change::Added(NodeBuilder::new("busy").build()));
+        s.on_pod(Change::Added(
+            PodBuilder::new("e")
+                .container(&[("cpu", "2")])
+                .node("busy")
+                .build(),
+        ));
+        // The default scheduler's pods are not ours any more.
+        s.on_pod(Change::Added(PodBuilder::new("d").build()));
+        assert!(!s.schedule_next().await);
+        s.on_pod(Change::Added(
+            PodBuilder::new("p")
+                .container(&[("cpu", "1")])
+                .scheduler_name("packer")
+                .build(),
+        ));
+        assert!(s.schedule_next().await);
+        s.wait_for_bindings().await;
+        assert_eq!(
+            client.calls_to("/binding")[0].body["target"]["name"],
+            "busy",
+            "MostAllocated packs"
+        );
+    }
 }

@@ -535,3 +535,118 @@ impl Framework {
         Status::error("all bind plugins skipped")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::framework::listers::StaticLister;
+    use crate::testing::FakeClient;
+
+    fn handle() -> Handle {
+        let l = Arc::new(StaticLister::new());
+        Handle {
+            client: FakeClient::new(),
+            volumes: l.clone(),
+            cluster: l,
+        }
+    }
+
+    fn points(cfg: &str) -> HashMap<&'static str, Vec<String>> {
+        let c = Config::parse(&format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cfg}"
+        ))
+        .unwrap();
+        Framework::new(&c.profiles[0], &handle())
+            .unwrap()
+            .list_plugins()
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn default_profile_as_upstream() {
+        let p = points("");
+        assert_eq!(
+            p["Filter"],
+            [
+                "NodeUnschedulable",
+                "NodeName",
+                "TaintToleration",
+                "NodeAffinity",
+                "NodePorts",
+                "NodeResourcesFit",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
+                "PodTopologySpread",
+                "InterPodAffinity"
+            ]
+        );
+        assert_eq!(
+            p["Score"],
+            [
+                "TaintToleration:3",
+                "NodeAffinity:2",
+                "NodeResourcesFit:1",
+                "PodTopologySpread:2",
+                "InterPodAffinity:2",
+                "NodeResourcesBalancedAllocation:1",
+                "ImageLocality:1"
+            ]
+        );
+        assert_eq!(p["PostFilter"], ["DefaultPreemption"]);
+        assert_eq!(p["Bind"], ["DefaultBinder"]);
+        assert_eq!(p["Reserve"], ["VolumeBinding"]);
+        assert_eq!(p["PreBind"], ["VolumeBinding"]);
+    }
+
+    #[test]
+    fn enabling_disabling_and_weights() {
+        let cases = [
+            (
+                "disable one filter",
+                "profiles:\n- plugins:\n    filter:\n      disabled:\n      - name: NodePorts\n",
+                "Filter",
+                false,
+                "NodePorts",
+            ),
+            (
+                "multiPoint disable removes everywhere",
+                "profiles:\n- plugins:\n    multiPoint:\n      disabled:\n      - name: TaintToleration\n",
+                "Score",
+                false,
+                "TaintToleration:3",
+            ),
+            (
+                "score weight override",
+                "profiles:\n- plugins:\n    score:\n      enabled:\n      - name: ImageLocality\n        weight: 7\n",
+                "Score",
+                true,
+                "ImageLocality:7",
+            ),
+            (
+                "multiPoint weight override",
+                "profiles:\n- plugins:\n    multiPoint:\n      enabled:\n      - name: NodeAffinity\n        weight: 9\n",
+                "Score",
+                true,
+                "NodeAffinity:9",
+            ),
+        ];
+        for (name, cfg, point, present, plugin) in cases {
+            let p = points(cfg);
+            assert_eq!(
+                p[point].iter().any(|x| x == plugin),
+                present,
+                "{name}: {:?}",
+                p[point]
+            );
+        }
+        let c = Config::parse("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    filter:\n      enabled:\n      - name: Bogus\n").unwrap();
+        assert!(matches!(
+            Framework::new(&c.profiles[0], &handle()),
+            Err(FrameworkError::UnknownPlugin(_))
+        ));
+    }
+}
