@@ -776,8 +776,8 @@ impl Scheduler {
 
     #[allow(clippy::too_many_arguments)]
     async fn handle_failure(
-        &self,
-        fw: &Framework,
+        self: &Arc<Self>,
+        fw: &Arc<Framework>,
         mut qpi: QueuedPodInfo,
         cycle: u64,
         reason: &str,
@@ -802,10 +802,15 @@ impl Scheduler {
             self.nominate(qpi.pod_info.clone(), node);
         }
         self.queue.add_unschedulable(qpi, cycle);
-        self.record_event(fw, &pod, "Warning", "FailedScheduling", message)
-            .await;
-        self.update_pod_condition(&pod, reason, message, nominated.as_deref())
-            .await;
+        // Reporting goes to the API off the scheduling loop.
+        let (me, fw) = (self.clone(), fw.clone());
+        let (reason, message) = (reason.to_owned(), message.to_owned());
+        self.bindings.spawn(async move {
+            me.record_event(&fw, &pod, "Warning", "FailedScheduling", &message)
+                .await;
+            me.update_pod_condition(&pod, &reason, &message, nominated.as_deref())
+                .await;
+        });
     }
 
     async fn update_pod_condition(
@@ -1087,6 +1092,7 @@ mod tests {
             PodBuilder::new("p").container(&[("cpu", "2")]).build(),
         ));
         assert!(s.schedule_next().await);
+        s.wait_for_bindings().await;
         let failed = events_with(&client, "FailedScheduling");
         assert_eq!(failed.len(), 1);
         assert!(
@@ -1126,6 +1132,7 @@ mod tests {
         let s = new_scheduler(client.clone());
         s.on_pod(Change::Added(PodBuilder::new("p").build()));
         assert!(s.schedule_next().await);
+        s.wait_for_bindings().await;
         assert_eq!(
             events_with(&client, "FailedScheduling"),
             ["no nodes available to schedule pods"]
@@ -1214,6 +1221,7 @@ mod tests {
                 .build(),
         ));
         assert!(s.schedule_next().await);
+        s.wait_for_bindings().await;
         let deletes: Vec<_> = client
             .calls()
             .into_iter()
@@ -1291,5 +1299,38 @@ mod tests {
             "busy",
             "MostAllocated packs"
         );
+    }
+
+    /// A rough throughput check (not a benchmark): `cargo test -p k1s-scheduler --release
+    /// -- --ignored throughput --nocapture`.
+    #[tokio::test]
+    #[ignore]
+    async fn throughput() {
+        let client = FakeClient::new();
+        let s = new_scheduler(client.clone());
+        for i in 0..1000 {
+            s.on_node(Change::Added(
+                NodeBuilder::new(&format!("n{i}"))
+                    .labels(&[("topology.kubernetes.io/zone", &format!("z{}", i % 3))])
+                    .build(),
+            ));
+        }
+        for i in 0..2000 {
+            s.on_pod(Change::Added(
+                PodBuilder::new(&format!("p{i}"))
+                    .container(&[("cpu", "10m"), ("memory", "10Mi")])
+                    .build(),
+            ));
+        }
+        let t = Instant::now();
+        while s.schedule_next().await {}
+        s.wait_for_bindings().await;
+        let n = client.calls_to("/binding").len();
+        eprintln!(
+            "{n} pods in {:?}: {:.0} pods/s",
+            t.elapsed(),
+            n as f64 / t.elapsed().as_secs_f64()
+        );
+        assert_eq!(n, 2000);
     }
 }
