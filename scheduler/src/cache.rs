@@ -98,8 +98,26 @@ impl Cache {
         }
     }
 
-    pub fn update_node(&mut self, node: Node) {
+    /// Updates the node; returns whether anything scheduling looks at changed (labels,
+    /// taints, cordon, allocatable, images), so heartbeats do not requeue pods.
+    pub fn update_node(&mut self, node: Node) -> bool {
+        let old = self
+            .nodes
+            .get(helpers::node_name(&node))
+            .and_then(|n| n.node.clone());
+        let relevant = old.is_none_or(|o| {
+            let spec = |n: &Node| n.spec.as_ref().map(|s| (s.unschedulable, s.taints.clone()));
+            let status = |n: &Node| {
+                n.status
+                    .as_ref()
+                    .map(|s| (s.allocatable.clone(), s.images.clone()))
+            };
+            o.metadata.labels != node.metadata.labels
+                || spec(&o) != spec(&node)
+                || status(&o) != status(&node)
+        });
         self.add_node(node);
+        relevant
     }
 
     /// Removes the node; its pods stay (under a node-less entry) until they are deleted.
@@ -227,8 +245,16 @@ impl Cache {
         );
     }
 
-    pub fn update_pod(&mut self, pod: Pod) {
+    /// Updates a bound pod; returns whether anything scheduling looks at changed (labels,
+    /// spec) or the pod was new or assumed until now.
+    pub fn update_pod(&mut self, pod: Pod) -> bool {
+        let id = pod_id(&pod);
+        let relevant = self.assumed.contains(&id)
+            || self.pods.get(&id).is_none_or(|old| {
+                old.pod.metadata.labels != pod.metadata.labels || old.pod.spec != pod.spec
+            });
         self.add_pod(pod);
+        relevant
     }
 
     pub fn remove_pod(&mut self, pod: &Pod) {
@@ -383,7 +409,10 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert_eq!(cpu_on(&s, "n1"), 1000);
         // update moves nothing, delete frees
-        c.update_pod(p.clone());
+        assert!(!c.update_pod(p.clone()), "unchanged");
+        let mut relabelled = p.clone();
+        relabelled.metadata.labels = Some([("x".to_owned(), "y".to_owned())].into());
+        assert!(c.update_pod(relabelled));
         assert_eq!(cpu_on(&c.snapshot(), "n1"), 1000);
         c.remove_pod(&p);
         assert_eq!(cpu_on(&c.snapshot(), "n1"), 0);
@@ -408,7 +437,15 @@ mod tests {
                 .get("docker.io/library/nginx:latest"),
             Some(&1)
         );
-        c.update_node(NodeBuilder::new("n1").build());
+        assert!(
+            c.update_node(NodeBuilder::new("n1").build()),
+            "images changed"
+        );
+        assert!(
+            !c.update_node(NodeBuilder::new("n1").build()),
+            "nothing changed"
+        );
+        assert!(c.update_node(NodeBuilder::new("n1").labels(&[("a", "b")]).build()));
         assert_eq!(
             c.snapshot()
                 .image_nodes

@@ -245,8 +245,10 @@ impl Scheduler {
                 self.event(EventResource::Node, ActionType::Add);
             }
             Change::Modified(n) => {
-                lock(&self.cache).update_node(n);
-                self.event(EventResource::Node, ActionType::Update);
+                let relevant = lock(&self.cache).update_node(n);
+                if relevant {
+                    self.event(EventResource::Node, ActionType::Update);
+                }
             }
             Change::Deleted(n) => {
                 lock(&self.cache).remove_node(helpers::node_name(&n));
@@ -280,15 +282,15 @@ impl Scheduler {
                 lock(&self.cache).remove_pod(&pod);
                 self.event(EventResource::Pod, ActionType::Delete);
             } else {
-                lock(&self.cache).add_pod(pod);
-                self.event(
-                    EventResource::Pod,
-                    if added {
+                let relevant = lock(&self.cache).update_pod(pod);
+                if relevant {
+                    let action = if added {
                         ActionType::Add
                     } else {
                         ActionType::Update
-                    },
-                );
+                    };
+                    self.event(EventResource::Pod, action);
+                }
             }
             return;
         }
