@@ -26,7 +26,7 @@ use crate::framework::interface::{
 };
 use crate::framework::listers::{StaticLister, VolumeLister};
 use crate::framework::node_info::{NodeInfo, PodInfo, Snapshot};
-use crate::framework::{Code, CycleState, Framework, FrameworkError, Status, helpers};
+use crate::framework::{Code, CycleState, Framework, FrameworkError, Registry, Status, helpers};
 use crate::queue::{QueuedPodInfo, SchedulingQueue};
 
 /// Below this many nodes, every node is evaluated.
@@ -156,8 +156,18 @@ fn now_rfc3339() -> String {
 impl Scheduler {
     pub fn new(
         client: Arc<dyn Client>,
+        config: Config,
+        volumes: Arc<dyn VolumeLister>,
+    ) -> Result<Arc<Self>, SchedulerError> {
+        Self::with_registry(client, config, volumes, &Registry::new())
+    }
+
+    /// Like [`Scheduler::new`], with out-of-tree plugins available to the profiles.
+    pub fn with_registry(
+        client: Arc<dyn Client>,
         mut config: Config,
         volumes: Arc<dyn VolumeLister>,
+        registry: &Registry,
     ) -> Result<Arc<Self>, SchedulerError> {
         config.set_defaults();
         config.validate()?;
@@ -170,9 +180,11 @@ impl Scheduler {
         let mut profiles = HashMap::new();
         let mut plugin_events: HashMap<&'static str, HashSet<ClusterEvent>> = HashMap::new();
         for p in &config.profiles {
-            let fw = Framework::new(p, &handle).map_err(|source| SchedulerError::Framework {
-                profile: p.scheduler_name.clone(),
-                source,
+            let fw = Framework::with_registry(p, &handle, registry).map_err(|source| {
+                SchedulerError::Framework {
+                    profile: p.scheduler_name.clone(),
+                    source,
+                }
             })?;
             for (name, evs) in fw.plugin_events() {
                 plugin_events.entry(name).or_default().extend(evs);

@@ -20,7 +20,7 @@ use std::fmt;
 pub use interface::*;
 pub use listers::{ClusterLister, StaticLister, VolumeLister};
 pub use node_info::{NodeInfo, PodInfo, Snapshot};
-pub use runtime::Framework;
+pub use runtime::{Framework, PluginFactory, Registry};
 
 /// The largest score a Score plugin may give after normalization.
 pub const MAX_NODE_SCORE: i64 = 100;

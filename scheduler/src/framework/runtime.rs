@@ -14,6 +14,16 @@ use super::{Code, CycleState, FrameworkError, MAX_NODE_SCORE, MIN_NODE_SCORE, St
 use crate::config::{PluginSet, Profile};
 use crate::plugins;
 
+/// Builds a plugin from the handle and its `pluginConfig` args.
+pub type PluginFactory = Arc<
+    dyn Fn(&Handle, Option<&serde_json::Value>) -> Result<Arc<dyn Plugin>, FrameworkError>
+        + Send
+        + Sync,
+>;
+
+/// Out-of-tree plugins by name.
+pub type Registry = HashMap<String, PluginFactory>;
+
 /// The largest Permit wait upstream allows.
 const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
@@ -78,6 +88,16 @@ fn resolve(
 impl Framework {
     /// Instantiates the profile's plugins (through [`plugins::new_plugin`]) and orders them.
     pub fn new(profile: &Profile, handle: &Handle) -> Result<Self, FrameworkError> {
+        Self::with_registry(profile, handle, &Registry::new())
+    }
+
+    /// Like [`Framework::new`], with out-of-tree plugins in `extra` (they may also replace
+    /// in-tree plugins of the same name).
+    pub fn with_registry(
+        profile: &Profile,
+        handle: &Handle,
+        extra: &Registry,
+    ) -> Result<Self, FrameworkError> {
         // multiPoint: the profile's defaults were already merged by `config`.
         let mp = &profile.plugins.multi_point;
         let mut multi: Vec<(String, Option<i32>)> = Vec::new();
@@ -123,7 +143,10 @@ impl Framework {
                 .iter()
                 .find(|c| c.name == name)
                 .map(|c| &c.args);
-            let p = plugins::new_plugin(&name, handle, args)?;
+            let p = match extra.get(&name) {
+                Some(factory) => factory(handle, args)?,
+                None => plugins::new_plugin(&name, handle, args)?,
+            };
             instances.insert(name, p);
         }
         let get = |n: &str| instances.get(n).cloned();
@@ -648,5 +671,49 @@ mod tests {
             Framework::new(&c.profiles[0], &handle()),
             Err(FrameworkError::UnknownPlugin(_))
         ));
+    }
+
+    struct WaitPlugin;
+    impl Plugin for WaitPlugin {
+        fn name(&self) -> &'static str {
+            "Waiter"
+        }
+        fn as_permit(self: Arc<Self>) -> Option<Arc<dyn PermitPlugin>> {
+            Some(self)
+        }
+    }
+    impl PermitPlugin for WaitPlugin {
+        fn permit(&self, _: &CycleState, _: &PodInfo, _: &str) -> (Status, Duration) {
+            (Status::new(Code::Wait, "wait"), Duration::from_millis(300))
+        }
+    }
+
+    #[tokio::test]
+    async fn permit_wait_allow_reject_timeout() {
+        let mut reg = Registry::new();
+        let factory: PluginFactory = Arc::new(|_: &Handle, _: Option<&serde_json::Value>| {
+            Ok(Arc::new(WaitPlugin) as Arc<dyn Plugin>)
+        });
+        reg.insert("Waiter".into(), factory);
+        let c = Config::parse("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    permit:\n      enabled:\n      - name: Waiter\n").unwrap();
+        let fw = Arc::new(Framework::with_registry(&c.profiles[0], &handle(), &reg).unwrap());
+        let pod = crate::testing::PodBuilder::new("p").info();
+        for (name, action, want) in [
+            ("allowed", Some(true), Code::Success),
+            ("rejected", Some(false), Code::Unschedulable),
+            ("timed out", None, Code::Unschedulable),
+        ] {
+            let (s, t) = fw.run_permit(&CycleState::new(), &pod, "n");
+            assert_eq!(s.code(), Code::Wait, "{name}");
+            let fw2 = fw.clone();
+            let waiter = tokio::spawn(async move { fw2.wait_on_permit("uid-p", t).await });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            match action {
+                Some(true) => fw.allow("uid-p", "Waiter"),
+                Some(false) => fw.reject("uid-p", "Waiter", "no"),
+                None => {}
+            }
+            assert_eq!(waiter.await.unwrap().code(), want, "{name}");
+        }
     }
 }
