@@ -20,4 +20,4 @@ pub mod scheduler;
 pub(crate) mod testing;
 
 pub use config::Config;
-pub use scheduler::Scheduler;
+pub use scheduler::{Change, Scheduler};

@@ -2,7 +2,7 @@
 //! with the pods on it and what they use) and [`Snapshot`] (all nodes, frozen for one
 //! scheduling cycle). The cache owns the mutable copies; plugins only read these.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k1s_api::selector::{LabelSelector, Requirement};
@@ -405,11 +405,6 @@ pub fn count_images(nodes: &[Arc<NodeInfo>]) -> HashMap<String, usize> {
         }
     }
     counts
-}
-
-/// The set of names, for tests and plugins that only need membership.
-pub fn name_set<'a>(names: impl IntoIterator<Item = &'a str>) -> HashSet<String> {
-    names.into_iter().map(str::to_owned).collect()
 }
 
 #[cfg(test)]
