@@ -1,1 +1,23 @@
-//! The scheduling framework: queue, cache and plugins per extension point (issue #5).
+//! The k1s scheduler: kube-scheduler's framework as a library (issue #5).
+//!
+//! - [`framework`]: statuses, cycle state, one trait per extension point, node infos and
+//!   snapshots, and the [`framework::Framework`] that runs a profile's plugins.
+//! - [`plugins`]: the in-tree plugins, one per file.
+//! - [`cache`]: nodes, bound pods and assumed pods; a snapshot per cycle.
+//! - [`queue`]: active, backoff and unschedulable pods, moved on cluster events.
+//! - [`config`]: `KubeSchedulerConfiguration` profiles.
+//! - [`scheduler`]: the scheduling and binding cycles, fed by informer events through
+//!   [`scheduler::Scheduler`]'s `on_*` methods. It runs no list/watch of its own.
+
+pub mod cache;
+pub mod config;
+pub mod framework;
+pub mod plugins;
+pub mod quantity;
+pub mod queue;
+pub mod scheduler;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use config::Config;
+pub use scheduler::{Change, Scheduler};

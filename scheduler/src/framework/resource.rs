@@ -1,0 +1,300 @@
+//! Resource arithmetic: what a pod requests (as upstream's `computePodResourceRequest`:
+//! containers, init containers and sidecars, pod overhead) and what a node offers.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::quantity;
+
+pub const CPU: &str = "cpu";
+pub const MEMORY: &str = "memory";
+pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
+pub const PODS: &str = "pods";
+pub const HUGEPAGES_PREFIX: &str = "hugepages-";
+
+/// CPU (millicores) counted for a container without a CPU request when scoring.
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+/// Memory (bytes) counted for a container without a memory request when scoring.
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+/// An amount of every resource the scheduler tracks. `scalar` holds hugepages, extended
+/// resources (`example.com/gpu`) and `attachable-volumes-*`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resource {
+    pub milli_cpu: i64,
+    pub memory: i64,
+    pub ephemeral_storage: i64,
+    pub allowed_pod_number: i64,
+    pub scalar: BTreeMap<String, i64>,
+}
+
+/// Whether `name` is tracked in [`Resource::scalar`].
+pub fn is_scalar_resource(name: &str) -> bool {
+    name.starts_with(HUGEPAGES_PREFIX)
+        || name.starts_with("attachable-volumes-")
+        || is_extended_resource(name)
+}
+
+/// An extended resource: a fully qualified name outside `kubernetes.io/` and not
+/// `requests.*`.
+pub fn is_extended_resource(name: &str) -> bool {
+    name.contains('/')
+        && !name.starts_with("requests.")
+        && !name
+            .split_once('/')
+            .is_some_and(|(d, _)| d == "kubernetes.io" || d.ends_with(".kubernetes.io"))
+}
+
+fn parse_amount(name: &str, q: &Quantity) -> i64 {
+    let r = if name == CPU {
+        quantity::parse_milli(&q.0)
+    } else {
+        quantity::parse_value(&q.0)
+    };
+    r.unwrap_or(0).max(0)
+}
+
+impl Resource {
+    pub fn from_list(list: Option<&BTreeMap<String, Quantity>>) -> Self {
+        let mut r = Resource::default();
+        for (name, q) in list.into_iter().flatten() {
+            r.set(name, parse_amount(name, q));
+        }
+        r
+    }
+
+    pub fn get(&self, name: &str) -> i64 {
+        match name {
+            CPU => self.milli_cpu,
+            MEMORY => self.memory,
+            EPHEMERAL_STORAGE => self.ephemeral_storage,
+            PODS => self.allowed_pod_number,
+            other => self.scalar.get(other).copied().unwrap_or(0),
+        }
+    }
+
+    pub fn set(&mut self, name: &str, v: i64) {
+        match name {
+            CPU => self.milli_cpu = v,
+            MEMORY => self.memory = v,
+            EPHEMERAL_STORAGE => self.ephemeral_storage = v,
+            PODS => self.allowed_pod_number = v,
+            other if is_scalar_resource(other) => {
+                self.scalar.insert(other.to_owned(), v);
+            }
+            _ => {}
+        }
+    }
+
+    pub fn add(&mut self, o: &Resource) {
+        self.milli_cpu += o.milli_cpu;
+        self.memory += o.memory;
+        self.ephemeral_storage += o.ephemeral_storage;
+        self.allowed_pod_number += o.allowed_pod_number;
+        for (k, v) in &o.scalar {
+            *self.scalar.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    pub fn sub(&mut self, o: &Resource) {
+        self.milli_cpu -= o.milli_cpu;
+        self.memory -= o.memory;
+        self.ephemeral_storage -= o.ephemeral_storage;
+        self.allowed_pod_number -= o.allowed_pod_number;
+        for (k, v) in &o.scalar {
+            *self.scalar.entry(k.clone()).or_default() -= v;
+        }
+    }
+
+    /// Each resource set to the larger of the two.
+    pub fn set_max(&mut self, o: &Resource) {
+        self.milli_cpu = self.milli_cpu.max(o.milli_cpu);
+        self.memory = self.memory.max(o.memory);
+        self.ephemeral_storage = self.ephemeral_storage.max(o.ephemeral_storage);
+        self.allowed_pod_number = self.allowed_pod_number.max(o.allowed_pod_number);
+        for (k, v) in &o.scalar {
+            let e = self.scalar.entry(k.clone()).or_default();
+            *e = (*e).max(*v);
+        }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.milli_cpu == 0
+            && self.memory == 0
+            && self.ephemeral_storage == 0
+            && self.scalar.values().all(|v| *v == 0)
+    }
+
+    /// A node's allocatable resources (its capacity when allocatable is not reported).
+    pub fn allocatable_of(node: &Node) -> Self {
+        let status = node.status.as_ref();
+        let list = status
+            .and_then(|s| s.allocatable.as_ref())
+            .or_else(|| status.and_then(|s| s.capacity.as_ref()));
+        Resource::from_list(list)
+    }
+}
+
+fn container_requests(c: &Container) -> Resource {
+    let res = c.resources.as_ref();
+    // A limit without a request defaults the request (API defaulting may not have run).
+    let mut r = Resource::from_list(res.and_then(|r| r.limits.as_ref()));
+    for (name, q) in res.and_then(|r| r.requests.as_ref()).into_iter().flatten() {
+        r.set(name, parse_amount(name, q));
+    }
+    r
+}
+
+fn non_zero(r: &Resource) -> (i64, i64) {
+    (
+        if r.milli_cpu == 0 {
+            DEFAULT_MILLI_CPU_REQUEST
+        } else {
+            r.milli_cpu
+        },
+        if r.memory == 0 {
+            DEFAULT_MEMORY_REQUEST
+        } else {
+            r.memory
+        },
+    )
+}
+
+/// What a pod requests: `(requests, non-zero cpu, non-zero memory)`. Requests are the sum
+/// over containers, at least the largest init container (counting the sidecars started
+/// before it), plus sidecars, plus overhead. The non-zero figures count 100m CPU and 200Mi
+/// memory for containers that request none, for scoring.
+pub fn pod_requests(pod: &Pod) -> (Resource, i64, i64) {
+    let Some(spec) = pod.spec.as_ref() else {
+        return (Resource::default(), 0, 0);
+    };
+    let mut reqs = Resource::default();
+    let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
+    for c in &spec.containers {
+        let r = container_requests(c);
+        let (c1, m1) = non_zero(&r);
+        nz_cpu += c1;
+        nz_mem += m1;
+        reqs.add(&r);
+    }
+    let mut sidecars = Resource::default();
+    let (mut sc_cpu, mut sc_mem) = (0i64, 0i64);
+    let mut init_max = Resource::default();
+    let (mut init_cpu, mut init_mem) = (0i64, 0i64);
+    for c in spec.init_containers.iter().flatten() {
+        let r = container_requests(c);
+        let (c1, m1) = non_zero(&r);
+        let effective;
+        let (ec, em);
+        if c.restart_policy.as_deref() == Some("Always") {
+            reqs.add(&r);
+            nz_cpu += c1;
+            nz_mem += m1;
+            sidecars.add(&r);
+            sc_cpu += c1;
+            sc_mem += m1;
+            effective = sidecars.clone();
+            (ec, em) = (sc_cpu, sc_mem);
+        } else {
+            let mut t = r.clone();
+            t.add(&sidecars);
+            effective = t;
+            (ec, em) = (c1 + sc_cpu, m1 + sc_mem);
+        }
+        init_max.set_max(&effective);
+        init_cpu = init_cpu.max(ec);
+        init_mem = init_mem.max(em);
+    }
+    reqs.set_max(&init_max);
+    nz_cpu = nz_cpu.max(init_cpu);
+    nz_mem = nz_mem.max(init_mem);
+    if let Some(overhead) = spec.overhead.as_ref() {
+        let o = Resource::from_list(Some(overhead));
+        nz_cpu += o.milli_cpu;
+        nz_mem += o.memory;
+        reqs.add(&o);
+    }
+    (reqs, nz_cpu, nz_mem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{PodBuilder, res};
+
+    #[test]
+    fn pod_requests_as_upstream() {
+        struct Case {
+            name: &'static str,
+            pod: Pod,
+            cpu: i64,
+            mem: i64,
+            nz_cpu: i64,
+        }
+        let cases = vec![
+            Case {
+                name: "no requests",
+                pod: PodBuilder::new("p").container(&[]).build(),
+                cpu: 0,
+                mem: 0,
+                nz_cpu: 100,
+            },
+            Case {
+                name: "sum of containers",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1"), ("memory", "1Gi")])
+                    .container(&[("cpu", "500m")])
+                    .build(),
+                cpu: 1500,
+                mem: 1 << 30,
+                nz_cpu: 1500,
+            },
+            Case {
+                name: "init container larger than containers",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .init_container(&[("cpu", "3")], false)
+                    .build(),
+                cpu: 3000,
+                mem: 0,
+                nz_cpu: 3000,
+            },
+            Case {
+                name: "sidecar adds to containers and to later init containers",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .init_container(&[("cpu", "1")], true)
+                    .init_container(&[("cpu", "2500m")], false)
+                    .build(),
+                cpu: 3500,
+                mem: 0,
+                nz_cpu: 3500,
+            },
+            Case {
+                name: "overhead",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1")])
+                    .overhead(&[("cpu", "250m"), ("memory", "10")])
+                    .build(),
+                cpu: 1250,
+                mem: 10,
+                nz_cpu: 1250,
+            },
+        ];
+        for c in cases {
+            let (r, nz_cpu, _) = pod_requests(&c.pod);
+            assert_eq!(r.milli_cpu, c.cpu, "{}", c.name);
+            assert_eq!(r.memory, c.mem, "{}", c.name);
+            assert_eq!(nz_cpu, c.nz_cpu, "{}", c.name);
+        }
+        let r = Resource::from_list(Some(&res(&[
+            ("example.com/gpu", "2"),
+            ("hugepages-2Mi", "4Mi"),
+        ])));
+        assert_eq!(r.get("example.com/gpu"), 2);
+        assert_eq!(r.get("hugepages-2Mi"), 4 << 20);
+        assert!(!is_extended_resource("kubernetes.io/foo"));
+    }
+}

@@ -1,0 +1,719 @@
+//! [`Framework`]: one profile's plugins, instantiated once and run in configured order at
+//! each extension point, with score weights. Also the waiting room for pods a Permit plugin
+//! asked to wait.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use super::interface::*;
+use super::node_info::{NodeInfo, PodInfo, Snapshot};
+use super::{Code, CycleState, FrameworkError, MAX_NODE_SCORE, MIN_NODE_SCORE, Status};
+use crate::config::{PluginSet, Profile};
+use crate::plugins;
+
+/// Builds a plugin from the handle and its `pluginConfig` args.
+pub type PluginFactory = Arc<
+    dyn Fn(&Handle, Option<&serde_json::Value>) -> Result<Arc<dyn Plugin>, FrameworkError>
+        + Send
+        + Sync,
+>;
+
+/// Out-of-tree plugins by name.
+pub type Registry = HashMap<String, PluginFactory>;
+
+/// The largest Permit wait upstream allows.
+const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+struct WaitingPod {
+    pending: HashSet<&'static str>,
+    done: Option<oneshot::Sender<Status>>,
+}
+
+/// The plugins of one scheduler profile.
+pub struct Framework {
+    profile_name: String,
+    plugins: Vec<Arc<dyn Plugin>>,
+    pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
+    filter: Vec<Arc<dyn FilterPlugin>>,
+    post_filter: Vec<Arc<dyn PostFilterPlugin>>,
+    pre_score: Vec<Arc<dyn PreScorePlugin>>,
+    score: Vec<(Arc<dyn ScorePlugin>, i64)>,
+    reserve: Vec<Arc<dyn ReservePlugin>>,
+    permit: Vec<Arc<dyn PermitPlugin>>,
+    pre_bind: Vec<Arc<dyn PreBindPlugin>>,
+    bind: Vec<Arc<dyn BindPlugin>>,
+    /// The profile's percentageOfNodesToScore, if set.
+    pub percentage_of_nodes_to_score: Option<i32>,
+    waiting: Mutex<HashMap<String, WaitingPod>>,
+}
+
+fn strip<T>(v: Vec<(T, i64)>) -> Vec<T> {
+    v.into_iter().map(|(p, _)| p).collect()
+}
+
+/// Names (and weights) enabled at one extension point, in order.
+fn resolve(
+    point: &'static str,
+    multi: &[(String, Option<i32>)],
+    implements: impl Fn(&str) -> bool,
+    set: &PluginSet,
+) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = multi
+        .iter()
+        .filter(|(n, _)| implements(n))
+        .map(|(n, w)| (n.clone(), i64::from(w.unwrap_or(1))))
+        .collect();
+    let _ = point;
+    if set.disabled.iter().any(|p| p.name == "*") {
+        out.clear();
+    } else {
+        out.retain(|(n, _)| !set.disabled.iter().any(|d| &d.name == n));
+    }
+    for p in &set.enabled {
+        let w = i64::from(p.weight.unwrap_or(1));
+        if let Some(e) = out.iter_mut().find(|(n, _)| n == &p.name) {
+            if p.weight.is_some() {
+                e.1 = w;
+            }
+        } else {
+            out.push((p.name.clone(), w));
+        }
+    }
+    out
+}
+
+impl Framework {
+    /// Instantiates the profile's plugins (through [`plugins::new_plugin`]) and orders them.
+    pub fn new(profile: &Profile, handle: &Handle) -> Result<Self, FrameworkError> {
+        Self::with_registry(profile, handle, &Registry::new())
+    }
+
+    /// Like [`Framework::new`], with out-of-tree plugins in `extra` (they may also replace
+    /// in-tree plugins of the same name).
+    pub fn with_registry(
+        profile: &Profile,
+        handle: &Handle,
+        extra: &Registry,
+    ) -> Result<Self, FrameworkError> {
+        // multiPoint: the profile's defaults were already merged by `config`.
+        let mp = &profile.plugins.multi_point;
+        let mut multi: Vec<(String, Option<i32>)> = Vec::new();
+        for p in &mp.enabled {
+            if mp
+                .disabled
+                .iter()
+                .any(|d| d.name == p.name || d.name == "*")
+            {
+                continue;
+            }
+            if let Some(e) = multi.iter_mut().find(|(n, _)| n == &p.name) {
+                e.1 = p.weight.or(e.1);
+            } else {
+                multi.push((p.name.clone(), p.weight));
+            }
+        }
+        let mut instances: HashMap<String, Arc<dyn Plugin>> = HashMap::new();
+        let all_names: Vec<String> = {
+            let ps = &profile.plugins;
+            let mut v: Vec<String> = multi.iter().map(|(n, _)| n.clone()).collect();
+            for set in [
+                &ps.pre_filter,
+                &ps.filter,
+                &ps.post_filter,
+                &ps.pre_score,
+                &ps.score,
+                &ps.reserve,
+                &ps.permit,
+                &ps.pre_bind,
+                &ps.bind,
+            ] {
+                v.extend(set.enabled.iter().map(|p| p.name.clone()));
+            }
+            v
+        };
+        for name in all_names {
+            if instances.contains_key(&name) {
+                continue;
+            }
+            let args = profile
+                .plugin_config
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| &c.args);
+            let p = match extra.get(&name) {
+                Some(factory) => factory(handle, args)?,
+                None => plugins::new_plugin(&name, handle, args)?,
+            };
+            instances.insert(name, p);
+        }
+        let get = |n: &str| instances.get(n).cloned();
+        macro_rules! point {
+            ($set:expr, $as:ident, $label:literal) => {{
+                let list = resolve(
+                    $label,
+                    &multi,
+                    |n| get(n).and_then(|p| p.$as()).is_some(),
+                    $set,
+                );
+                let mut out = Vec::new();
+                for (n, w) in list {
+                    let p = get(&n).ok_or_else(|| FrameworkError::UnknownPlugin(n.clone()))?;
+                    let e = p.$as().ok_or(FrameworkError::NotAnExtension {
+                        plugin: n.clone(),
+                        point: $label,
+                    })?;
+                    out.push((e, w));
+                }
+                out
+            }};
+        }
+        let ps = &profile.plugins;
+        let fw = Self {
+            profile_name: profile.scheduler_name.clone(),
+            pre_filter: strip(point!(&ps.pre_filter, as_pre_filter, "PreFilter")),
+            filter: strip(point!(&ps.filter, as_filter, "Filter")),
+            post_filter: strip(point!(&ps.post_filter, as_post_filter, "PostFilter")),
+            pre_score: strip(point!(&ps.pre_score, as_pre_score, "PreScore")),
+            score: point!(&ps.score, as_score, "Score"),
+            reserve: strip(point!(&ps.reserve, as_reserve, "Reserve")),
+            permit: strip(point!(&ps.permit, as_permit, "Permit")),
+            pre_bind: strip(point!(&ps.pre_bind, as_pre_bind, "PreBind")),
+            bind: strip(point!(&ps.bind, as_bind, "Bind")),
+            plugins: instances.into_values().collect(),
+            percentage_of_nodes_to_score: profile.percentage_of_nodes_to_score,
+            waiting: Mutex::new(HashMap::new()),
+        };
+        if fw.bind.is_empty() {
+            return Err(FrameworkError::NoBinder(fw.profile_name));
+        }
+        Ok(fw)
+    }
+
+    pub fn profile_name(&self) -> &str {
+        &self.profile_name
+    }
+
+    /// Names of the plugins at each extension point, for logs and tests.
+    pub fn list_plugins(&self) -> Vec<(&'static str, Vec<String>)> {
+        let names = |v: &mut dyn Iterator<Item = &'static str>| v.map(str::to_owned).collect();
+        vec![
+            (
+                "PreFilter",
+                names(&mut self.pre_filter.iter().map(|p| p.name())),
+            ),
+            ("Filter", names(&mut self.filter.iter().map(|p| p.name()))),
+            (
+                "PostFilter",
+                names(&mut self.post_filter.iter().map(|p| p.name())),
+            ),
+            (
+                "PreScore",
+                names(&mut self.pre_score.iter().map(|p| p.name())),
+            ),
+            (
+                "Score",
+                self.score
+                    .iter()
+                    .map(|(p, w)| format!("{}:{w}", p.name()))
+                    .collect(),
+            ),
+            ("Reserve", names(&mut self.reserve.iter().map(|p| p.name()))),
+            ("Permit", names(&mut self.permit.iter().map(|p| p.name()))),
+            (
+                "PreBind",
+                names(&mut self.pre_bind.iter().map(|p| p.name())),
+            ),
+            ("Bind", names(&mut self.bind.iter().map(|p| p.name()))),
+        ]
+    }
+
+    /// The events after which a pod rejected by `rejectors` may fit. Empty `rejectors`
+    /// (an error, or no plugin recorded) means every event.
+    pub fn events_for(&self, rejectors: &HashSet<&'static str>) -> Option<HashSet<ClusterEvent>> {
+        if rejectors.is_empty() {
+            return None;
+        }
+        let mut out = HashSet::new();
+        for p in &self.plugins {
+            if rejectors.contains(p.name()) {
+                out.extend(p.events_to_register());
+            }
+        }
+        Some(out)
+    }
+
+    /// The events each instantiated plugin registered, for the queue.
+    pub fn plugin_events(&self) -> Vec<(&'static str, Vec<ClusterEvent>)> {
+        self.plugins
+            .iter()
+            .map(|p| (p.name(), p.events_to_register()))
+            .collect()
+    }
+
+    pub fn has_filter_plugins(&self) -> bool {
+        !self.filter.is_empty()
+    }
+
+    pub fn has_score_plugins(&self) -> bool {
+        !self.score.is_empty()
+    }
+
+    pub fn run_pre_filter(&self, state: &mut CycleState, pod: &PodInfo, snap: &Snapshot) -> Status {
+        for p in &self.pre_filter {
+            let s = p.pre_filter(state, pod, snap);
+            match s.code() {
+                Code::Success => {}
+                Code::Skip => {
+                    state.skip_filter_plugins.insert(p.name());
+                }
+                _ => return s.with_plugin(p.name()),
+            }
+        }
+        Status::success()
+    }
+
+    /// Preemption what-if: runs every PreFilter plugin's `add_pod`.
+    pub fn run_pre_filter_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        added: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        for p in &self.pre_filter {
+            if state.skip_filter_plugins.contains(p.name()) {
+                continue;
+            }
+            let s = p.add_pod(state, pod, added, node);
+            if !s.is_success() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Preemption what-if: runs every PreFilter plugin's `remove_pod`.
+    pub fn run_pre_filter_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        removed: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        for p in &self.pre_filter {
+            if state.skip_filter_plugins.contains(p.name()) {
+                continue;
+            }
+            let s = p.remove_pod(state, pod, removed, node);
+            if !s.is_success() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Filter plugins in order; the first rejection wins.
+    pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        for p in &self.filter {
+            if state.skip_filter_plugins.contains(p.name()) {
+                continue;
+            }
+            let s = p.filter(state, pod, node);
+            if !s.is_success() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// PostFilter plugins in order until one succeeds (or one is unresolvable).
+    pub async fn run_post_filter(&self, ctx: &PostFilterContext<'_>) -> (Option<String>, Status) {
+        let mut reasons = Vec::new();
+        let mut last = Status::unschedulable("");
+        for p in &self.post_filter {
+            let (nominated, s) = p.post_filter(ctx).await;
+            match s.code() {
+                Code::Success => return (nominated, s.with_plugin(p.name())),
+                Code::UnschedulableAndUnresolvable => return (None, s.with_plugin(p.name())),
+                Code::Error => return (None, s.with_plugin(p.name())),
+                _ => {
+                    reasons.extend(s.reasons().iter().cloned());
+                    last = s.with_plugin(p.name());
+                }
+            }
+        }
+        if self.post_filter.is_empty() {
+            return (None, Status::unschedulable(""));
+        }
+        let plugin = last.plugin();
+        (
+            None,
+            Status::with_reasons(Code::Unschedulable, reasons).with_plugin(plugin),
+        )
+    }
+
+    pub fn run_pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        snap: &Snapshot,
+    ) -> Status {
+        for p in &self.pre_score {
+            let s = p.pre_score(state, pod, nodes, snap);
+            match s.code() {
+                Code::Success => {}
+                Code::Skip => {
+                    state.skip_score_plugins.insert(p.name());
+                }
+                _ => return s.with_plugin(p.name()),
+            }
+        }
+        Status::success()
+    }
+
+    /// Scores every node with every Score plugin, normalizes, checks the 0..=100 range and
+    /// sums with weights. Returns the total per node, in `nodes` order.
+    pub fn run_score(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Result<Vec<NodeScore>, Status> {
+        let mut totals: Vec<NodeScore> = nodes
+            .iter()
+            .map(|n| NodeScore {
+                name: n.name().to_owned(),
+                score: 0,
+            })
+            .collect();
+        let mut scores = totals.clone();
+        for (p, weight) in &self.score {
+            if state.skip_score_plugins.contains(p.name()) {
+                continue;
+            }
+            for (i, n) in nodes.iter().enumerate() {
+                let (v, s) = p.score(state, pod, n);
+                if !s.is_success() {
+                    return Err(s.with_plugin(p.name()));
+                }
+                scores[i].score = v;
+            }
+            let s = p.normalize_score(state, pod, &mut scores);
+            if !s.is_success() {
+                return Err(s.with_plugin(p.name()));
+            }
+            for (t, s) in totals.iter_mut().zip(&scores) {
+                if !(MIN_NODE_SCORE..=MAX_NODE_SCORE).contains(&s.score) {
+                    return Err(Status::error(format!(
+                        "plugin {:?} returns an invalid score {}, it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                        p.name(),
+                        s.score
+                    )));
+                }
+                t.score += s.score * weight;
+            }
+        }
+        Ok(totals)
+    }
+
+    /// Reserve plugins in order; on failure the caller runs [`Framework::run_unreserve`].
+    pub fn run_reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        for p in &self.reserve {
+            let s = p.reserve(state, pod, node);
+            if !s.is_success() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Unreserve in reverse order.
+    pub fn run_unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        for p in self.reserve.iter().rev() {
+            p.unreserve(state, pod, node);
+        }
+    }
+
+    /// Permit plugins; Wait registers the pod in the waiting room (see
+    /// [`Framework::wait_on_permit`]).
+    pub fn run_permit(&self, state: &CycleState, pod: &PodInfo, node: &str) -> (Status, Duration) {
+        let mut pending = HashSet::new();
+        let mut timeout = Duration::ZERO;
+        for p in &self.permit {
+            let (s, t) = p.permit(state, pod, node);
+            match s.code() {
+                Code::Success => {}
+                Code::Wait => {
+                    pending.insert(p.name());
+                    timeout = timeout.max(t.min(MAX_PERMIT_TIMEOUT));
+                }
+                Code::Unschedulable | Code::UnschedulableAndUnresolvable => {
+                    return (s.with_plugin(p.name()), Duration::ZERO);
+                }
+                _ => {
+                    return (
+                        Status::error(format!(
+                            "running Permit plugin {:?}: {}",
+                            p.name(),
+                            s.message()
+                        ))
+                        .with_plugin(p.name()),
+                        Duration::ZERO,
+                    );
+                }
+            }
+        }
+        if pending.is_empty() {
+            return (Status::success(), Duration::ZERO);
+        }
+        let uid = super::helpers::uid(&pod.pod).to_owned();
+        self.lock_waiting().insert(
+            uid,
+            WaitingPod {
+                pending,
+                done: None,
+            },
+        );
+        (Status::new(Code::Wait, "waiting on permit"), timeout)
+    }
+
+    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, WaitingPod>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until every waiting Permit plugin allowed the pod, one rejected it, or
+    /// `timeout` passed.
+    pub async fn wait_on_permit(&self, pod_uid: &str, timeout: Duration) -> Status {
+        let rx = {
+            let mut w = self.lock_waiting();
+            let Some(wp) = w.get_mut(pod_uid) else {
+                return Status::success();
+            };
+            if wp.pending.is_empty() {
+                w.remove(pod_uid);
+                return Status::success();
+            }
+            let (tx, rx) = oneshot::channel();
+            wp.done = Some(tx);
+            rx
+        };
+        let s = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(_)) => Status::unschedulable("permit wait abandoned"),
+            Err(_) => Status::unschedulable(format!(
+                "rejected due to timeout after waiting {timeout:?} at plugin(s)"
+            )),
+        };
+        self.lock_waiting().remove(pod_uid);
+        s
+    }
+
+    /// A Permit plugin allows a waiting pod.
+    pub fn allow(&self, pod_uid: &str, plugin: &'static str) {
+        let mut w = self.lock_waiting();
+        if let Some(wp) = w.get_mut(pod_uid) {
+            wp.pending.remove(plugin);
+            if wp.pending.is_empty()
+                && let Some(tx) = wp.done.take()
+            {
+                let _ = tx.send(Status::success());
+                w.remove(pod_uid);
+            }
+        }
+    }
+
+    /// Rejects a waiting pod.
+    pub fn reject(&self, pod_uid: &str, plugin: &'static str, message: &str) {
+        let mut w = self.lock_waiting();
+        if let Some(mut wp) = w.remove(pod_uid)
+            && let Some(tx) = wp.done.take()
+        {
+            let _ = tx.send(Status::unschedulable(message).with_plugin(plugin));
+        }
+    }
+
+    pub async fn run_pre_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status {
+        for p in &self.pre_bind {
+            let s = p.pre_bind(state, pod, node).await;
+            if !s.is_success() {
+                return s.with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Bind plugins until one does not skip.
+    pub async fn run_bind(&self, state: &CycleState, pod: &PodInfo, node: &str) -> Status {
+        for p in &self.bind {
+            let s = p.bind(state, pod, node).await;
+            if s.is_skip() {
+                continue;
+            }
+            return s.with_plugin(p.name());
+        }
+        Status::error("all bind plugins skipped")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::framework::listers::StaticLister;
+    use crate::testing::FakeClient;
+
+    fn handle() -> Handle {
+        let l = Arc::new(StaticLister::new());
+        Handle {
+            client: FakeClient::new(),
+            volumes: l.clone(),
+            cluster: l,
+        }
+    }
+
+    fn points(cfg: &str) -> HashMap<&'static str, Vec<String>> {
+        let c = Config::parse(&format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n{cfg}"
+        ))
+        .unwrap();
+        Framework::new(&c.profiles[0], &handle())
+            .unwrap()
+            .list_plugins()
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn default_profile_as_upstream() {
+        let p = points("");
+        assert_eq!(
+            p["Filter"],
+            [
+                "NodeUnschedulable",
+                "NodeName",
+                "TaintToleration",
+                "NodeAffinity",
+                "NodePorts",
+                "NodeResourcesFit",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
+                "PodTopologySpread",
+                "InterPodAffinity"
+            ]
+        );
+        assert_eq!(
+            p["Score"],
+            [
+                "TaintToleration:3",
+                "NodeAffinity:2",
+                "NodeResourcesFit:1",
+                "PodTopologySpread:2",
+                "InterPodAffinity:2",
+                "NodeResourcesBalancedAllocation:1",
+                "ImageLocality:1"
+            ]
+        );
+        assert_eq!(p["PostFilter"], ["DefaultPreemption"]);
+        assert_eq!(p["Bind"], ["DefaultBinder"]);
+        assert_eq!(p["Reserve"], ["VolumeBinding"]);
+        assert_eq!(p["PreBind"], ["VolumeBinding"]);
+    }
+
+    #[test]
+    fn enabling_disabling_and_weights() {
+        let cases = [
+            (
+                "disable one filter",
+                "profiles:\n- plugins:\n    filter:\n      disabled:\n      - name: NodePorts\n",
+                "Filter",
+                false,
+                "NodePorts",
+            ),
+            (
+                "multiPoint disable removes everywhere",
+                "profiles:\n- plugins:\n    multiPoint:\n      disabled:\n      - name: TaintToleration\n",
+                "Score",
+                false,
+                "TaintToleration:3",
+            ),
+            (
+                "score weight override",
+                "profiles:\n- plugins:\n    score:\n      enabled:\n      - name: ImageLocality\n        weight: 7\n",
+                "Score",
+                true,
+                "ImageLocality:7",
+            ),
+            (
+                "multiPoint weight override",
+                "profiles:\n- plugins:\n    multiPoint:\n      enabled:\n      - name: NodeAffinity\n        weight: 9\n",
+                "Score",
+                true,
+                "NodeAffinity:9",
+            ),
+        ];
+        for (name, cfg, point, present, plugin) in cases {
+            let p = points(cfg);
+            assert_eq!(
+                p[point].iter().any(|x| x == plugin),
+                present,
+                "{name}: {:?}",
+                p[point]
+            );
+        }
+        let c = Config::parse("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    filter:\n      enabled:\n      - name: Bogus\n").unwrap();
+        assert!(matches!(
+            Framework::new(&c.profiles[0], &handle()),
+            Err(FrameworkError::UnknownPlugin(_))
+        ));
+    }
+
+    struct WaitPlugin;
+    impl Plugin for WaitPlugin {
+        fn name(&self) -> &'static str {
+            "Waiter"
+        }
+        fn as_permit(self: Arc<Self>) -> Option<Arc<dyn PermitPlugin>> {
+            Some(self)
+        }
+    }
+    impl PermitPlugin for WaitPlugin {
+        fn permit(&self, _: &CycleState, _: &PodInfo, _: &str) -> (Status, Duration) {
+            (Status::new(Code::Wait, "wait"), Duration::from_millis(300))
+        }
+    }
+
+    #[tokio::test]
+    async fn permit_wait_allow_reject_timeout() {
+        let mut reg = Registry::new();
+        let factory: PluginFactory = Arc::new(|_: &Handle, _: Option<&serde_json::Value>| {
+            Ok(Arc::new(WaitPlugin) as Arc<dyn Plugin>)
+        });
+        reg.insert("Waiter".into(), factory);
+        let c = Config::parse("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- plugins:\n    permit:\n      enabled:\n      - name: Waiter\n").unwrap();
+        let fw = Arc::new(Framework::with_registry(&c.profiles[0], &handle(), &reg).unwrap());
+        let pod = crate::testing::PodBuilder::new("p").info();
+        for (name, action, want) in [
+            ("allowed", Some(true), Code::Success),
+            ("rejected", Some(false), Code::Unschedulable),
+            ("timed out", None, Code::Unschedulable),
+        ] {
+            let (s, t) = fw.run_permit(&CycleState::new(), &pod, "n");
+            assert_eq!(s.code(), Code::Wait, "{name}");
+            let fw2 = fw.clone();
+            let waiter = tokio::spawn(async move { fw2.wait_on_permit("uid-p", t).await });
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            match action {
+                Some(true) => fw.allow("uid-p", "Waiter"),
+                Some(false) => fw.reject("uid-p", "Waiter", "no"),
+                None => {}
+            }
+            assert_eq!(waiter.await.unwrap().code(), want, "{name}");
+        }
+    }
+}
