@@ -1,0 +1,138 @@
+//! The namespace controller against the real API semantics: a deleted namespace is emptied,
+//! reports what remains in its conditions, and goes once its content is gone.
+
+mod common;
+
+use common::{configmaps, create, env, eventually, namespaces};
+use k1s_api::client::{DeleteParams, ListParams, ResourceRef, WriteParams};
+use serde_json::{Value, json};
+
+fn condition<'a>(ns: &'a Value, kind: &str) -> Option<&'a Value> {
+    ns["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_namespace_empties_it_then_removes_it() {
+    let env = env().await;
+    let c = env.client.clone();
+    tokio::spawn(k1s_controllers::namespace::run(
+        c.clone(),
+        env.catalog.clone(),
+        env.cancel.clone(),
+    ));
+    create(&c, &namespaces(), json!({"metadata": {"name": "doomed"}})).await;
+    let cms = configmaps("doomed");
+    create(&c, &cms, json!({"metadata": {"name": "plain"}})).await;
+    create(
+        &c,
+        &cms,
+        json!({"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}),
+    )
+    .await;
+    let secrets = ResourceRef::new("", "v1", "secrets", Some("doomed"));
+    create(&c, &secrets, json!({"metadata": {"name": "s"}})).await;
+    let pods = ResourceRef::new("", "v1", "pods", Some("doomed"));
+    create(
+        &c,
+        &pods,
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+    )
+    .await;
+    let deploys = ResourceRef::new("apps", "v1", "deployments", Some("doomed"));
+    create(
+        &c,
+        &deploys,
+        json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+    )
+    .await;
+    // Another namespace is left alone.
+    create(
+        &c,
+        &configmaps("default"),
+        json!({"metadata": {"name": "bystander"}}),
+    )
+    .await;
+
+    c.delete(&namespaces(), "doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Everything without a finalizer goes; the held ConfigMap stays and is reported.
+    let ns = eventually("the remaining finalizer reported", || {
+        let c = c.clone();
+        async move {
+            let ns = c.get(&namespaces(), "doomed").await.ok()?;
+            let fin = condition(&ns, "NamespaceFinalizersRemaining")?;
+            (fin["status"] == "True").then_some(ns)
+        }
+    })
+    .await;
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let fin = condition(&ns, "NamespaceFinalizersRemaining").unwrap();
+    assert_eq!(fin["reason"], "SomeFinalizersRemain");
+    assert_eq!(
+        fin["message"],
+        "Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances"
+    );
+    let remaining = condition(&ns, "NamespaceContentRemaining").unwrap();
+    assert_eq!(remaining["status"], "True");
+    assert_eq!(
+        remaining["message"],
+        "Some resources are remaining: configmaps has 1 resource instances"
+    );
+    for (kind, reason) in [
+        ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered"),
+        ("NamespaceDeletionContentFailure", "ContentDeleted"),
+        (
+            "NamespaceDeletionGroupVersionParsingFailure",
+            "ParsedGroupVersions",
+        ),
+    ] {
+        let cond = condition(&ns, kind).unwrap();
+        assert_eq!(
+            (cond["status"].as_str(), cond["reason"].as_str()),
+            (Some("False"), Some(reason))
+        );
+    }
+    assert!(
+        ns["spec"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("kubernetes"))
+    );
+    for r in [&secrets, &pods, &deploys] {
+        assert!(
+            c.list(r, &ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+    }
+    let left = c.list(&cms, &ListParams::default()).await.unwrap().items;
+    assert_eq!(left.len(), 1);
+    assert!(left[0]["metadata"]["deletionTimestamp"].is_string());
+
+    // The finalizer goes: the namespace goes.
+    let mut held = left[0].clone();
+    held["metadata"]["finalizers"] = json!([]);
+    c.update(&cms, held, None, &WriteParams::default())
+        .await
+        .unwrap();
+    eventually("the namespace gone", || {
+        let c = c.clone();
+        async move {
+            match c.get(&namespaces(), "doomed").await {
+                Err(e) if e.is_not_found() => Some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+    assert!(c.get(&configmaps("default"), "bystander").await.is_ok());
+}
