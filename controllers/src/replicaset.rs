@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
 use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 
 /// Upstream's `BurstReplicas`: the most pods created or deleted in one pass.
 const BURST: usize = 500;
@@ -69,7 +69,7 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         ResourceRef::new("", "v1", "pods", None),
         watcher::Config::default(),
         Vec::new(),
-        Arc::new(move |pod: &Value| pod_keys(pod, &sets_for_pods, &exp)),
+        Arc::new(move |pod: &Value, seen| pod_keys(pod, seen, &sets_for_pods, &exp)),
     );
     let reconciler = Arc::new(ReplicaSets {
         client,
@@ -81,7 +81,7 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
 }
 
 /// The ReplicaSets a pod event concerns; records what expectations it meets.
-fn pod_keys(pod: &Value, sets: &Store, exp: &Expectations) -> Vec<ObjectKey> {
+fn pod_keys(pod: &Value, seen: Seen, sets: &Store, exp: &Expectations) -> Vec<ObjectKey> {
     let ns = key::namespace(pod);
     if let Some(r) = key::controller_ref(pod) {
         if r["kind"] != "ReplicaSet"
@@ -92,10 +92,12 @@ fn pod_keys(pod: &Value, sets: &Store, exp: &Expectations) -> Vec<ObjectKey> {
         let k = ObjectKey::new(ns, r["name"].as_str().unwrap_or(""));
         let uid = key::uid(pod);
         // Deletion counts when it is marked, and again (harmlessly) when it goes.
-        if key::is_deleting(pod) {
-            exp.deletion_observed(&k, uid);
-        } else {
-            exp.creation_observed(&k, uid);
+        match seen {
+            Seen::Deleted => exp.deletion_observed(&k, uid),
+            _ if key::is_deleting(pod) => exp.deletion_observed(&k, uid),
+            Seen::Applied => exp.creation_observed(&k, uid),
+            // A relist proves nothing about what happened to a pod cached before it.
+            Seen::Listed => {}
         }
         return vec![k];
     }

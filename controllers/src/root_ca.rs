@@ -40,7 +40,7 @@ pub async fn run(client: Arc<dyn Client>, ca_pem: String, cancel: CancellationTo
         ResourceRef::new("", "v1", "configmaps", None),
         watcher::Config::default().fields(&format!("metadata.name={CONFIGMAP_NAME}")),
         Vec::new(),
-        Arc::new(|cm: &Value| {
+        Arc::new(|cm: &Value, _| {
             key::namespace(cm)
                 .map(ObjectKey::cluster)
                 .into_iter()

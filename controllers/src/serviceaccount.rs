@@ -37,7 +37,7 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         ResourceRef::new("", "v1", "serviceaccounts", None),
         watcher::Config::default().fields(&format!("metadata.name={DEFAULT_NAME}")),
         Vec::new(),
-        Arc::new(|sa: &Value| {
+        Arc::new(|sa: &Value, _| {
             key::namespace(sa)
                 .map(ObjectKey::cluster)
                 .into_iter()

@@ -23,7 +23,14 @@ async fn deleting_a_namespace_empties_it_then_removes_it() {
         env.catalog.clone(),
         env.cancel.clone(),
     ));
-    create(&c, &namespaces(), json!({"metadata": {"name": "doomed"}})).await;
+    // With `spec: {}`, as `kubectl create namespace` sends it: the API server defaults
+    // spec.finalizers only when a spec is present.
+    create(
+        &c,
+        &namespaces(),
+        json!({"metadata": {"name": "doomed"}, "spec": {}}),
+    )
+    .await;
     let cms = configmaps("doomed");
     create(&c, &cms, json!({"metadata": {"name": "plain"}})).await;
     create(

@@ -62,14 +62,14 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         replicasets(None),
         watcher::Config::default(),
         Vec::new(),
-        Arc::new(move |rs: &Value| owners_of(rs, &ds_for_rs)),
+        Arc::new(move |rs: &Value, _| owners_of(rs, &ds_for_rs)),
     );
     let sets_for_pods = sets.clone();
     let pods = ctrl.watches(
         ResourceRef::new("", "v1", "pods", None),
         watcher::Config::default(),
         vec![owner_uid_index()],
-        Arc::new(move |pod: &Value| {
+        Arc::new(move |pod: &Value, _| {
             // A pod concerns the Deployment of its ReplicaSet (Recreate waits for old pods).
             key::controller_ref(pod)
                 .filter(|r| r["kind"] == "ReplicaSet")

@@ -39,7 +39,7 @@ pub enum GcError {
         namespace: String,
         name: String,
         #[source]
-        source: ClientError,
+        source: Box<ClientError>,
     },
     #[error("no served resource has apiVersion {api_version} and kind {kind}")]
     UnknownKind { api_version: String, kind: String },

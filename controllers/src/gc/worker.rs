@@ -280,7 +280,7 @@ fn api(id: &Identity, source: ClientError) -> GcError {
         kind: id.kind.clone(),
         namespace: id.namespace.clone().unwrap_or_default(),
         name: id.name.clone(),
-        source,
+        source: Box::new(source),
     }
 }
 

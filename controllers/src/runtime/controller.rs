@@ -55,8 +55,19 @@ pub trait Reconcile: Send + Sync + 'static {
     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Self::Error>;
 }
 
+/// How a related object was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// In a (re)list: present, or — for objects cached before the relist — possibly gone.
+    Listed,
+    /// Added or changed.
+    Applied,
+    /// Deleted (its last state).
+    Deleted,
+}
+
 /// Maps a related object to the primary keys it concerns.
-pub type Mapper = Arc<dyn Fn(&Value) -> Vec<ObjectKey> + Send + Sync>;
+pub type Mapper = Arc<dyn Fn(&Value, Seen) -> Vec<ObjectKey> + Send + Sync>;
 
 struct Watch {
     resource: ResourceRef,
@@ -102,7 +113,7 @@ impl Controller {
                 resource: primary,
                 config,
                 writer: Writer::new(indexers),
-                mapper: Arc::new(|o: &Value| ObjectKey::of(o).into_iter().collect()),
+                mapper: Arc::new(|o: &Value, _| ObjectKey::of(o).into_iter().collect()),
             }],
             workers: 1,
             resync: None,
@@ -151,7 +162,7 @@ impl Controller {
         owner_kind: &str,
     ) -> Store {
         let (group, kind) = (owner_group.to_owned(), owner_kind.to_owned());
-        let mapper: Mapper = Arc::new(move |o: &Value| {
+        let mapper: Mapper = Arc::new(move |o: &Value, _| {
             key::controller_ref(o)
                 .filter(|r| {
                     r["kind"].as_str() == Some(kind.as_str())
@@ -269,12 +280,17 @@ async fn feed(
                     .iter()
                     .chain(store.list().iter())
                 {
-                    mapper(o).into_iter().for_each(|k| queue.add(k));
+                    mapper(o, Seen::Listed)
+                        .into_iter()
+                        .for_each(|k| queue.add(k));
                 }
             }
-            Event::Apply(o) | Event::Delete(o) => {
-                mapper(o).into_iter().for_each(|k| queue.add(k));
-            }
+            Event::Apply(o) => mapper(o, Seen::Applied)
+                .into_iter()
+                .for_each(|k| queue.add(k)),
+            Event::Delete(o) => mapper(o, Seen::Deleted)
+                .into_iter()
+                .for_each(|k| queue.add(k)),
         }
     }
 }

@@ -117,7 +117,11 @@ impl Elector {
             tokio::select! {
                 () = tokio::time::sleep(self.config.retry_period) => {}
                 () = cancel.cancelled() => break Ok(()),
-                _ = &mut handle => break Err(LeaderError::WorkEnded),
+                _ = &mut handle => break if cancel.is_cancelled() {
+                    Ok(())
+                } else {
+                    Err(LeaderError::WorkEnded)
+                },
             }
             match self.try_acquire_or_renew().await {
                 Ok(true) => last_renew = Instant::now(),

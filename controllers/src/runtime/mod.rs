@@ -22,7 +22,7 @@ pub mod queue;
 pub mod store;
 pub mod watcher;
 
-pub use controller::{Action, Controller, Reconcile};
+pub use controller::{Action, Controller, Reconcile, Seen};
 pub use key::ObjectKey;
 pub use store::Store;
 

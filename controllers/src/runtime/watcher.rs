@@ -259,8 +259,8 @@ mod tests {
     use super::*;
     use crate::runtime::testing::{Scripted, ScriptedWatch, expired, unavailable};
     use k1s_api::client::ObjectList;
-    use std::time::Duration;
     use serde_json::json;
+    use std::time::Duration;
 
     fn obj(name: &str, rv: &str) -> Value {
         json!({"metadata": {"name": name, "namespace": "d", "resourceVersion": rv}})
