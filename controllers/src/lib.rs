@@ -41,6 +41,9 @@ pub async fn run_all(
     ca_pem: String,
     cancel: CancellationToken,
 ) {
+    // Dropping this future stops the controllers too.
+    let cancel = cancel.child_token();
+    let _stop_on_drop = cancel.clone().drop_guard();
     let tracker = TaskTracker::new();
     tracker.spawn(namespace::run(
         client.clone(),

@@ -238,3 +238,109 @@ async fn rolling_update_undo_scale_and_recreate() {
     .await;
     assert_eq!(revision(&d), "2");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_resume_and_progress_deadline() {
+    let env = env().await;
+    let c = env.client.clone();
+    tokio::spawn(k1s_controllers::replicaset::run(
+        c.clone(),
+        env.cancel.clone(),
+    ));
+    tokio::spawn(k1s_controllers::deployment::run(
+        c.clone(),
+        env.cancel.clone(),
+    ));
+    let kubelet_cancel = env.cancel.child_token();
+    tokio::spawn(kubelet(c.clone(), kubelet_cancel.clone()));
+    create(
+        &c,
+        &deploys(),
+        json!({"metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+    )
+    .await;
+    rolled_out(&c, "web", 3, false).await;
+    // Paused: a template change rolls nothing out, but scaling still applies.
+    c.patch(
+        &deploys(),
+        "web",
+        &Patch::Merge(json!({"spec": {"paused": true}})),
+        None,
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    c.patch(
+        &deploys(),
+        "web",
+        &Patch::Merge(json!({"spec": {"replicas": 3, "template": {"spec":
+        {"containers": [{"name": "c", "image": "busybox:2"}]}}}})),
+        None,
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    let d = eventually("the paused condition and the new size", || {
+        let c = c.clone();
+        async move {
+            let d = c.get(&deploys(), "web").await.ok()?;
+            let paused = d["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Progressing" && c["reason"] == "DeploymentPaused");
+            (paused && d["status"]["availableReplicas"] == 3).then_some(d)
+        }
+    })
+    .await;
+    // No ReplicaSet has the new template yet: none are up to date (omitted as zero).
+    assert!(d["status"]["updatedReplicas"].is_null(), "{}", d["status"]);
+    assert_eq!(
+        replica_sets(&c).await.len(),
+        1,
+        "no new replica set while paused"
+    );
+    // Resumed: the new template rolls out.
+    c.patch(
+        &deploys(),
+        "web",
+        &Patch::Merge(json!({"spec": {"paused": false}})),
+        None,
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    let d = rolled_out(&c, "web", 4, false).await;
+    assert_eq!(revision(&d), "2");
+
+    // No kubelet: a new rollout makes no progress and misses its deadline.
+    kubelet_cancel.cancel();
+    c.patch(
+        &deploys(),
+        "web",
+        &Patch::Merge(json!({"spec": {"progressDeadlineSeconds": 1,
+        "template": {"spec": {"containers": [{"name": "c", "image": "busybox:3"}]}}}})),
+        None,
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    let cond = eventually("the progress deadline exceeded", || {
+        let c = c.clone();
+        async move {
+            let d = c.get(&deploys(), "web").await.ok()?;
+            d["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded")
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(cond["status"], "False");
+    // The old pods stay available meanwhile (maxUnavailable 25% of 3 rounds down to 0).
+    let d = c.get(&deploys(), "web").await.unwrap();
+    assert_eq!(d["status"]["availableReplicas"], 3);
+}

@@ -85,6 +85,9 @@ pub async fn run_with(
     config: Config,
     cancel: CancellationToken,
 ) {
+    // Dropping this future stops its tasks too.
+    let cancel = cancel.child_token();
+    let _stop_on_drop = cancel.clone().drop_guard();
     let tracker = TaskTracker::new();
     let graph = Arc::new(Mutex::new(Graph::default()));
     let delete_queue: WorkQueue<String> = WorkQueue::default();

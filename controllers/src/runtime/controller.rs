@@ -203,6 +203,9 @@ impl Controller {
             resync,
             queue,
         } = self;
+        // Dropping this future stops its tasks too.
+        let cancel = cancel.child_token();
+        let _stop_on_drop = cancel.clone().drop_guard();
         let tracker = TaskTracker::new();
         let stores: Vec<Store> = watches.iter().map(|w| w.writer.store()).collect();
         let primary = stores[0].clone();

@@ -110,6 +110,8 @@ impl Elector {
         }
         tracing::info!(identity = %self.config.identity, lease = %self.config.name, "became leader");
         let term = cancel.child_token();
+        // Dropping this future ends the term too.
+        let _end_on_drop = term.clone().drop_guard();
         let handle = tokio::spawn(work(term.clone()));
         tokio::pin!(handle);
         let mut last_renew = Instant::now();
