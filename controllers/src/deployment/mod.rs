@@ -169,6 +169,7 @@ impl Reconcile for Deployments {
             d: &d,
             ns: &ns,
             key: k,
+            created: std::sync::Mutex::new(None),
         };
         if key::is_deleting(&d) {
             return pass.sync_status_only(rss).await;

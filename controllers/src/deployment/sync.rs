@@ -21,6 +21,9 @@ pub(crate) struct Pass<'a> {
     pub(crate) d: &'a Value,
     pub(crate) ns: &'a str,
     pub(crate) key: &'a ObjectKey,
+    /// The name of the ReplicaSet this pass created, if any (upstream then sets Progressing
+    /// to `NewReplicaSetCreated`, which starts the progress deadline).
+    pub(crate) created: std::sync::Mutex<Option<String>>,
 }
 
 type Result<T> = std::result::Result<T, DeploymentError>;
@@ -30,6 +33,7 @@ const NEW_RS_AVAILABLE: &str = "NewReplicaSetAvailable";
 const RS_UPDATED: &str = "ReplicaSetUpdated";
 const TIMED_OUT: &str = "ProgressDeadlineExceeded";
 const FOUND_NEW_RS: &str = "FoundNewReplicaSet";
+const NEW_RS_CREATED: &str = "NewReplicaSetCreated";
 const PAUSED: &str = "DeploymentPaused";
 const RESUMED: &str = "DeploymentResumed";
 
@@ -144,7 +148,14 @@ impl Pass<'_> {
             .create(&r, rs, &WriteParams::default())
             .await
         {
-            Ok(created) => Ok(created),
+            Ok(created) => {
+                *self
+                    .created
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some(key::name(&created).to_owned());
+                Ok(created)
+            }
             Err(e) if e.is_already_exists() => {
                 let existing = self
                     .ctl
@@ -245,7 +256,7 @@ impl Pass<'_> {
         if rollout::replica_count(&old) > 0 {
             let scaled = self.scale_down_old(&old, &new).await?;
             if scaled {
-                return Ok(Action::await_change());
+                return self.sync_rollout_status(&all, Some(&new)).await;
             }
         }
         let all: Vec<Value> = old.iter().cloned().chain([new.clone()]).collect();
@@ -311,10 +322,10 @@ impl Pass<'_> {
             self.scale(rs, 0).await?;
             scaled = true;
         }
-        if scaled {
-            return Ok(Action::await_change());
-        }
         let all: Vec<Value> = old.iter().cloned().chain(new.clone()).collect();
+        if scaled {
+            return self.sync_rollout_status(&all, new.as_ref()).await;
+        }
         if self.old_pods_running(&old) {
             return self.sync_rollout_status(&all, new.as_ref()).await;
         }
@@ -424,7 +435,11 @@ impl Pass<'_> {
     pub(crate) async fn sync_status_only(&self, rss: Vec<Value>) -> Result<Action> {
         let (new, old) = self.new_and_old(rss, false).await?;
         let all: Vec<Value> = old.into_iter().chain(new.clone()).collect();
-        self.write_status(self.status(&all, new.as_ref(), None))
+        let conditions = self.d["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        self.write_status(self.status(&all, new.as_ref(), &conditions, None))
             .await?;
         Ok(Action::await_change())
     }
@@ -477,7 +492,13 @@ impl Pass<'_> {
     }
 
     /// Upstream's `calculateStatus`, with `progressing` as the new Progressing condition.
-    fn status(&self, all: &[Value], new: Option<&Value>, progressing: Option<Value>) -> Value {
+    fn status(
+        &self,
+        all: &[Value],
+        new: Option<&Value>,
+        old_conditions: &[Value],
+        progressing: Option<Value>,
+    ) -> Value {
         let available = status_sum(all, "availableReplicas");
         let total = rollout::replica_count(all);
         let mut status = json!({
@@ -491,10 +512,7 @@ impl Pass<'_> {
         if let Some(c) = self.d["status"]["collisionCount"].as_i64() {
             status["collisionCount"] = json!(c);
         }
-        let old_conditions: Vec<Value> = self.d["status"]["conditions"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let old_conditions = old_conditions.to_vec();
         let minimum = self.replicas() - rollout::max_unavailable(self.d);
         let (st, reason, message) = if available >= minimum {
             (
@@ -554,10 +572,27 @@ impl Pass<'_> {
     /// Writes the status with the Progressing condition upstream's `syncRolloutStatus`
     /// would set; requeues to notice a missed progress deadline.
     async fn sync_rollout_status(&self, all: &[Value], new: Option<&Value>) -> Result<Action> {
-        let old_conditions: Vec<Value> = self.d["status"]["conditions"]
+        let mut old_conditions: Vec<Value> = self.d["status"]["conditions"]
             .as_array()
             .cloned()
             .unwrap_or_default();
+        let created = self
+            .created
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Some(name) = created.filter(|_| self.d["spec"]["progressDeadlineSeconds"].is_i64()) {
+            let c = condition(
+                &old_conditions,
+                "Progressing",
+                "True",
+                NEW_RS_CREATED,
+                &format!("Created new replica set \"{name}\""),
+                true,
+            );
+            old_conditions.retain(|c| c["type"] != "Progressing");
+            old_conditions.push(c);
+        }
         let current = old_conditions.iter().find(|c| c["type"] == "Progressing");
         let deadline = self.d["spec"]["progressDeadlineSeconds"].as_i64();
         let paused = self.d["spec"]["paused"] == true;
@@ -640,7 +675,7 @@ impl Pass<'_> {
         } else {
             None
         };
-        self.write_status(self.status(all, new, progressing))
+        self.write_status(self.status(all, new, &old_conditions, progressing))
             .await?;
         Ok(requeue.map_or_else(Action::await_change, Action::requeue))
     }
