@@ -139,3 +139,42 @@ async fn deployment_deletion_cascades_and_namespaces_empty() {
     .await;
     assert_eq!(count(&c, &team_pods, "app").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elected_controllers_run_under_the_lease() {
+    let env = env().await;
+    let c = env.client.clone();
+    let cancel = env.cancel.child_token();
+    let run = tokio::spawn(k1s_controllers::run_elected(
+        c.clone(),
+        env.catalog.clone(),
+        "pem".into(),
+        "server-1",
+        cancel.clone(),
+    ));
+    let leases = ResourceRef::new("coordination.k8s.io", "v1", "leases", Some("kube-system"));
+    let lease = eventually("the lease", || {
+        let (c, leases) = (c.clone(), leases.clone());
+        async move { c.get(&leases, "kube-controller-manager").await.ok() }
+    })
+    .await;
+    assert_eq!(lease["spec"]["holderIdentity"], "server-1");
+    assert_eq!(lease["spec"]["leaseDurationSeconds"], 15);
+    create(
+        &c,
+        &namespaces(),
+        json!({"metadata": {"name": "led"}, "spec": {}}),
+    )
+    .await;
+    let sa = ResourceRef::new("", "v1", "serviceaccounts", Some("led"));
+    eventually("the controllers at work", || {
+        let (c, sa) = (c.clone(), sa.clone());
+        async move { c.get(&sa, "default").await.ok() }
+    })
+    .await;
+    // Stopping releases the lease.
+    cancel.cancel();
+    assert!(run.await.unwrap().is_ok());
+    let lease = c.get(&leases, "kube-controller-manager").await.unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "");
+}

@@ -129,8 +129,9 @@ async fn rolling_update_undo_scale_and_recreate() {
     c.patch(
         &deploys(),
         "web",
-        &Patch::Merge(json!({"spec": {"template": {"spec":
-        {"containers": [{"name": "c", "image": "busybox:2"}]}}}})),
+        &Patch::Merge(json!({
+            "metadata": {"annotations": {"kubernetes.io/change-cause": "image 2"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}}})),
         None,
         &WriteParams::default(),
     )
@@ -150,6 +151,10 @@ async fn rolling_update_undo_scale_and_recreate() {
         .find(|r| r["metadata"]["name"] != first["metadata"]["name"])
         .unwrap();
     assert_eq!(revision(new), "2");
+    assert_eq!(
+        new["metadata"]["annotations"]["kubernetes.io/change-cause"],
+        "image 2"
+    );
     assert_eq!(
         new["spec"]["template"]["spec"]["containers"][0]["image"],
         "busybox:2"

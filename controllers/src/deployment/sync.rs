@@ -65,15 +65,17 @@ impl Pass<'_> {
         let next_revision = old.iter().map(revision).max().unwrap_or(0) + 1;
         let new = match new {
             Some(rs) => {
+                let min_ready = self.d["spec"]["minReadySeconds"].as_i64().unwrap_or(0);
                 let stale_revision = revision(&rs) < next_revision;
                 let stale_min_ready =
-                    rs["spec"]["minReadySeconds"] != self.d["spec"]["minReadySeconds"];
-                if stale_revision || stale_min_ready {
-                    let mut rs = rs;
+                    rs["spec"]["minReadySeconds"].as_i64().unwrap_or(0) != min_ready;
+                let mut rs = rs;
+                let copied = copy_annotations(self.d, &mut rs);
+                if stale_revision || stale_min_ready || copied {
                     if stale_revision {
                         rs["metadata"]["annotations"][REVISION] = json!(next_revision.to_string());
                     }
-                    rs["spec"]["minReadySeconds"] = self.d["spec"]["minReadySeconds"].clone();
+                    rs["spec"]["minReadySeconds"] = json!(min_ready);
                     Some(self.write_rs(rs).await?)
                 } else {
                     Some(rs)
@@ -140,6 +142,7 @@ impl Pass<'_> {
             rollout::new_rs_new_replicas(self.d, &all, &rs)
         };
         rs["spec"]["replicas"] = json!(replicas);
+        copy_annotations(self.d, &mut rs);
         self.annotate_replicas(&mut rs);
         let r = replicasets(Some(self.ns));
         match self
@@ -716,6 +719,32 @@ impl Pass<'_> {
             Err(e) => Err(self.api(e)),
         }
     }
+}
+
+/// Annotations a Deployment does not pass on to its ReplicaSets.
+const NOT_COPIED: &[&str] = &[
+    "kubectl.kubernetes.io/last-applied-configuration",
+    REVISION,
+    "deployment.kubernetes.io/revision-history",
+    DESIRED_REPLICAS,
+    MAX_REPLICAS,
+];
+
+/// Copies the Deployment's annotations (e.g. `kubernetes.io/change-cause`, which
+/// `kubectl rollout history` shows) onto the ReplicaSet; true if any changed.
+fn copy_annotations(d: &Value, rs: &mut Value) -> bool {
+    let Some(from) = d["metadata"]["annotations"].as_object() else {
+        return false;
+    };
+    let mut changed = false;
+    for (k, v) in from {
+        if NOT_COPIED.contains(&k.as_str()) || rs["metadata"]["annotations"][k] == *v {
+            continue;
+        }
+        rs["metadata"]["annotations"][k] = v.clone();
+        changed = true;
+    }
+    changed
 }
 
 /// A Deployment condition; `lastTransitionTime` is kept while the status is unchanged, and
