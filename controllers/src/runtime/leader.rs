@@ -125,7 +125,13 @@ impl Elector {
                     Err(LeaderError::WorkEnded)
                 },
             }
-            match self.try_acquire_or_renew().await {
+            // A renewal that hangs counts as failed once the renew deadline has passed.
+            let attempt =
+                tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew());
+            match attempt
+                .await
+                .unwrap_or_else(|_| Err(ClientError::transport("lease renewal timed out")))
+            {
                 Ok(true) => last_renew = Instant::now(),
                 Ok(false) => {}
                 Err(e) => tracing::debug!(error = %e, "leader election: renew failed"),

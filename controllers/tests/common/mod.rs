@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub struct Env {
     pub client: Arc<dyn Client>,
+    pub rest: Arc<k1s_apiserver::rest::Rest>,
     pub catalog: Arc<dyn ResourceCatalog>,
     pub cancel: CancellationToken,
     _dir: tempfile::TempDir,
@@ -44,6 +45,7 @@ pub async fn env() -> Env {
     ));
     Env {
         client,
+        rest: state.rest.clone(),
         catalog: Arc::new(RegistryCatalog(state.rest.registry.clone())),
         cancel,
         _dir: dir,
