@@ -96,7 +96,7 @@ fn pod_keys(pod: &Value, seen: Seen, sets: &Store, exp: &Expectations) -> Vec<Ob
             Seen::Deleted => exp.deletion_observed(&k, uid),
             _ if key::is_deleting(pod) => exp.deletion_observed(&k, uid),
             Seen::Applied => exp.creation_observed(&k, uid),
-            // A relist proves nothing about what happened to a pod cached before it.
+            // Listed again after a relist: already counted when first seen.
             Seen::Listed => {}
         }
         return vec![k];

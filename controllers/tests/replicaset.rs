@@ -4,9 +4,14 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{create, env, eventually};
-use k1s_api::client::{Client, ListParams, Patch, ResourceRef, WriteParams};
+
+use futures::StreamExt;
+use k1s_api::client::{
+    Client, ListParams, Patch, ResourceRef, WatchEvent, WatchParams, WriteParams,
+};
 use serde_json::{Value, json};
 
 async fn owned_pods(c: &Arc<dyn Client>, uid: &str) -> Vec<Value> {
@@ -92,7 +97,24 @@ async fn replicaset_creates_adopts_reports_and_scales_down() {
     })
     .await;
 
-    // An orphan that matches is adopted; one pod too many is then deleted.
+    // An orphan that matches is adopted; one pod too many is then deleted (possibly the
+    // orphan itself, so the adoption is watched for rather than polled).
+    let from = c
+        .list(&pods, &ListParams::default())
+        .await
+        .unwrap()
+        .resource_version;
+    let mut watch = c
+        .watch(
+            &pods,
+            &WatchParams {
+                resource_version: Some(from),
+                field_selector: Some("metadata.name=stray".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     create(
         &c,
         &pods,
@@ -100,16 +122,18 @@ async fn replicaset_creates_adopts_reports_and_scales_down() {
         "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
     )
     .await;
-    eventually("the orphan adopted", || {
-        let c = c.clone();
-        let pods = pods.clone();
-        let uid = uid.clone();
-        async move {
-            let p = c.get(&pods, "stray").await.ok()?;
-            (p["metadata"]["ownerReferences"][0]["uid"] == uid.as_str()).then_some(())
+    let adopted = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(ev)) = watch.next().await {
+            if let WatchEvent::Modified(p) | WatchEvent::Deleted(p) = ev
+                && p["metadata"]["ownerReferences"][0]["uid"] == uid.as_str()
+            {
+                return true;
+            }
         }
+        false
     })
     .await;
+    assert_eq!(adopted, Ok(true), "the orphan was not adopted");
     eventually("back to three", || {
         let (c, uid) = (c.clone(), uid.clone());
         async move { (owned_pods(&c, &uid).await.len() == 3).then_some(()) }

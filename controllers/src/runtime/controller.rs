@@ -7,6 +7,7 @@
 //! Workers start once every cache has listed. Stopping (the token) lets in-flight reconciles
 //! finish, then returns.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,11 +59,11 @@ pub trait Reconcile: Send + Sync + 'static {
 /// How a related object was seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Seen {
-    /// In a (re)list: present, or — for objects cached before the relist — possibly gone.
+    /// Present in a relist and in the cache before it.
     Listed,
-    /// Added or changed.
+    /// Added or changed (or new to the cache in a relist).
     Applied,
-    /// Deleted (its last state).
+    /// Deleted (its last state; or gone from the cache in a relist).
     Deleted,
 }
 
@@ -279,13 +280,9 @@ async fn feed(
         match &ev {
             Event::Init | Event::InitApply(_) => {}
             Event::InitDone => {
-                for o in std::mem::take(&mut before)
-                    .iter()
-                    .chain(store.list().iter())
-                {
-                    mapper(o, Seen::Listed)
-                        .into_iter()
-                        .for_each(|k| queue.add(k));
+                let now = store.list();
+                for (o, seen) in relisted(&std::mem::take(&mut before), &now) {
+                    mapper(&o, seen).into_iter().for_each(|k| queue.add(k));
                 }
             }
             Event::Apply(o) => mapper(o, Seen::Applied)
@@ -296,6 +293,28 @@ async fn feed(
                 .for_each(|k| queue.add(k)),
         }
     }
+}
+
+/// What a relist says about each object: new to the cache (applied), gone from it
+/// (deleted), or listed again — as client-go's DeltaFIFO `Replace` reports it.
+fn relisted(before: &[Arc<Value>], now: &[Arc<Value>]) -> Vec<(Arc<Value>, Seen)> {
+    let uids = |objs: &[Arc<Value>]| -> HashSet<String> {
+        objs.iter().map(|o| key::uid(o).to_owned()).collect()
+    };
+    let (was, is) = (uids(before), uids(now));
+    let gone = before
+        .iter()
+        .filter(|o| !is.contains(key::uid(o)))
+        .map(|o| (o.clone(), Seen::Deleted));
+    let present = now.iter().map(|o| {
+        let seen = if was.contains(key::uid(o)) {
+            Seen::Listed
+        } else {
+            Seen::Applied
+        };
+        (o.clone(), seen)
+    });
+    gone.chain(present).collect()
 }
 
 async fn work<R: Reconcile>(
@@ -318,5 +337,36 @@ async fn work<R: Reconcile>(
             }
         }
         queue.done(&key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_relist_reports_additions_and_deletions() {
+        let o = |n: &str, uid: &str| Arc::new(json!({"metadata": {"name": n, "uid": uid}}));
+        let before = [o("a", "1"), o("b", "2")];
+        // b was deleted and re-created under a new UID; c is new.
+        let now = [o("a", "1"), o("b", "3"), o("c", "4")];
+        let got: Vec<(String, String, Seen)> = relisted(&before, &now)
+            .into_iter()
+            .map(|(o, s)| (key::name(&o).to_owned(), key::uid(&o).to_owned(), s))
+            .collect();
+        let want = [
+            ("b", "2", Seen::Deleted),
+            ("a", "1", Seen::Listed),
+            ("b", "3", Seen::Applied),
+            ("c", "4", Seen::Applied),
+        ];
+        assert_eq!(got.len(), want.len());
+        for (n, u, s) in want {
+            assert!(
+                got.contains(&(n.into(), u.into(), s)),
+                "{n} {u} {s:?}: {got:?}"
+            );
+        }
     }
 }
