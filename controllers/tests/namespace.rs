@@ -3,8 +3,11 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use common::{configmaps, create, env, eventually, namespaces};
 use k1s_api::client::{DeleteParams, ListParams, ResourceRef, WriteParams};
+use k1s_controllers::{CatalogEntry, ResourceCatalog};
 use serde_json::{Value, json};
 
 fn condition<'a>(ns: &'a Value, kind: &str) -> Option<&'a Value> {
@@ -142,4 +145,74 @@ async fn deleting_a_namespace_empties_it_then_removes_it() {
     })
     .await;
     assert!(c.get(&configmaps("default"), "bystander").await.is_ok());
+}
+
+/// The server's catalog plus a resource it does not serve.
+struct WithGhost(Arc<dyn ResourceCatalog>);
+
+impl ResourceCatalog for WithGhost {
+    fn resources(&self) -> Vec<CatalogEntry> {
+        let mut all = self.0.resources();
+        all.push(CatalogEntry::new(
+            "ghost.example.com",
+            "v1",
+            "ghosts",
+            "Ghost",
+            true,
+        ));
+        all
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_that_cannot_be_listed_holds_the_namespace() {
+    let env = env().await;
+    let c = env.client.clone();
+    tokio::spawn(k1s_controllers::namespace::run(
+        c.clone(),
+        Arc::new(WithGhost(env.catalog.clone())),
+        env.cancel.clone(),
+    ));
+    create(
+        &c,
+        &namespaces(),
+        json!({"metadata": {"name": "haunted"}, "spec": {}}),
+    )
+    .await;
+    create(
+        &c,
+        &configmaps("haunted"),
+        json!({"metadata": {"name": "x"}}),
+    )
+    .await;
+    c.delete(&namespaces(), "haunted", &DeleteParams::default())
+        .await
+        .unwrap();
+    let cond = eventually("the discovery failure reported", || {
+        let c = c.clone();
+        async move {
+            let ns = c.get(&namespaces(), "haunted").await.ok()?;
+            condition(&ns, "NamespaceDeletionDiscoveryFailure")
+                .filter(|c| c["status"] == "True")
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(cond["reason"], "DiscoveryFailed");
+    assert!(
+        cond["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Discovery failed for some groups, 1 failing: ghost.example.com/v1"),
+        "{cond}"
+    );
+    // What could be listed is deleted all the same; the namespace stays.
+    assert!(
+        c.list(&configmaps("haunted"), &ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(c.get(&namespaces(), "haunted").await.is_ok());
 }
