@@ -1,2 +1,78 @@
-//! The controller manager: workload, garbage-collection, namespace, node and endpoint
-//! controllers on the shared watch → cache → reconcile runtime (issue #6).
+//! The controller manager: the shared watch → cache → reconcile runtime ([`runtime`]) and the
+//! controllers on it (issue #6).
+//!
+//! - [`runtime`]: watcher, cache, work queue, controller builder, leader election.
+//! - [`catalog`]: the caller-supplied list of served resources (the client has no discovery).
+//! - [`namespace`]: empties deleted namespaces, then finalizes them.
+//! - [`gc`]: the garbage collector (ownerReferences; Background, Foreground, Orphan).
+//! - [`serviceaccount`]: a `default` ServiceAccount in every namespace.
+//! - [`root_ca`]: the `kube-root-ca.crt` ConfigMap in every namespace.
+//! - [`replicaset`]: ReplicaSets (slow start, expectations, adoption, status).
+//! - [`deployment`]: Deployments (rolling update, Recreate, revisions, status).
+//! - [`expectations`]: what a controller has asked for and not yet seen.
+//!
+//! [`run_all`] runs them all; [`run_elected`] runs them while holding the
+//! `kube-system/kube-controller-manager` Lease.
+
+pub mod catalog;
+mod clock;
+pub mod deployment;
+pub mod expectations;
+pub mod gc;
+pub mod namespace;
+pub mod replicaset;
+pub mod root_ca;
+pub mod runtime;
+pub mod serviceaccount;
+
+use std::sync::Arc;
+
+use k1s_api::client::Client;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use catalog::{CatalogEntry, ResourceCatalog, StaticCatalog};
+pub use runtime::leader::LeaderError;
+
+/// Runs every controller until `cancel`; returns once all have stopped.
+pub async fn run_all(
+    client: Arc<dyn Client>,
+    catalog: Arc<dyn ResourceCatalog>,
+    ca_pem: String,
+    cancel: CancellationToken,
+) {
+    // Dropping this future stops the controllers too.
+    let cancel = cancel.child_token();
+    let _stop_on_drop = cancel.clone().drop_guard();
+    let tracker = TaskTracker::new();
+    tracker.spawn(namespace::run(
+        client.clone(),
+        catalog.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(gc::run(client.clone(), catalog, cancel.clone()));
+    tracker.spawn(serviceaccount::run(client.clone(), cancel.clone()));
+    tracker.spawn(replicaset::run(client.clone(), cancel.clone()));
+    tracker.spawn(deployment::run(client.clone(), cancel.clone()));
+    tracker.spawn(root_ca::run(client, ca_pem, cancel.clone()));
+    tracker.close();
+    tracker.wait().await;
+}
+
+/// Runs every controller while this process (`identity`) holds the
+/// `kube-system/kube-controller-manager` Lease. Returns `Ok` after `cancel`, or the error
+/// that ended leadership (then the caller should stop, as upstream's controller manager
+/// exits).
+pub async fn run_elected(
+    client: Arc<dyn Client>,
+    catalog: Arc<dyn ResourceCatalog>,
+    ca_pem: String,
+    identity: &str,
+    cancel: CancellationToken,
+) -> Result<(), LeaderError> {
+    let config = runtime::leader::Config::new("kube-system", "kube-controller-manager", identity);
+    let elector = runtime::leader::Elector::new(client.clone(), config);
+    elector
+        .run(cancel, move |term| run_all(client, catalog, ca_pem, term))
+        .await
+}

@@ -1,0 +1,30 @@
+//! The shared watch → cache → reconcile runtime every controller runs on.
+//!
+//! The stages, each in its own module:
+//! - [`watcher`]: list (paged) then watch one resource, resuming from the last seen
+//!   resourceVersion, relisting on 410 Expired and backing off on errors; a relist is framed by
+//!   [`watcher::Event::Init`] / [`watcher::Event::InitDone`].
+//! - [`store`]: the cache a watcher feeds (keyed by namespace/name, with optional indexes),
+//!   swapped atomically when a relist completes; readable by reconcilers.
+//! - [`queue`]: the work queue (deduplicated keys, one reconcile per key at a time, delayed and
+//!   rate-limited requeues).
+//! - [`controller`]: the builder that ties watches, stores, the queue and N workers together.
+//! - [`leader`]: leader election through a coordination.k8s.io/v1 Lease.
+//! - [`backoff`]: exponential backoff with jitter for the watcher and the elector.
+//!
+//! The runtime knows nothing about any particular kind; objects are JSON values behind `Arc`.
+
+pub mod backoff;
+pub mod controller;
+pub mod key;
+pub mod leader;
+pub mod queue;
+pub mod store;
+pub mod watcher;
+
+pub use controller::{Action, Controller, Reconcile, Seen};
+pub use key::ObjectKey;
+pub use store::Store;
+
+#[cfg(test)]
+pub(crate) mod testing;

@@ -1,0 +1,105 @@
+//! Shared setup of the integration tests: the real API semantics in process (LocalClient on
+//! a temp redb file), a catalog from the server's registry, and polling for eventual state.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k1s_api::client::{Client, ResourceRef, WriteParams};
+use k1s_apiserver::local_client::LocalClient;
+use k1s_apiserver::registry::Registry;
+use k1s_apiserver::server::{ApiConfig, ApiState};
+use k1s_controllers::{CatalogEntry, ResourceCatalog};
+use k1s_store::redb::{RedbConfig, RedbStore};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub struct Env {
+    pub client: Arc<dyn Client>,
+    pub rest: Arc<k1s_apiserver::rest::Rest>,
+    pub catalog: Arc<dyn ResourceCatalog>,
+    pub cancel: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+pub async fn env() -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
+    let state = ApiState::new(Arc::new(store), &ApiConfig::default());
+    k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)
+        .await
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let client: Arc<dyn Client> = Arc::new(LocalClient::new(
+        state.rest.clone(),
+        "controllers-test",
+        cancel.clone(),
+    ));
+    Env {
+        client,
+        rest: state.rest.clone(),
+        catalog: Arc::new(RegistryCatalog(state.rest.registry.clone())),
+        cancel,
+        _dir: dir,
+    }
+}
+
+/// The server's resources as the server would give them to the controllers.
+pub struct RegistryCatalog(pub Arc<Registry>);
+
+impl ResourceCatalog for RegistryCatalog {
+    fn resources(&self) -> Vec<CatalogEntry> {
+        self.0
+            .catalog()
+            .resources
+            .iter()
+            .filter(|r| {
+                ["list", "watch", "delete"]
+                    .iter()
+                    .all(|v| r.verbs.contains(v))
+            })
+            // One resource under two groups: keep the core one.
+            .filter(|r| !(r.group == "events.k8s.io" && r.plural == "events"))
+            .map(|r| CatalogEntry::new(&r.group, &r.version, &r.plural, &r.kind, r.namespaced))
+            .collect()
+    }
+}
+
+/// Polls `check` until it returns `Some`, for up to 20 s; panics with `what` otherwise.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn create(c: &Arc<dyn Client>, r: &ResourceRef, obj: Value) -> Value {
+    c.create(r, obj, &WriteParams::default()).await.unwrap()
+}
+
+pub fn configmaps(ns: &str) -> ResourceRef {
+    ResourceRef::new("", "v1", "configmaps", Some(ns))
+}
+
+pub fn namespaces() -> ResourceRef {
+    ResourceRef::new("", "v1", "namespaces", None)
+}
