@@ -432,6 +432,22 @@ impl Registry {
     }
 
     /// The current catalog.
+    /// The resources the controllers watch and delete: every served resource that can be
+    /// listed, watched and deleted (so not the reviews), each once (events under core only).
+    pub fn collectable(&self) -> Vec<Arc<ResourceType>> {
+        self.catalog()
+            .resources
+            .iter()
+            .filter(|r| {
+                ["list", "watch", "delete"]
+                    .iter()
+                    .all(|v| r.verbs.contains(v))
+            })
+            .filter(|r| !(r.group == "events.k8s.io" && r.plural == "events"))
+            .cloned()
+            .collect()
+    }
+
     pub fn catalog(&self) -> Arc<Catalog> {
         self.by_path
             .read()

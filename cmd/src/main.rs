@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_api;
+mod components;
 mod datastore;
 mod server;
 

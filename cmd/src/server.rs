@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use k1s_api::client::Client;
 use k1s_apiserver::auth::join_token::JoinToken;
 use k1s_apiserver::auth::token_file::TokenFile;
+use k1s_apiserver::local_client::LocalClient;
 use k1s_apiserver::pki::{Pki, PkiConfig};
 use k1s_apiserver::rest::ServiceNetwork;
 use k1s_apiserver::server::{self as api, ApiConfig, ApiState};
@@ -19,7 +21,7 @@ use k1s_store::etcd::EtcdTls;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::datastore;
+use crate::{components, datastore};
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
@@ -82,6 +84,15 @@ pub struct ServerArgs {
     /// Generated and saved to DATA_DIR/server/token when not given.
     #[arg(long, env = "K1S_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Do not run the scheduler (another one schedules this cluster's pods).
+    #[arg(long)]
+    pub disable_scheduler: bool,
+    /// Do not run the controller manager.
+    #[arg(long)]
+    pub disable_controller_manager: bool,
+    /// A KubeSchedulerConfiguration (YAML or JSON) for the scheduler's profiles.
+    #[arg(long)]
+    pub scheduler_config: Option<PathBuf>,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub write_kubeconfig_mode: u32,
@@ -201,6 +212,39 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.event_ttl_seconds),
         cancel.clone(),
     ));
+    let client: Arc<dyn Client> = Arc::new(LocalClient::new(
+        state.rest.clone(),
+        "k1s-server",
+        cancel.clone(),
+    ));
+    if !args.disable_controller_manager {
+        let identity = format!("{hostname}_{}", uuid::Uuid::new_v4());
+        tasks.spawn(components::controllers(
+            client.clone(),
+            state.registry.clone(),
+            pki.ca.cert_pem.clone(),
+            identity,
+            cancel.clone(),
+        ));
+    }
+    if !args.disable_scheduler {
+        let config = match &args.scheduler_config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).with_context(|| {
+                    format!("cannot read --scheduler-config {}", path.display())
+                })?;
+                k1s_scheduler::Config::parse(&text)
+                    .with_context(|| format!("--scheduler-config {}", path.display()))?
+            }
+            None => k1s_scheduler::Config::default(),
+        };
+        let (client, cancel) = (client.clone(), cancel.clone());
+        tasks.spawn(async move {
+            if let Err(e) = components::scheduler(client, config, cancel).await {
+                tracing::error!(error = %e, "the scheduler stopped");
+            }
+        });
+    }
     let certs = pki.client_cert_check()?;
     tasks.spawn(api::serve(
         listener,

@@ -13,7 +13,6 @@ pub mod cache;
 pub mod config;
 pub mod framework;
 pub mod plugins;
-pub mod quantity;
 pub mod queue;
 pub mod scheduler;
 #[cfg(test)]

@@ -626,7 +626,14 @@ fn node_identities_reach_only_their_own_objects() {
     );
     c.ok(&["create", "secret", "generic", "s1", "--from-literal=k=v"]);
     c.ok(&["create", "secret", "generic", "s2", "--from-literal=k=v"]);
-    c.ok(&["create", "serviceaccount", "default"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !c.run(&["get", "sa", "default"]).status.success() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no default ServiceAccount"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     c.ok_stdin(
         &["create", "-f", "-"],
         r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1"},
@@ -772,4 +779,108 @@ fn join_token_buys_a_node_certificate() {
     // The bootstrap identity can do nothing else.
     let boot = kubeconfig(&c, "boot", Creds::Token(saved.trim()));
     fails_as(&c, &boot, &["get", "pods"]);
+}
+
+#[test]
+fn quotas_limit_ranges_and_pod_security() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    c.ok(&["create", "namespace", "q"]);
+    // The ServiceAccount controller gives the namespace its default ServiceAccount.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !c.run(&["get", "sa", "default", "-n", "q"]).status.success() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no default ServiceAccount"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let pod = |name: &str, extra: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}", "namespace": "q"}},
+                "spec": {{"containers": [{{"name": "c", "image": "busybox"{extra}}}]}}}}"#
+        )
+    };
+    // LimitRanger: defaults filled in, maxima enforced.
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "lr", "namespace": "q"},
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"},
+              "default": {"cpu": "500m", "memory": "128Mi"}, "defaultRequest": {"cpu": "100m", "memory": "64Mi"}}]}}"#,
+    );
+    c.ok_stdin(&["create", "-f", "-"], &pod("p1", ""));
+    let p1: Value =
+        serde_json::from_str(&c.ok(&["get", "pod", "p1", "-n", "q", "-o", "json"])).unwrap();
+    assert_eq!(
+        p1["spec"]["containers"][0]["resources"]["limits"]["cpu"], "500m",
+        "{p1}"
+    );
+    assert_eq!(
+        p1["spec"]["containers"][0]["resources"]["requests"]["memory"],
+        "64Mi"
+    );
+    assert_eq!(p1["status"]["qosClass"], "Burstable");
+    let out = c.run_with(
+        &c.kubectl,
+        &["create", "-f", "-"],
+        Some(&pod("big", r#", "resources": {"limits": {"cpu": "2"}}"#)),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("maximum cpu usage per Container is 1, but limit is 2"),
+        "{err}"
+    );
+
+    // ResourceQuota: a second pod fits, a third does not; usage is recorded.
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q1", "namespace": "q"},
+            "spec": {"hard": {"pods": "2", "configmaps": "3"}}}"#,
+    );
+    c.ok_stdin(&["create", "-f", "-"], &pod("p2", ""));
+    let out = c.run_with(&c.kubectl, &["create", "-f", "-"], Some(&pod("p3", "")));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pods \"p3\" is forbidden: exceeded quota: q1, requested: pods=1, used: pods=2, limited: pods=2"),
+        "{err}"
+    );
+    let q: Value =
+        serde_json::from_str(&c.ok(&["get", "quota", "q1", "-n", "q", "-o", "json"])).unwrap();
+    assert_eq!(q["status"]["used"]["pods"], "2", "{q}");
+    // Room again after a delete.
+    c.ok(&["delete", "pod", "p2", "-n", "q", "--wait=false"]);
+    c.ok_stdin(&["create", "-f", "-"], &pod("p3", ""));
+
+    // PodSecurity: restricted enforced by label.
+    c.ok(&["create", "namespace", "locked"]);
+    c.ok(&[
+        "label",
+        "namespace",
+        "locked",
+        "pod-security.kubernetes.io/enforce=restricted",
+    ]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !c
+        .run(&["get", "sa", "default", "-n", "locked"])
+        .status
+        .success()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no default ServiceAccount"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = c.run(&["run", "x", "-n", "locked", "--image=busybox"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "violates PodSecurity \"restricted:latest\": allowPrivilegeEscalation != false"
+        ),
+        "{err}"
+    );
+    let ok_pod = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "good", "namespace": "locked"},
+        "spec": {"securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+          "containers": [{"name": "c", "image": "busybox", "securityContext": {
+            "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}}"#;
+    c.ok_stdin(&["create", "-f", "-"], ok_pod);
 }

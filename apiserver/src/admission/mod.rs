@@ -6,6 +6,9 @@
 //! NodeRestriction, Priority, DefaultTolerationSeconds, DefaultStorageClass, the RBAC
 //! escalation checks (upstream does them in the RBAC storage), PodSecurity, ResourceQuota.
 //! Requests without a user (the server's own components) skip the user-based checks only.
+//!
+//! Not here: StorageObjectInUseProtection (its finalizers need the protection controllers
+//! that release them, which come with storage, issue #8).
 
 pub mod default_storage_class;
 pub mod default_tolerations;
@@ -108,8 +111,25 @@ impl Admission for Chain {
         obj: &mut Value,
         old: Option<&Value>,
     ) -> Result<Vec<String>, ApiError> {
-        let warnings = Vec::new();
-        if req.creating() && req.is("", "Pod") {
+        let mut warnings = Vec::new();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let pod_create = req.creating() && req.is("", "Pod");
+        let pvc_write = req.is("", "PersistentVolumeClaim") && req.subresource.is_none();
+        if (pod_create || pvc_write) && !ns.is_empty() {
+            let ranges = list_in(rest, "", "limitranges", &ns).await?;
+            if !ranges.is_empty() {
+                limit_ranger::admit(&req.res.plural, obj, &ranges)
+                    .map_err(|m| forbidden(req.res, obj, m))?;
+                if pod_create {
+                    obj["status"]["qosClass"] =
+                        serde_json::json!(crate::rest::strategy::qos_class(obj));
+                }
+            }
+        }
+        if pod_create {
             service_account::admit(rest, req, obj).await?;
         }
         if let Some(user) = req.user {
@@ -130,6 +150,144 @@ impl Admission for Chain {
             let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
             crate::authz::escalation::check(&self.authz, user, &req.res.plural, ns, obj)?;
         }
+        if !ns.is_empty() && req.subresource.is_none() {
+            warnings.extend(pod_security_check(rest, req, &ns, obj, old).await?);
+            quota_check(rest, req, &ns, obj, old).await?;
+        }
         Ok(warnings)
     }
+}
+
+/// The objects of `group`/`resource` in `ns`.
+async fn list_in(
+    rest: &Rest,
+    group: &str,
+    resource: &str,
+    ns: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let catalog = rest.registry.catalog();
+    let Some(res) = catalog
+        .resources
+        .iter()
+        .find(|r| r.group == group && r.plural == resource)
+        .cloned()
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(rest.list(&res, Some(ns), &Default::default()).await?.items)
+}
+
+/// PodSecurity: enforce on pods (creates and significant updates), warn on workload
+/// templates, by the namespace's labels.
+async fn pod_security_check(
+    rest: &Rest,
+    req: &Request<'_>,
+    ns: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<Vec<String>, ApiError> {
+    let is_pod = req.is("", "Pod");
+    let template = pod_security::pod_template(&req.res.plural, obj).is_some();
+    if !is_pod && !template {
+        return Ok(Vec::new());
+    }
+    if is_pod
+        && let Some(old) = old
+        && !pod_security::is_significant_pod_update(obj, old)
+    {
+        return Ok(Vec::new());
+    }
+    let Some(nsres) = rest.registry.builtin_kind("", "Namespace") else {
+        return Ok(Vec::new());
+    };
+    let namespace = match rest.get(&nsres, None, ns).await {
+        Ok(n) => n,
+        Err(e) if e.code == 404 => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let labels = &namespace["metadata"]["labels"];
+    if is_pod {
+        pod_security::admit_pod(labels, obj).map_err(|m| {
+            let mut e = forbidden(req.res, obj, "");
+            e.message = m;
+            e
+        })
+    } else {
+        Ok(pod_security::warn_template(labels, &req.res.plural, obj))
+    }
+}
+
+/// ResourceQuota: every quota of the namespace that tracks this write must have room. Usage
+/// is recomputed from the namespace's objects (there is no quota controller yet), then the
+/// write's cost is checked and charged to `status.used`.
+async fn quota_check(
+    rest: &Rest,
+    req: &Request<'_>,
+    ns: &str,
+    obj: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    let (resource, group) = (req.res.plural.as_str(), req.res.group.as_str());
+    let op = if req.operation == Operation::Create {
+        "CREATE"
+    } else {
+        "UPDATE"
+    };
+    if !quota::handles(resource, group, op) {
+        return Ok(());
+    }
+    let quotas = list_in(rest, "", "resourcequotas", ns).await?;
+    if quotas.is_empty() {
+        return Ok(());
+    }
+    let mut updates = Vec::new();
+    for q in quotas {
+        let mut current = q.clone();
+        current["status"]["hard"] = q["spec"]["hard"].clone();
+        if !quota::matches(&current, resource, group, obj) {
+            continue;
+        }
+        let mut lists = Vec::new();
+        for (g, r) in quota::needed_resources(&q) {
+            lists.push((r.clone(), g.clone(), list_in(rest, &g, &r, ns).await?));
+        }
+        let objects: Vec<(&str, &str, &[Value])> = lists
+            .iter()
+            .map(|(r, g, items)| (r.as_str(), g.as_str(), items.as_slice()))
+            .collect();
+        current["status"]["used"] = quota::recompute(&q, &objects).to_json();
+        match quota::admit(&current, resource, group, obj, old) {
+            Ok(Some(used)) => updates.push((current, used)),
+            Ok(None) => {}
+            Err(m) => return Err(forbidden(req.res, obj, m)),
+        }
+    }
+    if req.dry_run {
+        return Ok(());
+    }
+    let Some(qres) = rest.registry.builtin_kind("", "ResourceQuota") else {
+        return Ok(());
+    };
+    for (q, used) in updates {
+        let name = q["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        let status = serde_json::json!({"hard": q["status"]["hard"], "used": used.to_json()});
+        let written = rest
+            .read_modify_write(
+                &qres,
+                Some(ns),
+                &name,
+                Some("status"),
+                &Default::default(),
+                |cur| {
+                    let mut next = cur.clone();
+                    next["status"] = status.clone();
+                    Ok(next)
+                },
+            )
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(quota = %name, error = %e.message, "cannot record quota usage");
+        }
+    }
+    Ok(())
 }

@@ -12,7 +12,7 @@ pub mod fields;
 pub mod meta;
 pub mod patch;
 mod services;
-mod strategy;
+pub(crate) mod strategy;
 mod subresources;
 pub mod validation;
 mod watch;

@@ -38,6 +38,19 @@ pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
     if res.is_crd() {
         crate::crds::prepare_create(obj);
     }
+    if kind_of(res) == ("", "Namespace") {
+        // Every namespace carries the `kubernetes` finalizer, whatever else the client asked
+        // for: the namespace controller empties it before it goes.
+        if !obj["spec"].is_object() {
+            obj["spec"] = json!({});
+        }
+        let f = &mut obj["spec"]["finalizers"];
+        match f.as_array_mut() {
+            Some(list) if !list.iter().any(|x| x == "kubernetes") => list.push(json!("kubernetes")),
+            Some(_) => {}
+            None => *f = json!(["kubernetes"]),
+        }
+    }
     apply_defaults(res, obj);
 }
 
@@ -351,7 +364,7 @@ fn default_pod_spec(spec: &mut Value) {
 }
 
 /// The pod's QoS class from its containers' requests and limits.
-fn qos_class(pod: &Value) -> &'static str {
+pub(crate) fn qos_class(pod: &Value) -> &'static str {
     let containers: Vec<&Value> = ["initContainers", "containers"]
         .iter()
         .flat_map(|l| pod["spec"][l].as_array().into_iter().flatten())

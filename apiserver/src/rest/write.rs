@@ -415,6 +415,22 @@ impl Rest {
             }
             _ => {
                 let mut o = new;
+                if res.group.is_empty() && res.kind == "Namespace" {
+                    // spec.finalizers change only through the finalize subresource.
+                    match old["spec"].get("finalizers") {
+                        Some(f) => {
+                            if !o["spec"].is_object() {
+                                o["spec"] = json!({});
+                            }
+                            o["spec"]["finalizers"] = f.clone();
+                        }
+                        None => {
+                            if let Some(spec) = o["spec"].as_object_mut() {
+                                spec.remove("finalizers");
+                            }
+                        }
+                    }
+                }
                 if res.has_status() {
                     match old.get("status") {
                         Some(s) => o["status"] = s.clone(),

@@ -33,7 +33,7 @@ impl Drop for Env {
 pub async fn env() -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
-    let state = ApiState::new(Arc::new(store), &ApiConfig::default());
+    let state = ApiState::new(Arc::new(store), &ApiConfig::default()).unwrap();
     k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)
         .await
         .unwrap();
@@ -58,16 +58,8 @@ pub struct RegistryCatalog(pub Arc<Registry>);
 impl ResourceCatalog for RegistryCatalog {
     fn resources(&self) -> Vec<CatalogEntry> {
         self.0
-            .catalog()
-            .resources
+            .collectable()
             .iter()
-            .filter(|r| {
-                ["list", "watch", "delete"]
-                    .iter()
-                    .all(|v| r.verbs.contains(v))
-            })
-            // One resource under two groups: keep the core one.
-            .filter(|r| !(r.group == "events.k8s.io" && r.plural == "events"))
             .map(|r| CatalogEntry::new(&r.group, &r.version, &r.plural, &r.kind, r.namespaced))
             .collect()
     }

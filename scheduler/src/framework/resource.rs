@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::quantity;
-
 pub const CPU: &str = "cpu";
 pub const MEMORY: &str = "memory";
 pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
@@ -48,12 +46,15 @@ pub fn is_extended_resource(name: &str) -> bool {
 }
 
 fn parse_amount(name: &str, q: &Quantity) -> i64 {
-    let r = if name == CPU {
-        quantity::parse_milli(&q.0)
-    } else {
-        quantity::parse_value(&q.0)
+    let Ok(parsed) = k1s_api::quantity::Quantity::parse(q.0.trim()) else {
+        return 0;
     };
-    r.unwrap_or(0).max(0)
+    let r = if name == CPU {
+        parsed.milli_value()
+    } else {
+        parsed.value()
+    };
+    r.max(0)
 }
 
 impl Resource {

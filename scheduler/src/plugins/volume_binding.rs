@@ -21,7 +21,6 @@ use serde_json::json;
 use crate::framework::interface::*;
 use crate::framework::listers::VolumeLister;
 use crate::framework::{CycleState, FrameworkError, NodeInfo, PodInfo, Snapshot, Status, helpers};
-use crate::quantity;
 
 use super::names;
 
@@ -113,7 +112,11 @@ fn storage_request(pvc: &PersistentVolumeClaim) -> i64 {
         .and_then(|s| s.resources.as_ref())
         .and_then(|r| r.requests.as_ref())
         .and_then(|r| r.get("storage"))
-        .and_then(|q| quantity::parse_value(&q.0).ok())
+        .and_then(|q| {
+            k1s_api::quantity::Quantity::parse(q.0.trim())
+                .ok()
+                .map(|q| q.value())
+        })
         .unwrap_or(0)
 }
 
@@ -122,7 +125,11 @@ fn pv_capacity(pv: &PersistentVolume) -> i64 {
         .as_ref()
         .and_then(|s| s.capacity.as_ref())
         .and_then(|c| c.get("storage"))
-        .and_then(|q| quantity::parse_value(&q.0).ok())
+        .and_then(|q| {
+            k1s_api::quantity::Quantity::parse(q.0.trim())
+                .ok()
+                .map(|q| q.value())
+        })
         .unwrap_or(0)
 }
 
