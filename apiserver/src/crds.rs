@@ -7,8 +7,7 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
-use k1s_store::{ListRequest, WatchItem, WatchOptions};
+use k1s_store::ListRequest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -362,46 +361,14 @@ pub async fn run(rest: Arc<Rest>, cancel: CancellationToken) {
     else {
         return;
     };
-    loop {
-        let after = match rest.store.current_revision().await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::warn!(error = %e, "CRD watcher: cannot read the store");
-                tokio::select! {
-                    () = cancel.cancelled() => return,
-                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
-                }
-            }
-        };
+    let store = rest.store.clone();
+    crate::mirror::follow(store, res.prefix(), cancel, || async {
         if let Err(e) = rest.refresh_custom_resources().await {
             tracing::warn!(error = %e.message, "CRD watcher: cannot rebuild the catalog");
         }
         finish_deletions(&rest, &res).await;
-        let mut stream = rest.store.watch(
-            &res.prefix(),
-            after,
-            WatchOptions {
-                progress_interval: None,
-            },
-        );
-        loop {
-            let item = tokio::select! {
-                () = cancel.cancelled() => return,
-                item = stream.next() => item,
-            };
-            match item {
-                Some(Ok(WatchItem::Event(_))) => {
-                    if let Err(e) = rest.refresh_custom_resources().await {
-                        tracing::warn!(error = %e.message, "CRD watcher: cannot rebuild the catalog");
-                    }
-                    finish_deletions(&rest, &res).await;
-                }
-                Some(Ok(WatchItem::Progress(_))) => {}
-                // Relist and watch again (compaction, slow watcher, store error).
-                Some(Err(_)) | None => break,
-            }
-        }
-    }
+    })
+    .await;
 }
 
 async fn finish_deletions(rest: &Rest, res: &ResourceType) {

@@ -71,6 +71,56 @@ impl<T> Mirror<T> {
     }
 }
 
+/// Calls `on_change` once now and again after every change under `prefix` (several changes
+/// may be reported by one call), until `cancel`; survives store errors and compaction by
+/// starting over. For reconcilers that look at the whole prefix each time.
+pub async fn follow<F, Fut>(
+    store: Arc<dyn Store>,
+    prefix: String,
+    cancel: CancellationToken,
+    mut on_change: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        let after = match store.current_revision().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(%prefix, error = %e, "cannot read the store");
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        on_change().await;
+        let mut stream = store.watch(
+            &prefix,
+            after,
+            WatchOptions {
+                progress_interval: None,
+            },
+        );
+        loop {
+            let item = tokio::select! {
+                () = cancel.cancelled() => return,
+                item = stream.next() => item,
+            };
+            match item {
+                Some(Ok(WatchItem::Event(_))) => on_change().await,
+                Some(Ok(WatchItem::Progress(_))) => {}
+                // Start over (compaction, slow watcher, store error).
+                Some(Err(_)) | None => break,
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+    }
+}
+
 /// Keeps `mirror` in step with the objects under `prefix` until `cancel` fires. `project`
 /// turns a stored object into what the mirror keeps (`None`: skip it).
 pub async fn run<T: Send + Sync + 'static>(

@@ -201,6 +201,10 @@ pub fn all_kubectls() -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Flags for tests of the API alone: no controllers or scheduler writing objects and status
+/// behind the test's back (e.g. `kube-root-ca.crt` in every namespace, Deployment status).
+pub const API_ONLY: &[&str] = &["--disable-controller-manager", "--disable-scheduler"];
+
 /// A server on a temp dir with everything a test needs to talk to it.
 pub struct Cluster {
     pub server: Server,

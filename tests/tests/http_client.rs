@@ -13,7 +13,7 @@ use k1s_api::client::{
 };
 use k1s_api::http_client::{HttpClient, HttpOptions, TlsSettings};
 use k1s_api::kubeconfig::Kubeconfig;
-use k1s_tests::Cluster;
+use k1s_tests::{API_ONLY, Cluster};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use serde_json::{Value, json};
 
@@ -45,7 +45,7 @@ async fn next(w: &mut k1s_api::client::WatchStream) -> k1s_api::client::Result<W
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crud_and_patches_through_the_client_trait() {
-    let Some(cluster) = Cluster::start(&[]) else {
+    let Some(cluster) = Cluster::start(API_ONLY) else {
         return;
     };
     let c: Arc<dyn Client> = Arc::new(client(&cluster));
@@ -247,7 +247,7 @@ async fn crud_and_patches_through_the_client_trait() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_streams_events_and_bookmarks() {
-    let Some(cluster) = Cluster::start(&[]) else {
+    let Some(cluster) = Cluster::start(API_ONLY) else {
         return;
     };
     let c = client(&cluster);
@@ -355,6 +355,8 @@ async fn watch_streams_events_and_bookmarks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_from_a_compacted_version_is_410_expired() {
     let Some(cluster) = Cluster::start(&[
+        "--disable-controller-manager",
+        "--disable-scheduler",
         "--compaction-interval-seconds",
         "1",
         "--compaction-keep-revisions",
@@ -411,7 +413,8 @@ async fn watch_from_a_compacted_version_is_410_expired() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_binding_status_and_the_typed_api() {
-    let Some(cluster) = Cluster::start(&[]) else {
+    // The controllers give namespace `t` its ServiceAccount; the test binds the pod itself.
+    let Some(cluster) = Cluster::start(&["--disable-scheduler"]) else {
         return;
     };
     let client: Arc<dyn Client> = Arc::new(client(&cluster));
@@ -501,7 +504,7 @@ async fn pod_binding_status_and_the_typed_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_trust_and_credentials() {
-    let Some(cluster) = Cluster::start(&[]) else {
+    let Some(cluster) = Cluster::start(API_ONLY) else {
         return;
     };
     let resolved = Kubeconfig::load(&cluster.kubeconfig)
@@ -511,7 +514,7 @@ async fn tls_trust_and_credentials() {
     let ns = ResourceRef::new("", "v1", "namespaces", None);
 
     // No client certificate: the TLS handshake still succeeds (the server asks but does not
-    // require one), and the request is answered.
+    // require one), and the anonymous request gets RBAC's 403.
     let anonymous = HttpClient::new(
         &resolved.server,
         TlsSettings {
@@ -520,7 +523,8 @@ async fn tls_trust_and_credentials() {
         },
     )
     .unwrap();
-    anonymous.get(&ns, "default").await.unwrap();
+    let err = anonymous.get(&ns, "default").await.unwrap_err();
+    assert_eq!((err.code, err.reason.as_str()), (403, "Forbidden"), "{err}");
 
     // A CA that did not sign the server's certificate: a transport error, code 0.
     let other_ca = std::fs::read(cluster.data_dir().join("tls/admin.crt")).unwrap();

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k1s_tests::{Cluster, all_kubectls};
+use k1s_tests::{API_ONLY, Cluster, all_kubectls};
 use serde_json::Value;
 
 const DEPLOYMENT: &str = r#"
@@ -36,7 +36,9 @@ fn json(text: &str) -> Value {
 
 #[test]
 fn everyday_workflow_with_the_default_kubectl() {
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     c.ok(&["create", "namespace", "demo"]);
     // kubectl 1.32+ sends this one as protobuf.
     c.ok(&[
@@ -312,7 +314,9 @@ fn everyday_workflow_with_the_default_kubectl() {
 /// `kubectl get -w` prints the initial list, then each change.
 #[test]
 fn get_watch_and_wait_and_rollout_status() {
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     c.ok(&["create", "namespace", "demo"]);
     c.ok(&["create", "configmap", "first", "-n", "demo"]);
     let mut watch = Command::new(&c.kubectl)
@@ -444,7 +448,9 @@ fn get_watch_and_wait_and_rollout_status() {
 /// 2,000 objects listed in pages: every object exactly once, one snapshot.
 #[test]
 fn pagination_over_two_thousand_objects() {
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     c.ok(&["create", "namespace", "many"]);
     let mut list = String::from("apiVersion: v1\nkind: List\nitems:\n");
     for i in 0..2000 {
@@ -519,6 +525,8 @@ fn pagination_over_two_thousand_objects() {
 #[test]
 fn watch_after_compaction_gets_410_then_relist_works() {
     let Some(c) = Cluster::start(&[
+        "--disable-controller-manager",
+        "--disable-scheduler",
         "--compaction-interval-seconds",
         "1",
         "--compaction-keep-revisions",
@@ -604,7 +612,9 @@ fn watch_after_compaction_gets_410_then_relist_works() {
 /// The same basic workflow with each kubectl the machine has (1.27–1.33 and Debian's 1.20).
 #[test]
 fn every_kubectl_version_works() {
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     for (label, bin) in all_kubectls() {
         let ns = format!("v{}", label.replace('.', "-"));
         let run = |args: &[&str], stdin: Option<&str>| c.ok_with(&label, &bin, args, stdin);
@@ -695,7 +705,9 @@ spec:
 /// CRD deletes its resources.
 #[test]
 fn custom_resources() {
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     c.ok_stdin(&["apply", "-f", "-"], CRD);
     c.ok(&[
         "wait",
@@ -816,7 +828,9 @@ fn custom_resources() {
 /// Every error of issue #3 point 7: a Status with the upstream code and reason, never a crash.
 #[test]
 fn bad_input_gets_status_errors() {
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     let cms = "/api/v1/namespaces/default/configmaps";
     let status = |r: &k1s_tests::Reply, code: u16, reason: &str| {
         assert_eq!(r.code, code, "{}", r.body);
@@ -1064,7 +1078,9 @@ fn bad_input_gets_status_errors() {
 /// PartialObjectMetadata lists, YAML; and `fieldValidation=Warn` warnings.
 #[test]
 fn tables_metadata_and_warnings() {
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     c.ok(&["create", "configmap", "one", "--from-literal=a=b"]);
     let cms = "/api/v1/namespaces/default/configmaps";
     let table = c

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use k1s_tests::{Cluster, missing, test_tools};
+use k1s_tests::{API_ONLY, Cluster, missing, test_tools};
 
 #[test]
 fn the_official_python_client_works() {
@@ -12,7 +12,9 @@ fn the_official_python_client_works() {
         missing("the Python kubernetes client venv");
         return;
     }
-    let Some(c) = Cluster::start(&[]) else { return };
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("python/client_test.py");
     let out = Command::new(&python)
         .arg(&script)

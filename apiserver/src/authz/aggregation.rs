@@ -2,13 +2,9 @@
 //! an `aggregationRule` gets the union of the rules of every ClusterRole its selectors match,
 //! so `admin`, `edit` and `view` grow with CRDs' `aggregate-to-*` roles.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use futures::StreamExt;
 use k1s_api::selector::{LabelSelector, label_selector_text};
-use k1s_store::{WatchItem, WatchOptions};
 use serde_json::Value;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::rest::{Rest, WriteOptions};
@@ -82,38 +78,13 @@ pub async fn run(rest: Arc<Rest>, cancel: CancellationToken) {
     else {
         return;
     };
-    loop {
-        let after = rest.store.current_revision().await.unwrap_or(0);
+    let store = rest.store.clone();
+    crate::mirror::follow(store, res.prefix(), cancel, || async {
         if let Err(e) = sync_all(&rest).await {
             tracing::warn!(error = %e.message, "ClusterRole aggregation failed");
         }
-        let mut stream = rest.store.watch(
-            &res.prefix(),
-            after,
-            WatchOptions {
-                progress_interval: None,
-            },
-        );
-        loop {
-            let item = tokio::select! {
-                () = cancel.cancelled() => return,
-                item = stream.next() => item,
-            };
-            match item {
-                Some(Ok(WatchItem::Event(_))) => {
-                    if let Err(e) = sync_all(&rest).await {
-                        tracing::warn!(error = %e.message, "ClusterRole aggregation failed");
-                    }
-                }
-                Some(Ok(WatchItem::Progress(_))) => {}
-                Some(Err(_)) | None => break,
-            }
-        }
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_millis(200)) => {}
-        }
-    }
+    })
+    .await;
 }
 
 #[cfg(test)]

@@ -191,6 +191,30 @@ fn user_text(user: &UserInfo) -> String {
     format!("user {:?} (groups={:?})", user.name, user.groups)
 }
 
+/// Ok if `user` holds every rule of `granted` in `ns`; else the refusal naming what is missing.
+fn held(
+    authz: &Authorizer,
+    user: &UserInfo,
+    ns: &str,
+    granted: &[PolicyRule],
+    resource: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let missing = uncovered(&authz.rbac.rules_for(user, ns), granted);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(forbidden(
+        resource,
+        name,
+        format!(
+            "{} is attempting to grant RBAC permissions not currently held:\n{}",
+            user_text(user),
+            missing.iter().map(compact).collect::<Vec<_>>().join("\n")
+        ),
+    ))
+}
+
 /// Checks a write of a Role, ClusterRole, RoleBinding or ClusterRoleBinding `obj` by `user`.
 pub fn check(
     authz: &Authorizer,
@@ -215,19 +239,7 @@ pub fn check(
                     ),
                 ));
             }
-            let missing = uncovered(&authz.rbac.rules_for(user, ns), &rules_of(obj));
-            if missing.is_empty() {
-                return Ok(());
-            }
-            Err(forbidden(
-                resource,
-                name,
-                format!(
-                    "{} is attempting to grant RBAC permissions not currently held:\n{}",
-                    user_text(user),
-                    missing.iter().map(compact).collect::<Vec<_>>().join("\n")
-                ),
-            ))
+            held(authz, user, ns, &rules_of(obj), resource, name)
         }
         "rolebindings" | "clusterrolebindings" => {
             let kind = obj["roleRef"]["kind"].as_str().unwrap_or("");
@@ -249,19 +261,7 @@ pub fn check(
                     format!("{role_resource}.{GROUP} {role:?} not found"),
                 ));
             };
-            let missing = uncovered(&authz.rbac.rules_for(user, ns), &rules);
-            if missing.is_empty() {
-                return Ok(());
-            }
-            Err(forbidden(
-                resource,
-                name,
-                format!(
-                    "{} is attempting to grant RBAC permissions not currently held:\n{}",
-                    user_text(user),
-                    missing.iter().map(compact).collect::<Vec<_>>().join("\n")
-                ),
-            ))
+            held(authz, user, ns, &rules, resource, name)
         }
         _ => Ok(()),
     }

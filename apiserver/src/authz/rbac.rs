@@ -32,7 +32,8 @@ pub struct PolicyRule {
     pub non_resource_urls: Vec<String>,
 }
 
-fn strings(v: &Value) -> Vec<String> {
+/// The strings of a JSON array (others skipped).
+pub(crate) fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| {
             a.iter()

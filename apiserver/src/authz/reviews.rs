@@ -7,19 +7,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::rbac::strings;
 use super::{Attributes, Authorizer, Decision};
 use crate::auth::{Authenticator, PeerCert, UserInfo};
 use crate::status::ApiError;
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The attributes a review's spec asks about, for `user`.
 fn spec_attributes(kind: &str, spec: &Value, user: UserInfo) -> Result<Attributes, ApiError> {

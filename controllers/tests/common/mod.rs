@@ -43,6 +43,11 @@ pub async fn env() -> Env {
         "controllers-test",
         cancel.clone(),
     ));
+    // Pods need their ServiceAccount (admission): run its controller, as a cluster does.
+    tokio::spawn(k1s_controllers::serviceaccount::run(
+        client.clone(),
+        cancel.clone(),
+    ));
     Env {
         client,
         rest: state.rest.clone(),
