@@ -151,6 +151,18 @@ fn curl(
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
+/// Waits for the ServiceAccount controller to give `ns` its `default` ServiceAccount.
+fn wait_for_default_sa(c: &Cluster, ns: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !c.run(&["get", "sa", "default", "-n", ns]).status.success() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no default ServiceAccount in {ns}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 fn status_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not a Status ({e}): {body}"))
 }
@@ -626,14 +638,7 @@ fn node_identities_reach_only_their_own_objects() {
     );
     c.ok(&["create", "secret", "generic", "s1", "--from-literal=k=v"]);
     c.ok(&["create", "secret", "generic", "s2", "--from-literal=k=v"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !c.run(&["get", "sa", "default"]).status.success() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no default ServiceAccount"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_for_default_sa(&c, "default");
     c.ok_stdin(
         &["create", "-f", "-"],
         r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p1"},
@@ -786,14 +791,7 @@ fn quotas_limit_ranges_and_pod_security() {
     let Some(c) = Cluster::start(&[]) else { return };
     c.ok(&["create", "namespace", "q"]);
     // The ServiceAccount controller gives the namespace its default ServiceAccount.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !c.run(&["get", "sa", "default", "-n", "q"]).status.success() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no default ServiceAccount"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_for_default_sa(&c, "q");
     let pod = |name: &str, extra: &str| {
         format!(
             r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}", "namespace": "q"}},
@@ -858,18 +856,7 @@ fn quotas_limit_ranges_and_pod_security() {
         "locked",
         "pod-security.kubernetes.io/enforce=restricted",
     ]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !c
-        .run(&["get", "sa", "default", "-n", "locked"])
-        .status
-        .success()
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no default ServiceAccount"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    wait_for_default_sa(&c, "locked");
     let out = c.run(&["run", "x", "-n", "locked", "--image=busybox"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
