@@ -1,2 +1,9 @@
-//! The kubelet: node registration, the container runtime (namespaces, cgroups, OCI images) and
-//! the device and cgroup managers (issue #7).
+//! The kubelet: node registration, one worker per pod, and the container runtime in process
+//! (OCI images, namespaces, cgroups, the pod network), issue #7.
+//!
+//! Each OS edge sits behind a trait with a real and a fake implementation:
+//! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`].
+
+pub mod cgroups;
+pub mod images;
+pub mod network;

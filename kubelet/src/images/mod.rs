@@ -1,0 +1,109 @@
+//! Images: pulled from OCI/Docker registries, verified by digest, unpacked once into a content
+//! store under the data dir, and handed to the runtime as a list of layer directories that it
+//! mounts with overlayfs.
+
+use std::path::PathBuf;
+
+/// `imagePullPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    Always,
+    IfNotPresent,
+    Never,
+}
+
+/// Registry credentials from an imagePullSecret (`kubernetes.io/dockerconfigjson`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryAuth {
+    /// Registry host (and port), as in `.dockerconfigjson`'s `auths` keys, normalised.
+    pub registry: String,
+    pub username: String,
+    pub password: String,
+}
+
+/// The parts of an image config the runtime uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageConfig {
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    /// `KEY=VALUE` strings.
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    /// `user`, `uid`, `user:group` or `uid:gid`.
+    pub user: Option<String>,
+}
+
+/// An image present in the content store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// The normalised reference it was asked for, e.g. `docker.io/library/busybox:latest`.
+    pub reference: String,
+    /// `sha256:…` of the image config: the image ID (`containerStatuses[].imageID` uses
+    /// `repo_digest`).
+    pub id: String,
+    /// `registry/repo@sha256:…` of the manifest.
+    pub repo_digest: String,
+    /// Unpacked layer directories, lowest first, ready to be overlayfs lower dirs.
+    pub layers: Vec<PathBuf>,
+    pub config: ImageConfig,
+    /// Bytes on disk (unpacked).
+    pub size: u64,
+}
+
+/// Pull progress, for events and logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullProgress {
+    /// The pull starts.
+    Pulling { reference: String },
+    /// A layer was fetched and verified (`done` of `total` layers, `bytes` so far).
+    Layer { done: usize, total: usize, bytes: u64 },
+    /// The image is present.
+    Pulled { reference: String, bytes: u64, millis: u64 },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The reference does not parse.
+    #[error("invalid image reference {reference:?}: {message}")]
+    InvalidReference { reference: String, message: String },
+    /// `imagePullPolicy: Never` and the image is not present.
+    #[error("image {0:?} is not present with pull policy of Never")]
+    NotPresent(String),
+    /// The registry refused, does not know the image, or cannot be reached.
+    #[error("failed to pull image {reference:?}: {message}")]
+    Pull { reference: String, message: String },
+    /// A blob's content does not match its digest.
+    #[error("failed to pull image {reference:?}: digest mismatch for {digest}: got {actual}")]
+    DigestMismatch {
+        reference: String,
+        digest: String,
+        actual: String,
+    },
+    #[error("image store: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What the pod workers need from the image store.
+#[async_trait::async_trait]
+pub trait ImageService: Send + Sync {
+    /// Makes `reference` present as `policy` says (pulling with `auth` if needed) and returns it.
+    async fn ensure(
+        &self,
+        reference: &str,
+        policy: PullPolicy,
+        auth: &[RegistryAuth],
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
+    ) -> Result<Image, ImageError>;
+    /// The image if present, without pulling.
+    fn get(&self, reference: &str) -> Option<Image>;
+    /// Every image present (for `node.status.images` and GC).
+    fn list(&self) -> Vec<Image>;
+    /// Removes images not in `in_use` (image IDs), least recently used first, until disk usage
+    /// of the store's filesystem is below `low_percent`, if it is above `high_percent`.
+    async fn garbage_collect(
+        &self,
+        in_use: &[String],
+        high_percent: u8,
+        low_percent: u8,
+    ) -> Result<u64, ImageError>;
+}
