@@ -29,6 +29,18 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Helpers k1s runs itself (the container shim); not for people.
+    #[command(hide = true)]
+    Internal {
+        #[command(subcommand)]
+        what: Internal,
+    },
+}
+
+#[derive(Subcommand)]
+enum Internal {
+    /// Start the container described by BUNDLE/config.json and look after it until it exits.
+    Shim { bundle: std::path::PathBuf },
 }
 
 fn init_logging(format: &str) {
@@ -46,6 +58,13 @@ fn init_logging(format: &str) {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The shim forks: it must run before any thread (tokio's included) exists.
+    if let Command::Internal {
+        what: Internal::Shim { bundle },
+    } = &cli.command
+    {
+        std::process::exit(k1s_kubelet::runtime::shim::main(bundle));
+    }
     init_logging(&cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -55,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Server(args) => server::run(*args).await,
             Command::Bench { what } => bench::run(what).await,
+            Command::Internal { .. } => unreachable!("handled before the runtime starts"),
         }
     })
 }

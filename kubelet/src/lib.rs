@@ -7,3 +7,4 @@
 pub mod cgroups;
 pub mod images;
 pub mod network;
+pub mod runtime;
