@@ -13,6 +13,7 @@
 //!   settings.
 
 pub mod client;
+pub mod events;
 #[cfg(feature = "http")]
 pub mod http_client;
 #[cfg(feature = "http")]

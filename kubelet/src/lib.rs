@@ -2,9 +2,12 @@
 //! (OCI images, namespaces, cgroups, the pod network), issue #7.
 //!
 //! Each OS edge sits behind a trait with a real and a fake implementation:
-//! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`].
+//! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`],
+//! [`runtime::Runtime`].
 
 pub mod cgroups;
+pub mod config;
 pub mod images;
 pub mod network;
+pub mod node;
 pub mod runtime;

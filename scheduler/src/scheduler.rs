@@ -146,12 +146,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn now_rfc3339() -> String {
-    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    time::OffsetDateTime::now_utc()
-        .format(&fmt)
-        .unwrap_or_default()
-}
+use k1s_api::events::now_rfc3339;
 
 impl Scheduler {
     pub fn new(
@@ -910,39 +905,17 @@ pub async fn record_event(
     reason: &str,
     message: &str,
 ) {
-    let ns = helpers::namespace(pod);
-    let now = now_rfc3339();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let ev = json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": format!("{}.{:x}", helpers::name(pod), nanos), "namespace": ns},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": ns,
-            "name": helpers::name(pod),
-            "uid": helpers::uid(pod),
-            "resourceVersion": pod.metadata.resource_version.clone().unwrap_or_default(),
-        },
-        "reason": reason,
-        "message": message,
-        "type": type_,
-        "source": {"component": component},
-        "reportingComponent": component,
-        "reportingInstance": component,
-        "action": if reason == "Scheduled" { "Binding" } else { "Scheduling" },
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    });
-    let r = ResourceRef::new("", "v1", "events", Some(ns));
-    if let Err(e) = client.create(&r, ev, &WriteParams::default()).await {
-        tracing::debug!(error = %e, %reason, "recording event");
-    }
+    let source = k1s_api::events::Source {
+        component: component.into(),
+        host: None,
+    };
+    let action = if reason == "Scheduled" {
+        "Binding"
+    } else {
+        "Scheduling"
+    };
+    let about = k1s_api::events::Involved::pod(&pod.metadata);
+    k1s_api::events::record(client, &source, &about, type_, reason, action, message).await;
 }
 
 #[cfg(test)]

@@ -56,9 +56,17 @@ pub enum PullProgress {
     /// The pull starts.
     Pulling { reference: String },
     /// A layer was fetched and verified (`done` of `total` layers, `bytes` so far).
-    Layer { done: usize, total: usize, bytes: u64 },
+    Layer {
+        done: usize,
+        total: usize,
+        bytes: u64,
+    },
     /// The image is present.
-    Pulled { reference: String, bytes: u64, millis: u64 },
+    Pulled {
+        reference: String,
+        bytes: u64,
+        millis: u64,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]

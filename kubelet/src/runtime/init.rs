@@ -51,7 +51,10 @@ fn prepare(spec: &ContainerSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Exe
     let _ = std::fs::create_dir_all(cwd);
     let path = lookup(&p.args[0], &p.env).ok_or_else(|| {
         if p.args[0].contains('/') {
-            format!("exec: {:?}: stat {}: no such file or directory", p.args[0], p.args[0])
+            format!(
+                "exec: {:?}: stat {}: no such file or directory",
+                p.args[0], p.args[0]
+            )
         } else {
             format!("exec: {:?}: executable file not found in $PATH", p.args[0])
         }
@@ -94,8 +97,13 @@ fn parse_caps(names: &[String]) -> Result<CapsHashSet, String> {
         .iter()
         .map(|n| {
             let n = n.to_ascii_uppercase();
-            let n = if n.starts_with("CAP_") { n } else { format!("CAP_{n}") };
-            n.parse::<Capability>().map_err(|_| format!("unknown capability {n:?}"))
+            let n = if n.starts_with("CAP_") {
+                n
+            } else {
+                format!("CAP_{n}")
+            };
+            n.parse::<Capability>()
+                .map_err(|_| format!("unknown capability {n:?}"))
         })
         .collect()
 }

@@ -120,7 +120,13 @@ fn touch(p: &Path) -> R<()> {
 pub fn setup(spec: &ContainerSpec) -> R<()> {
     let nodev_noexec = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC | MsFlags::MS_NODEV;
     // Nothing mounted from here on propagates back to the host.
-    mnt(None, Path::new("/"), None, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None)?;
+    mnt(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )?;
     let root = &spec.rootfs;
     mkdir_p(root)?;
     mkdir_p(&spec.upper)?;
@@ -140,7 +146,13 @@ pub fn setup(spec: &ContainerSpec) -> R<()> {
         spec.upper.display(),
         spec.work.display()
     );
-    mnt(Some("overlay"), root, Some("overlay"), MsFlags::empty(), Some(&data))?;
+    mnt(
+        Some("overlay"),
+        root,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(&data),
+    )?;
 
     let proc_ = resolve_in_root(root, "/proc");
     mkdir_p(&proc_)?;
@@ -149,7 +161,13 @@ pub fn setup(spec: &ContainerSpec) -> R<()> {
     let dev = resolve_in_root(root, "/dev");
     mkdir_p(&dev)?;
     if spec.privileged {
-        mnt(Some("/dev"), &dev, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+        mnt(
+            Some("/dev"),
+            &dev,
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        )?;
     } else {
         mnt(
             Some("tmpfs"),
@@ -226,7 +244,13 @@ pub fn setup(spec: &ContainerSpec) -> R<()> {
     };
     if mnt(Some("sysfs"), &sys, Some("sysfs"), sys_flags, None).is_err() {
         // sysfs cannot be mounted from the host's network namespace in some setups: bind it.
-        mnt(Some("/sys"), &sys, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+        mnt(
+            Some("/sys"),
+            &sys,
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        )?;
         if !spec.privileged {
             remount_ro(&sys)?;
         }
@@ -245,7 +269,13 @@ pub fn setup(spec: &ContainerSpec) -> R<()> {
         for p in READONLY_PATHS {
             let p = Path::new(p);
             if p.exists() {
-                mnt(Some(&p.display().to_string()), p, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+                mnt(
+                    Some(&p.display().to_string()),
+                    p,
+                    None,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None,
+                )?;
                 remount_ro(p)?;
             }
         }
@@ -267,7 +297,11 @@ fn remount_ro(p: &Path) -> R<()> {
         None,
         p,
         None,
-        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
         None,
     )
     .or_else(|_| {
@@ -283,7 +317,10 @@ fn remount_ro(p: &Path) -> R<()> {
 
 fn apply_mount(root: &Path, m: &Mount) -> R<()> {
     if !m.destination.starts_with('/') {
-        return Err(format!("mount destination {:?} is not absolute", m.destination));
+        return Err(format!(
+            "mount destination {:?} is not absolute",
+            m.destination
+        ));
     }
     let target = resolve_in_root(root, &m.destination);
     if m.file {
@@ -293,7 +330,13 @@ fn apply_mount(root: &Path, m: &Mount) -> R<()> {
     }
     if m.kind == "bind" {
         let src = m.source.display().to_string();
-        mnt(Some(&src), &target, None, MsFlags::MS_BIND | MsFlags::MS_REC, None)?;
+        mnt(
+            Some(&src),
+            &target,
+            None,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None,
+        )?;
         if m.readonly {
             remount_ro(&target)?;
         }
@@ -319,13 +362,7 @@ fn pivot(root: &Path) -> R<()> {
 fn mask(p: &Path) -> R<()> {
     match std::fs::metadata(p) {
         Err(_) => Ok(()),
-        Ok(md) if md.is_dir() => mnt(
-            Some("tmpfs"),
-            p,
-            Some("tmpfs"),
-            MsFlags::MS_RDONLY,
-            None,
-        ),
+        Ok(md) if md.is_dir() => mnt(Some("tmpfs"), p, Some("tmpfs"), MsFlags::MS_RDONLY, None),
         Ok(_) => mnt(Some("/dev/null"), p, None, MsFlags::MS_BIND, None),
     }
 }

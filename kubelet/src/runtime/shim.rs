@@ -35,7 +35,9 @@ use super::spec::{self, ContainerSpec, Exit, State};
 pub fn main(bundle: &Path) -> i32 {
     let spec: ContainerSpec = match spec::read_json(bundle, spec::CONFIG) {
         Ok(Some(s)) => s,
-        Ok(None) => return report_stdout(&format!("err no {} in {}", spec::CONFIG, bundle.display())),
+        Ok(None) => {
+            return report_stdout(&format!("err no {} in {}", spec::CONFIG, bundle.display()));
+        }
         Err(e) => return report_stdout(&format!("err reading {}: {e}", spec::CONFIG)),
     };
     let (report_r, report_w) = match pipe2(OFlag::O_CLOEXEC) {
@@ -98,7 +100,12 @@ fn shim(bundle: &Path, spec: &ContainerSpec, report: OwnedFd) -> i32 {
 
 fn ignore_signals() {
     use nix::sys::signal::{SigHandler, Signal, signal};
-    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGPIPE] {
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGPIPE,
+    ] {
         // SAFETY: SIG_IGN installs no handler code.
         unsafe {
             let _ = signal(s, SigHandler::SigIgn);
@@ -172,7 +179,8 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
 
 fn join_ns(path: Option<&Path>, kind: CloneFlags, what: &str) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
-    let f = File::open(path).map_err(|e| format!("opening {what} namespace {}: {e}", path.display()))?;
+    let f = File::open(path)
+        .map_err(|e| format!("opening {what} namespace {}: {e}", path.display()))?;
     setns(f.as_fd(), kind).map_err(|e| format!("joining {what} namespace {}: {e}", path.display()))
 }
 
@@ -261,7 +269,10 @@ struct LogWriter {
 impl LogWriter {
     fn open(path: &Path, max_bytes: u64, max_files: u32) -> Self {
         let file = File::options().create(true).append(true).open(path).ok();
-        let size = file.as_ref().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+        let size = file
+            .as_ref()
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |m| m.len());
         Self {
             path: path.to_path_buf(),
             file,
@@ -328,7 +339,10 @@ impl LogWriter {
 /// Parses `ok PID` / `err MESSAGE` as printed by [`main`].
 pub fn parse_report(out: &str) -> Result<i32, String> {
     if let Some(pid) = out.strip_prefix("ok ") {
-        return pid.trim().parse().map_err(|_| format!("bad shim report {out:?}"));
+        return pid
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad shim report {out:?}"));
     }
     Err(out.strip_prefix("err ").unwrap_or(out).trim().to_string())
 }
@@ -365,7 +379,11 @@ mod tests {
         assert!(lines[0].ends_with(" stdout F hello"), "{}", lines[0]);
         assert!(lines[1].ends_with(" stdout F world"));
         for _ in 0..10 {
-            w.feed("stderr", &mut partial, b"0123456789012345678901234567890123456789\n");
+            w.feed(
+                "stderr",
+                &mut partial,
+                b"0123456789012345678901234567890123456789\n",
+            );
         }
         assert!(PathBuf::from(format!("{}.1", path.display())).exists());
         assert!(PathBuf::from(format!("{}.2", path.display())).exists());

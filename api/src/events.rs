@@ -1,0 +1,116 @@
+//! Event recording: core/v1 Events about an object, as `kubectl describe` lists them. Shared by
+//! every component that reports (scheduler, kubelet, controllers); a failed write is logged at
+//! debug level and dropped, as client-go's recorder does.
+
+use serde_json::json;
+
+use crate::client::{Client, ResourceRef, WriteParams};
+
+/// Who reports.
+#[derive(Debug, Clone, Default)]
+pub struct Source {
+    /// `default-scheduler`, `kubelet`, ...
+    pub component: String,
+    /// The node, for node components.
+    pub host: Option<String>,
+}
+
+/// The object an event is about.
+#[derive(Debug, Clone, Default)]
+pub struct Involved {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub resource_version: String,
+    /// `spec.containers{NAME}` for events about one container.
+    pub field_path: Option<String>,
+}
+
+impl Involved {
+    /// The pod `pod` (a Pod's metadata).
+    pub fn pod(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        Self {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            field_path: None,
+        }
+    }
+
+    pub fn with_field_path(mut self, path: impl Into<String>) -> Self {
+        self.field_path = Some(path.into());
+        self
+    }
+}
+
+/// The time now as Events carry it (RFC 3339, seconds).
+pub fn now_rfc3339() -> String {
+    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    time::OffsetDateTime::now_utc()
+        .format(&fmt)
+        .unwrap_or_default()
+}
+
+/// Creates an Event (`type_` is `Normal` or `Warning`).
+pub async fn record(
+    client: &dyn Client,
+    source: &Source,
+    about: &Involved,
+    type_: &str,
+    reason: &str,
+    action: &str,
+    message: &str,
+) {
+    let now = now_rfc3339();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut involved = json!({
+        "apiVersion": about.api_version,
+        "kind": about.kind,
+        "name": about.name,
+        "uid": about.uid,
+        "resourceVersion": about.resource_version,
+    });
+    if !about.namespace.is_empty() {
+        involved["namespace"] = json!(about.namespace);
+    }
+    if let Some(f) = &about.field_path {
+        involved["fieldPath"] = json!(f);
+    }
+    let mut src = json!({"component": source.component});
+    if let Some(h) = &source.host {
+        src["host"] = json!(h);
+    }
+    let ns = if about.namespace.is_empty() {
+        "default"
+    } else {
+        &about.namespace
+    };
+    let ev = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": format!("{}.{:x}", about.name, nanos), "namespace": ns},
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message,
+        "type": type_,
+        "source": src,
+        "reportingComponent": source.component,
+        "reportingInstance": source.host.clone().unwrap_or_else(|| source.component.clone()),
+        "action": action,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    });
+    let r = ResourceRef::new("", "v1", "events", Some(ns));
+    if let Err(e) = client.create(&r, ev, &WriteParams::default()).await {
+        tracing::debug!(error = %e, %reason, "recording event");
+    }
+}

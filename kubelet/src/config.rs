@@ -1,0 +1,76 @@
+//! The kubelet's settings, filled from `k1s server` / `k1s agent` flags.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k1s_api::quantity::ResourceList;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub node_name: String,
+    /// Where the kubelet keeps its state: `DATA_DIR/agent`.
+    pub root_dir: PathBuf,
+    /// The node's address (InternalIP).
+    pub node_ip: IpAddr,
+    /// Extra node labels (`--node-label`), and the `node-role.kubernetes.io/control-plane`
+    /// label for servers.
+    pub labels: BTreeMap<String, String>,
+    /// Taints to register with (`--node-taint`, `key=value:Effect`).
+    pub taints: Vec<String>,
+    pub kube_reserved: ResourceList,
+    pub system_reserved: ResourceList,
+    /// `evictionHard` `memory.available` (upstream default 100Mi), subtracted from allocatable.
+    pub eviction_hard_memory: i128,
+    pub max_pods: u32,
+    /// The node's pod CIDR (`spec.podCIDR`).
+    pub pod_cidr: String,
+    /// `clusterDNS`: when empty, `ClusterFirst` pods fall back to the host's resolv.conf, as
+    /// upstream does.
+    pub cluster_dns: Vec<IpAddr>,
+    pub cluster_domain: String,
+    /// How often the Lease is renewed (10 s).
+    pub lease_interval: Duration,
+    /// How often node status is reported even when it did not change.
+    pub status_report_interval: Duration,
+    /// Container log rotation: size of a file and how many to keep.
+    pub log_max_bytes: u64,
+    pub log_max_files: u32,
+    /// The kubelet's HTTPS port, advertised in `status.daemonEndpoints`.
+    pub port: u16,
+}
+
+impl Config {
+    pub fn new(node_name: &str, root_dir: PathBuf, node_ip: IpAddr) -> Self {
+        Self {
+            node_name: node_name.into(),
+            root_dir,
+            node_ip,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            kube_reserved: ResourceList::default(),
+            system_reserved: ResourceList::default(),
+            eviction_hard_memory: 100 * 1024 * 1024,
+            max_pods: 110,
+            pod_cidr: "10.42.0.0/24".into(),
+            cluster_dns: Vec::new(),
+            cluster_domain: "cluster.local".into(),
+            lease_interval: Duration::from_secs(10),
+            status_report_interval: Duration::from_secs(60),
+            log_max_bytes: 10 * 1024 * 1024,
+            log_max_files: 5,
+            port: 10250,
+        }
+    }
+
+    pub fn pods_dir(&self) -> PathBuf {
+        self.root_dir.join("pods")
+    }
+
+    /// Container logs: `pods-logs/NAMESPACE_NAME_UID/CONTAINER/RESTARTS.log`, as upstream's
+    /// `/var/log/pods`.
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root_dir.join("pod-logs")
+    }
+}

@@ -1,0 +1,488 @@
+//! Node registration and heartbeats: the Node object (capacity and allocatable, addresses,
+//! nodeInfo, labels, conditions, images) and its Lease in `kube-node-lease`, renewed every
+//! `lease_interval`. Status is patched when it changes and every `status_report_interval`.
+//!
+//! Machine facts are read from /proc, /sys and statvfs here; nothing else in the kubelet
+//! reads them.
+
+use std::sync::Arc;
+
+use k1s_api::client::{Client, Patch, ResourceRef, WriteParams};
+use k1s_api::quantity::{Format, Quantity, ResourceList};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::images::ImageService;
+
+/// The version the kubelet reports (the API server's minor, so kubectl's dispatcher picks a
+/// matching client).
+pub const KUBELET_VERSION: &str = "v1.33.0-k1s";
+
+/// What the machine has.
+#[derive(Debug, Clone, Default)]
+pub struct Machine {
+    pub cpus: i64,
+    pub memory_bytes: i64,
+    pub ephemeral_bytes: i64,
+    /// `hugepages-2Mi` → bytes.
+    pub hugepages: Vec<(String, i64)>,
+    pub hostname: String,
+    pub machine_id: String,
+    pub system_uuid: String,
+    pub boot_id: String,
+    pub kernel_version: String,
+    pub os_image: String,
+    pub arch: String,
+}
+
+fn read_trim(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Machine {
+    /// Reads this machine; `root_dir` is where ephemeral storage lives.
+    pub fn detect(root_dir: &std::path::Path) -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as i64);
+        let memory_bytes = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.starts_with("MemTotal:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<i64>().ok())
+            })
+            .map_or(0, |kib| kib * 1024);
+        let ephemeral_bytes = nix::sys::statvfs::statvfs(root_dir)
+            .map(|s| (s.blocks() as i64).saturating_mul(s.fragment_size() as i64))
+            .unwrap_or(0);
+        let mut hugepages = Vec::new();
+        if let Ok(dir) = std::fs::read_dir("/sys/kernel/mm/hugepages") {
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                let Some(kb) = name
+                    .strip_prefix("hugepages-")
+                    .and_then(|s| s.strip_suffix("kB"))
+                    .and_then(|s| s.parse::<i64>().ok())
+                else {
+                    continue;
+                };
+                let n: i64 = read_trim(&format!("{}/nr_hugepages", e.path().display()))
+                    .parse()
+                    .unwrap_or(0);
+                let unit = if kb >= 1024 * 1024 {
+                    format!("{}Gi", kb / 1024 / 1024)
+                } else {
+                    format!("{}Mi", kb / 1024)
+                };
+                hugepages.push((format!("hugepages-{unit}"), n * kb * 1024));
+            }
+        }
+        hugepages.sort();
+        let uname = nix::sys::utsname::uname().ok();
+        let os_image = std::fs::read_to_string("/etc/os-release")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                    .map(|v| v.trim_matches('"').to_string())
+            })
+            .unwrap_or_else(|| "Linux".into());
+        Self {
+            cpus,
+            memory_bytes,
+            ephemeral_bytes,
+            hugepages,
+            hostname: nix::unistd::gethostname()
+                .map(|h| h.to_string_lossy().to_string())
+                .unwrap_or_default(),
+            machine_id: read_trim("/etc/machine-id"),
+            system_uuid: read_trim("/sys/class/dmi/id/product_uuid"),
+            boot_id: read_trim("/proc/sys/kernel/random/boot_id"),
+            kernel_version: uname
+                .as_ref()
+                .map(|u| u.release().to_string_lossy().to_string())
+                .unwrap_or_default(),
+            os_image,
+            arch: go_arch(std::env::consts::ARCH).into(),
+        }
+    }
+
+    /// `status.capacity`.
+    pub fn capacity(&self, max_pods: u32) -> ResourceList {
+        let mut c = ResourceList::new();
+        c.insert("cpu", Quantity::from_value(self.cpus, Format::DecimalSI));
+        c.insert(
+            "memory",
+            Quantity::from_value(self.memory_bytes, Format::BinarySI),
+        );
+        c.insert(
+            "ephemeral-storage",
+            Quantity::from_value(self.ephemeral_bytes, Format::BinarySI),
+        );
+        c.insert(
+            "pods",
+            Quantity::from_value(max_pods as i64, Format::DecimalSI),
+        );
+        for (name, bytes) in &self.hugepages {
+            c.insert(name.clone(), Quantity::from_value(*bytes, Format::BinarySI));
+        }
+        c
+    }
+}
+
+/// Go's GOARCH names, which `kubernetes.io/arch` uses.
+fn go_arch(rust: &str) -> &str {
+    match rust {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        "riscv64" => "riscv64",
+        "powerpc64" => "ppc64le",
+        "s390x" => "s390x",
+        other => other,
+    }
+}
+
+/// `status.allocatable`: capacity less kube-reserved, system-reserved and the hard eviction
+/// threshold for memory, never below zero.
+pub fn allocatable(capacity: &ResourceList, config: &Config) -> ResourceList {
+    let mut a = capacity
+        .sub(&config.kube_reserved)
+        .sub(&config.system_reserved);
+    if let Some(m) = a.get("memory").copied() {
+        let evict = Quantity::from_value(config.eviction_hard_memory as i64, Format::BinarySI);
+        a.insert("memory", m - evict);
+    }
+    let names: Vec<String> = a.names().map(String::from).collect();
+    for n in names {
+        if a.get(&n).is_some_and(|q| q.sign() < 0) {
+            a.insert(n, Quantity::default());
+        }
+    }
+    a
+}
+
+fn parse_taint(s: &str) -> Option<Value> {
+    let (kv, effect) = s.rsplit_once(':')?;
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    let mut t = json!({"key": key, "effect": effect});
+    if !value.is_empty() {
+        t["value"] = json!(value);
+    }
+    Some(t)
+}
+
+/// The Node object as this kubelet registers it.
+pub fn node_object(config: &Config, machine: &Machine) -> Value {
+    let mut labels = json!({
+        "kubernetes.io/hostname": config.node_name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": machine.arch,
+        "beta.kubernetes.io/os": "linux",
+        "beta.kubernetes.io/arch": machine.arch,
+    });
+    for (k, v) in &config.labels {
+        labels[k] = json!(v);
+    }
+    let taints: Vec<Value> = config
+        .taints
+        .iter()
+        .filter_map(|t| parse_taint(t))
+        .collect();
+    let mut spec = json!({"podCIDR": config.pod_cidr, "podCIDRs": [config.pod_cidr]});
+    if !taints.is_empty() {
+        spec["taints"] = json!(taints);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": config.node_name,
+            "labels": labels,
+            "annotations": {"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+        },
+        "spec": spec,
+    })
+}
+
+/// The conditions, as upstream words them.
+fn conditions(now: &str, ready: bool) -> Value {
+    let c = |type_: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": type_, "status": status, "reason": reason, "message": message,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
+    json!([
+        c(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available"
+        ),
+        c(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure"
+        ),
+        c(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available"
+        ),
+        if ready {
+            c(
+                "Ready",
+                "True",
+                "KubeletReady",
+                "kubelet is posting ready status",
+            )
+        } else {
+            c(
+                "Ready",
+                "False",
+                "KubeletNotReady",
+                "container runtime is starting",
+            )
+        },
+    ])
+}
+
+/// `status` of the Node.
+pub fn node_status(
+    config: &Config,
+    machine: &Machine,
+    images: &dyn ImageService,
+    now: &str,
+) -> Value {
+    let capacity = machine.capacity(config.max_pods);
+    let allocatable = allocatable(&capacity, config);
+    let mut imgs: Vec<Value> = images
+        .list()
+        .into_iter()
+        .map(|i| json!({"names": [i.repo_digest, i.reference], "sizeBytes": i.size}))
+        .collect();
+    imgs.truncate(50);
+    json!({
+        "capacity": capacity.to_json(),
+        "allocatable": allocatable.to_json(),
+        "conditions": conditions(now, true),
+        "addresses": [
+            {"type": "InternalIP", "address": config.node_ip.to_string()},
+            {"type": "Hostname", "address": config.node_name},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": config.port}},
+        "nodeInfo": {
+            "machineID": machine.machine_id,
+            "systemUUID": machine.system_uuid,
+            "bootID": machine.boot_id,
+            "kernelVersion": machine.kernel_version,
+            "osImage": machine.os_image,
+            "containerRuntimeVersion": format!("k1s://{}", env!("CARGO_PKG_VERSION")),
+            "kubeletVersion": KUBELET_VERSION,
+            "kubeProxyVersion": KUBELET_VERSION,
+            "operatingSystem": "linux",
+            "architecture": machine.arch,
+        },
+        "images": imgs,
+    })
+}
+
+fn now_micro() -> String {
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
+    );
+    time::OffsetDateTime::now_utc()
+        .format(&fmt)
+        .unwrap_or_default()
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("registering node {node}: {message}")]
+pub struct RegisterError {
+    pub node: String,
+    pub message: String,
+}
+
+/// Creates the Node, or updates the labels, taints and podCIDR of an existing one, then
+/// reports its status.
+pub async fn register(
+    client: &dyn Client,
+    config: &Config,
+    machine: &Machine,
+    images: &dyn ImageService,
+) -> Result<(), RegisterError> {
+    let err = |e: k1s_api::client::ClientError| RegisterError {
+        node: config.node_name.clone(),
+        message: e.to_string(),
+    };
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    let obj = node_object(config, machine);
+    match client.get(&nodes, &config.node_name).await {
+        Ok(existing) => {
+            let mut patch = json!({"metadata": {"labels": obj["metadata"]["labels"]}});
+            if existing["spec"]["podCIDR"].is_null() {
+                patch["spec"] = obj["spec"].clone();
+            }
+            client
+                .patch(
+                    &nodes,
+                    &config.node_name,
+                    &Patch::Merge(patch),
+                    None,
+                    &WriteParams::default(),
+                )
+                .await
+                .map_err(err)?;
+        }
+        Err(e) if e.is_not_found() => {
+            client
+                .create(&nodes, obj, &WriteParams::default())
+                .await
+                .map_err(err)?;
+        }
+        Err(e) => return Err(err(e)),
+    }
+    report_status(client, config, machine, images)
+        .await
+        .map_err(err)
+}
+
+/// Patches `status` of the Node.
+pub async fn report_status(
+    client: &dyn Client,
+    config: &Config,
+    machine: &Machine,
+    images: &dyn ImageService,
+) -> Result<(), k1s_api::client::ClientError> {
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    let status = node_status(config, machine, images, &k1s_api::events::now_rfc3339());
+    client
+        .patch(
+            &nodes,
+            &config.node_name,
+            &Patch::Merge(json!({"status": status})),
+            Some("status"),
+            &WriteParams::default(),
+        )
+        .await
+        .map(|_| ())
+}
+
+/// Renews the node's Lease every `lease_interval` and reports status every
+/// `status_report_interval`, until cancelled.
+pub async fn heartbeat(
+    client: Arc<dyn Client>,
+    config: Arc<Config>,
+    machine: Machine,
+    images: Arc<dyn ImageService>,
+    cancel: CancellationToken,
+) {
+    let leases = ResourceRef::new(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        Some("kube-node-lease"),
+    );
+    let mut last_status = std::time::Instant::now();
+    loop {
+        let now = now_micro();
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": config.node_name, "namespace": "kube-node-lease"},
+            "spec": {"holderIdentity": config.node_name, "leaseDurationSeconds": 40, "renewTime": now},
+        });
+        let patch = json!({"spec": {"holderIdentity": config.node_name, "leaseDurationSeconds": 40, "renewTime": now}});
+        let res = match client
+            .patch(
+                &leases,
+                &config.node_name,
+                &Patch::Merge(patch),
+                None,
+                &WriteParams::default(),
+            )
+            .await
+        {
+            Err(e) if e.is_not_found() => client
+                .create(&leases, lease, &WriteParams::default())
+                .await
+                .map(|_| ()),
+            other => other.map(|_| ()),
+        };
+        if let Err(e) = res {
+            tracing::warn!(error = %e, node = %config.node_name, "renewing the node lease");
+        }
+        if last_status.elapsed() >= config.status_report_interval {
+            last_status = std::time::Instant::now();
+            if let Err(e) = report_status(client.as_ref(), &config, &machine, images.as_ref()).await
+            {
+                tracing::warn!(error = %e, "reporting node status");
+            }
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(config.lease_interval) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocatable_subtracts_reserved_and_eviction() {
+        let mut config = Config::new("n", "/tmp".into(), "10.0.0.1".parse().unwrap());
+        config
+            .kube_reserved
+            .insert("cpu", Quantity::parse("500m").unwrap());
+        config
+            .system_reserved
+            .insert("memory", Quantity::parse("1Gi").unwrap());
+        let m = Machine {
+            cpus: 2,
+            memory_bytes: 4 << 30,
+            ephemeral_bytes: 10 << 30,
+            ..Default::default()
+        };
+        let cap = m.capacity(110);
+        let a = allocatable(&cap, &config);
+        assert_eq!(a.get("cpu").unwrap().milli_value(), 1500);
+        assert_eq!(
+            a.get("memory").unwrap().value(),
+            (3i64 << 30) - 100 * 1024 * 1024
+        );
+        assert_eq!(a.get("pods").unwrap().value(), 110);
+        config
+            .system_reserved
+            .insert("cpu", Quantity::parse("8").unwrap());
+        assert!(allocatable(&cap, &config).get("cpu").unwrap().is_zero());
+    }
+
+    #[test]
+    fn node_object_labels_taints_and_cidr() {
+        let mut config = Config::new("n1", "/tmp".into(), "10.0.0.1".parse().unwrap());
+        config.labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            "true".into(),
+        );
+        config.taints = vec!["dedicated=gpu:NoSchedule".into(), "bad".into()];
+        let m = Machine::detect(std::path::Path::new("/"));
+        assert!(m.cpus >= 1 && m.memory_bytes > 0 && m.ephemeral_bytes > 0);
+        let n = node_object(&config, &m);
+        assert_eq!(n["metadata"]["labels"]["kubernetes.io/hostname"], "n1");
+        assert_eq!(n["metadata"]["labels"]["kubernetes.io/arch"], "amd64");
+        assert_eq!(
+            n["metadata"]["labels"]["node-role.kubernetes.io/control-plane"],
+            "true"
+        );
+        assert_eq!(
+            n["spec"]["taints"],
+            json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+        );
+        assert_eq!(n["spec"]["podCIDR"], "10.42.0.0/24");
+    }
+}
