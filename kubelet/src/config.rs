@@ -37,6 +37,11 @@ pub struct Config {
     /// Container log rotation: size of a file and how many to keep.
     pub log_max_bytes: u64,
     pub log_max_files: u32,
+    /// Container restart back-off: first delay, maximum, and how long a container must run for
+    /// the back-off to start over (10 s, 5 min and 10 min upstream).
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    pub backoff_reset: Duration,
     /// The kubelet's HTTPS port, advertised in `status.daemonEndpoints`.
     pub port: u16,
 }
@@ -60,6 +65,9 @@ impl Config {
             status_report_interval: Duration::from_secs(60),
             log_max_bytes: 10 * 1024 * 1024,
             log_max_files: 5,
+            backoff_initial: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            backoff_reset: Duration::from_secs(600),
             port: 10250,
         }
     }

@@ -3,11 +3,84 @@
 //!
 //! Each OS edge sits behind a trait with a real and a fake implementation:
 //! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`],
-//! [`runtime::Runtime`].
+//! [`runtime::Runtime`]. [`run`] wires them: it registers the node, keeps its Lease, and feeds
+//! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]).
 
 pub mod cgroups;
 pub mod config;
+pub mod container;
 pub mod images;
 pub mod network;
 pub mod node;
+pub mod pod_worker;
+pub mod pods;
 pub mod runtime;
+pub mod sandbox;
+pub mod status;
+
+use std::sync::Arc;
+
+use k1s_api::client::Client;
+use tokio_util::sync::CancellationToken;
+
+pub use config::Config;
+
+/// What the kubelet works with.
+pub struct Deps {
+    pub client: Arc<dyn Client>,
+    pub config: Arc<Config>,
+    pub images: Arc<dyn images::ImageService>,
+    pub runtime: Arc<dyn runtime::Runtime>,
+    pub cgroups: Arc<dyn cgroups::CgroupManager>,
+    pub network: Arc<dyn network::PodNetwork>,
+    /// `kubelet` on this node, for events.
+    pub event_source: k1s_api::events::Source,
+}
+
+/// Runs the kubelet until `cancel` fires. Containers keep running after it returns.
+pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
+    let config = deps.config.clone();
+    let machine = node::Machine::detect(&config.root_dir);
+    let capacity = machine.capacity(config.max_pods);
+    let alloc = node::allocatable(&capacity, &config);
+    let qos_limits = cgroups::Resources {
+        cpu_shares: alloc
+            .get("cpu")
+            .map(|q| (q.milli_value().max(2) as u64 * 1024 / 1000).max(2)),
+        memory_limit: alloc.get("memory").map(|q| q.value()),
+        ..Default::default()
+    };
+    if let Err(e) = deps.cgroups.ensure_qos_hierarchy(&qos_limits) {
+        tracing::error!(error = %e, "creating the kubepods cgroups");
+    }
+    if let Err(e) = deps.network.init().await {
+        tracing::error!(error = %e, "setting up the pod network");
+    }
+    loop {
+        match node::register(
+            deps.client.as_ref(),
+            &config,
+            &machine,
+            deps.images.as_ref(),
+        )
+        .await
+        {
+            Ok(()) => break,
+            Err(e) => tracing::warn!(error = %e, "registering the node; retrying"),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+        }
+    }
+    tracing::info!(node = %config.node_name, "node registered");
+    let hb = tokio::spawn(node::heartbeat(
+        deps.client.clone(),
+        config.clone(),
+        machine,
+        deps.images.clone(),
+        cancel.clone(),
+    ));
+    pods::run(deps, cancel).await;
+    let _ = hb.await;
+}

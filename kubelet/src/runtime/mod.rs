@@ -9,6 +9,7 @@
 pub mod fake;
 pub mod init;
 pub mod mounts;
+pub mod nsfile;
 pub mod shim;
 pub mod spec;
 

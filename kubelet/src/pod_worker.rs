@@ -1,0 +1,916 @@
+//! One worker per pod: it owns the pod's sandbox and containers on this node from the first
+//! sync to the final delete.
+//!
+//! The loop: sync (sandbox, init containers in order, then the containers, each restarted as
+//! `restartPolicy` says with a doubling back-off), report status when it changed, then sleep
+//! until the pod changes, a container exits or a back-off ends. A pod with a
+//! deletionTimestamp is terminated (SIGTERM, the grace period, SIGKILL), its sandbox torn down
+//! and the pod deleted for good. Cancelling the worker (kubelet shutdown) leaves the
+//! containers running: a restarted kubelet re-adopts them from their bundles.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k1s_api::client::{DeleteParams, Patch, ResourceRef, WriteParams};
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::Deps;
+use crate::cgroups::QosClass;
+use crate::images::{PullPolicy, PullProgress};
+use crate::runtime::spec::{self, ContainerSpec, Mount};
+use crate::sandbox::Sandbox;
+use crate::status::{ContainerState, ContainerView, PodView, Terminated};
+
+/// A container's exit, sent by its waiter task.
+struct Exited {
+    name: String,
+    attempt: i32,
+    exit: spec::Exit,
+}
+
+/// The worker's record of one container.
+#[derive(Debug, Default)]
+struct Record {
+    view: ContainerView,
+    /// The attempt (restart number) of the instance that runs or ran last.
+    attempt: Option<i32>,
+    running: bool,
+    /// When the running instance started, to reset the back-off after a long healthy run.
+    since: Option<Instant>,
+    /// Not before this instant may it (re)start.
+    not_before: Option<Instant>,
+    backoff: Duration,
+}
+
+pub struct PodWorker {
+    deps: Arc<Deps>,
+    uid: String,
+    pod_rx: watch::Receiver<Option<Arc<Pod>>>,
+    records: HashMap<String, Record>,
+    exits_tx: mpsc::UnboundedSender<Exited>,
+    exits_rx: mpsc::UnboundedReceiver<Exited>,
+    sandbox: Option<Sandbox>,
+    start_time: String,
+    terminal: Option<&'static str>,
+    last_reported: Option<Value>,
+    cancel: CancellationToken,
+}
+
+fn now() -> String {
+    k1s_api::events::now_rfc3339()
+}
+
+fn container_key(init: bool, name: &str) -> String {
+    format!("{}/{name}", if init { "init" } else { "main" })
+}
+
+impl PodWorker {
+    pub fn new(
+        deps: Arc<Deps>,
+        uid: String,
+        pod_rx: watch::Receiver<Option<Arc<Pod>>>,
+        cancel: CancellationToken,
+    ) -> Self {
+        let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        Self {
+            deps,
+            uid,
+            pod_rx,
+            records: HashMap::new(),
+            exits_tx,
+            exits_rx,
+            sandbox: None,
+            start_time: now(),
+            terminal: None,
+            last_reported: None,
+            cancel,
+        }
+    }
+
+    fn pod_dir(&self) -> PathBuf {
+        self.deps.config.pods_dir().join(&self.uid)
+    }
+
+    fn bundle(&self, key: &str, attempt: i32) -> PathBuf {
+        self.pod_dir()
+            .join("containers")
+            .join(key.replace('/', "-"))
+            .join(attempt.to_string())
+    }
+
+    /// Runs until the pod is gone from this node (or the kubelet stops).
+    pub async fn run(mut self) {
+        let mut last_pod: Option<Arc<Pod>> = None;
+        loop {
+            let current = self.pod_rx.borrow_and_update().clone();
+            match current {
+                None => {
+                    // Deleted from the API without us: stop everything now.
+                    if let Some(pod) = last_pod.take() {
+                        self.terminate(&pod, Duration::ZERO).await;
+                    }
+                    self.teardown().await;
+                    return;
+                }
+                Some(pod) if pod.metadata.deletion_timestamp.is_some() => {
+                    let grace = pod
+                        .metadata
+                        .deletion_grace_period_seconds
+                        .unwrap_or(30)
+                        .max(0) as u64;
+                    self.terminate(&pod, Duration::from_secs(grace)).await;
+                    self.teardown().await;
+                    self.report(&pod).await;
+                    self.delete_for_good(&pod).await;
+                    return;
+                }
+                Some(pod) => {
+                    if last_pod.is_none() {
+                        self.adopt(&pod).await;
+                    }
+                    self.sync(&pod).await;
+                    self.report(&pod).await;
+                    last_pod = Some(pod);
+                }
+            }
+            // Only a container waiting to restart wakes the worker.
+            let now = Instant::now();
+            let wake = self
+                .records
+                .values()
+                .filter(|r| !r.running)
+                .filter_map(|r| r.not_before)
+                .filter(|t| *t > now)
+                .min();
+            tokio::select! {
+                _ = self.cancel.cancelled() => return,
+                changed = self.pod_rx.changed() => {
+                    if changed.is_err() {
+                        self.pod_rx = watch::channel(None).1;
+                    }
+                }
+                Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()),
+                _ = sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// After a kubelet restart: the containers this pod already has, from their bundles.
+    async fn adopt(&mut self, pod: &Pod) {
+        let Some(spec) = pod.spec.as_ref() else {
+            return;
+        };
+        let all = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| (true, c))
+            .chain(spec.containers.iter().map(|c| (false, c)));
+        let mut any = false;
+        for (init, c) in all {
+            let key = container_key(init, &c.name);
+            let dir = self
+                .pod_dir()
+                .join("containers")
+                .join(key.replace('/', "-"));
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut attempts: Vec<i32> = entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect();
+            attempts.sort();
+            let Some(&last) = attempts.last() else {
+                continue;
+            };
+            any = true;
+            let bundle = self.bundle(&key, last);
+            let cfg: Option<ContainerSpec> = spec::read_json(&bundle, spec::CONFIG).ok().flatten();
+            let st: Option<spec::State> = spec::read_json(&bundle, spec::STATE).ok().flatten();
+            let id = cfg.map(|c| format!("k1s://{}", c.id));
+            let rec = self.records.entry(key.clone()).or_default();
+            rec.view.name = c.name.clone();
+            rec.view.image = c.image.clone().unwrap_or_default();
+            rec.view.restart_count = last;
+            rec.view.container_id = id.clone();
+            rec.attempt = Some(last);
+            if let Some(s) = &st {
+                self.start_time = self.start_time.clone().min(s.started_at.clone());
+            }
+            if self.deps.runtime.state(&bundle).is_some() {
+                let started_at = st.map(|s| s.started_at).unwrap_or_default();
+                rec.view.state = ContainerState::Running { started_at };
+                rec.view.started = true;
+                rec.view.ready = true;
+                rec.running = true;
+                self.spawn_waiter(key, last, bundle);
+            } else if let Some(exit) = self.deps.runtime.exit(&bundle) {
+                let started_at = st.map(|s| s.started_at).unwrap_or_default();
+                rec.view.state = ContainerState::Terminated(Terminated {
+                    exit_code: exit.exit_code,
+                    signal: exit.signal,
+                    reason: if exit.exit_code == 0 {
+                        "Completed"
+                    } else {
+                        "Error"
+                    }
+                    .into(),
+                    message: None,
+                    started_at,
+                    finished_at: exit.finished_at,
+                    container_id: id,
+                });
+            }
+        }
+        if any {
+            tracing::info!(pod = %pod_name(pod), "re-adopted the pod's containers");
+            if let Ok(sb) = Sandbox::open(&self.deps, pod).await {
+                self.sandbox = Some(sb);
+            }
+        }
+    }
+
+    fn spawn_waiter(&self, key: String, attempt: i32, bundle: PathBuf) {
+        let runtime = self.deps.runtime.clone();
+        let tx = self.exits_tx.clone();
+        let cancel = self.cancel.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                exit = runtime.wait(&bundle) => {
+                    let _ = tx.send(Exited { name: key, attempt, exit });
+                }
+            }
+        });
+    }
+
+    fn qos(pod: &Pod) -> QosClass {
+        match pod.status.as_ref().and_then(|s| s.qos_class.as_deref()) {
+            Some("Guaranteed") => QosClass::Guaranteed,
+            Some("Burstable") => QosClass::Burstable,
+            _ => QosClass::BestEffort,
+        }
+    }
+
+    fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
+        let bundle = self.bundle(&e.name, e.attempt);
+        let Some(rec) = self.records.get_mut(&e.name) else {
+            return;
+        };
+        if rec.attempt != Some(e.attempt) {
+            return;
+        }
+        rec.running = false;
+        rec.view.ready = false;
+        if rec
+            .since
+            .is_some_and(|t| t.elapsed() >= self.deps.config.backoff_reset)
+        {
+            rec.backoff = Duration::ZERO;
+            rec.not_before = None;
+        }
+        let started_at = match &rec.view.state {
+            ContainerState::Running { started_at } => started_at.clone(),
+            _ => String::new(),
+        };
+        let id = rec.view.container_id.clone();
+        let oom = pod.is_some_and(|p| {
+            e.exit.exit_code == 137
+                && id.as_deref().is_some_and(|id| {
+                    self.deps.cgroups.oom_killed(
+                        &self.uid,
+                        Self::qos(p),
+                        id.trim_start_matches("k1s://"),
+                    )
+                })
+        });
+        let reason = if oom {
+            "OOMKilled"
+        } else if e.exit.exit_code == 0 {
+            "Completed"
+        } else {
+            "Error"
+        };
+        let message = std::fs::read_to_string(bundle.join("termination-log"))
+            .ok()
+            .filter(|m| !m.is_empty());
+        rec.view.state = ContainerState::Terminated(Terminated {
+            exit_code: e.exit.exit_code,
+            signal: e.exit.signal,
+            reason: reason.into(),
+            message,
+            started_at,
+            finished_at: e.exit.finished_at,
+            container_id: id,
+        });
+    }
+
+    /// Brings the pod's containers to where they should be.
+    async fn sync(&mut self, pod: &Pod) {
+        if self.terminal.is_some() {
+            return;
+        }
+        let Some(spec) = pod.spec.clone() else { return };
+        if self.sandbox.is_none() {
+            match Sandbox::create(&self.deps, pod).await {
+                Ok(sb) => self.sandbox = Some(sb),
+                Err(e) => {
+                    self.event(
+                        pod,
+                        None,
+                        "Warning",
+                        "FailedCreatePodSandBox",
+                        &e.to_string(),
+                    )
+                    .await;
+                    self.set_backoff_all(pod);
+                    return;
+                }
+            }
+        }
+        if let Err(e) = self.sandbox_volumes(pod).await {
+            self.event(pod, None, "Warning", "FailedMount", &e).await;
+            return;
+        }
+        let policy = spec
+            .restart_policy
+            .clone()
+            .unwrap_or_else(|| "Always".into());
+        // Init containers, one at a time, in order.
+        for c in spec.init_containers.iter().flatten() {
+            let key = container_key(true, &c.name);
+            let rec = self.records.entry(key.clone()).or_default();
+            if rec.running {
+                return;
+            }
+            match &rec.view.state {
+                ContainerState::Terminated(t) if t.exit_code == 0 => continue,
+                ContainerState::Terminated(_) if policy == "Never" => {
+                    self.terminal = Some("Failed");
+                    return;
+                }
+                _ => {}
+            }
+            self.start(pod, c, &key).await;
+            return;
+        }
+        for c in &spec.containers {
+            let key = container_key(false, &c.name);
+            let rec = self.records.entry(key.clone()).or_default();
+            if rec.running {
+                continue;
+            }
+            let restart = match &rec.view.state {
+                ContainerState::Terminated(t) => match policy.as_str() {
+                    "Always" => true,
+                    "OnFailure" => t.exit_code != 0,
+                    _ => false,
+                },
+                _ => true,
+            };
+            if restart {
+                self.start(pod, c, &key).await;
+            }
+        }
+        let views: Vec<ContainerView> = spec
+            .containers
+            .iter()
+            .filter_map(|c| self.records.get(&container_key(false, &c.name)))
+            .map(|r| r.view.clone())
+            .collect();
+        let init_views = self.views(pod, true);
+        match crate::status::phase(pod, &init_views, &views) {
+            p @ ("Succeeded" | "Failed") => self.terminal = Some(p),
+            _ => {}
+        }
+    }
+
+    async fn sandbox_volumes(&mut self, _pod: &Pod) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn set_backoff_all(&mut self, pod: &Pod) {
+        let initial = self.deps.config.backoff_initial;
+        for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+            let r = self
+                .records
+                .entry(container_key(false, &c.name))
+                .or_default();
+            r.not_before = Some(Instant::now() + initial);
+        }
+    }
+
+    /// Starts (or restarts) one container, honouring its back-off.
+    async fn start(&mut self, pod: &Pod, c: &Container, key: &str) {
+        let cfg = self.deps.config.clone();
+        {
+            let rec = self.records.entry(key.to_string()).or_default();
+            rec.view.name = c.name.clone();
+            rec.view.image = c.image.clone().unwrap_or_default();
+            if let Some(t) = rec.not_before
+                && Instant::now() < t
+            {
+                // Still backing off: say so, once the container has failed before.
+                if let ContainerState::Terminated(last) = &rec.view.state {
+                    rec.view.last = Some(last.clone());
+                    rec.view.state = ContainerState::Waiting {
+                        reason: "CrashLoopBackOff".into(),
+                        message: Some(format!(
+                            "back-off {}s restarting failed container={} pod={}_{}({})",
+                            rec.backoff.as_secs(),
+                            c.name,
+                            pod.metadata.name.as_deref().unwrap_or(""),
+                            pod.metadata.namespace.as_deref().unwrap_or(""),
+                            self.uid
+                        )),
+                    };
+                }
+                return;
+            }
+        }
+        // The image.
+        let reference = c.image.clone().unwrap_or_default();
+        let policy = match c.image_pull_policy.as_deref() {
+            Some("Always") => PullPolicy::Always,
+            Some("Never") => PullPolicy::Never,
+            Some("IfNotPresent") => PullPolicy::IfNotPresent,
+            _ if reference.ends_with(":latest")
+                || !reference.rsplit('/').next().unwrap_or("").contains(':') =>
+            {
+                PullPolicy::Always
+            }
+            _ => PullPolicy::IfNotPresent,
+        };
+        let present = self.deps.images.get(&reference).is_some();
+        let auth = crate::sandbox::pull_secrets(&self.deps, pod).await;
+        let (ptx, mut prx) = mpsc::unbounded_channel::<PullProgress>();
+        let progress = move |p: PullProgress| {
+            let _ = ptx.send(p);
+        };
+        let pulling = !(present && policy != PullPolicy::Always);
+        if pulling {
+            self.event(
+                pod,
+                Some(c),
+                "Normal",
+                "Pulling",
+                &format!("Pulling image \"{reference}\""),
+            )
+            .await;
+        }
+        let image = self
+            .deps
+            .images
+            .ensure(&reference, policy, &auth, &progress)
+            .await;
+        let mut pulled_msg = None;
+        while let Ok(p) = prx.try_recv() {
+            if let PullProgress::Pulled { bytes, millis, .. } = p {
+                pulled_msg = Some(format!(
+                    "Successfully pulled image \"{reference}\" in {}ms. Image size: {bytes} bytes.",
+                    millis
+                ));
+            }
+        }
+        let image = match image {
+            Ok(i) => {
+                if let Some(m) = pulled_msg {
+                    self.event(pod, Some(c), "Normal", "Pulled", &m).await;
+                } else if !pulling || present {
+                    self.event(
+                        pod,
+                        Some(c),
+                        "Normal",
+                        "Pulled",
+                        &format!("Container image \"{reference}\" already present on machine"),
+                    )
+                    .await;
+                }
+                i
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                let rec = self.records.entry(key.to_string()).or_default();
+                let first = !matches!(&rec.view.state, ContainerState::Waiting { reason, .. } if reason == "ErrImagePull" || reason == "ImagePullBackOff");
+                let reason = if matches!(e, crate::images::ImageError::NotPresent(_)) {
+                    "ErrImageNeverPull"
+                } else if first {
+                    "ErrImagePull"
+                } else {
+                    "ImagePullBackOff"
+                };
+                rec.view.state = ContainerState::Waiting {
+                    reason: reason.into(),
+                    message: Some(msg.clone()),
+                };
+                rec.backoff = next_backoff(rec.backoff, &cfg);
+                rec.not_before = Some(Instant::now() + rec.backoff);
+                self.event(pod, Some(c), "Warning", "Failed", &msg).await;
+                if reason == "ImagePullBackOff" {
+                    self.event(
+                        pod,
+                        Some(c),
+                        "Normal",
+                        "BackOff",
+                        &format!("Back-off pulling image \"{reference}\""),
+                    )
+                    .await;
+                }
+                return;
+            }
+        };
+        let attempt = {
+            let rec = self.records.entry(key.to_string()).or_default();
+            rec.attempt.map_or(0, |a| a + 1)
+        };
+        let bundle = self.bundle(key, attempt);
+        let id = container_id(&self.uid, key, attempt);
+        let spec = match self
+            .container_spec(pod, c, key, &image, &bundle, &id, attempt)
+            .await
+        {
+            Ok(s) => s,
+            Err(msg) => {
+                let rec = self.records.entry(key.to_string()).or_default();
+                rec.view.state = ContainerState::Waiting {
+                    reason: "CreateContainerConfigError".into(),
+                    message: Some(msg.clone()),
+                };
+                rec.backoff = next_backoff(rec.backoff, &cfg);
+                rec.not_before = Some(Instant::now() + rec.backoff);
+                self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
+                    .await;
+                return;
+            }
+        };
+        let _ = std::fs::create_dir_all(&bundle);
+        let _ = std::fs::write(bundle.join("termination-log"), b"");
+        match self.deps.runtime.start(&bundle, &spec).await {
+            Ok(state) => {
+                let rec = self.records.entry(key.to_string()).or_default();
+                if let ContainerState::Terminated(t) = &rec.view.state {
+                    rec.view.last = Some(t.clone());
+                }
+                if rec.attempt.is_some() {
+                    rec.view.restart_count += 1;
+                }
+                rec.attempt = Some(attempt);
+                rec.running = true;
+                rec.since = Some(Instant::now());
+                rec.view.container_id = Some(format!("k1s://{id}"));
+                rec.view.image_id = image.repo_digest.clone();
+                rec.view.state = ContainerState::Running {
+                    started_at: state.started_at,
+                };
+                rec.view.started = true;
+                rec.view.ready = true;
+                // Back-off doubles on each restart and resets after a long healthy run; the
+                // next restart may come no sooner than the current back-off.
+                rec.backoff = next_backoff(rec.backoff, &cfg);
+                rec.not_before = Some(Instant::now() + rec.backoff);
+                self.event(
+                    pod,
+                    Some(c),
+                    "Normal",
+                    "Created",
+                    &format!("Created container: {}", c.name),
+                )
+                .await;
+                self.event(
+                    pod,
+                    Some(c),
+                    "Normal",
+                    "Started",
+                    &format!("Started container {}", c.name),
+                )
+                .await;
+                self.spawn_waiter(key.to_string(), attempt, bundle);
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                let rec = self.records.entry(key.to_string()).or_default();
+                rec.attempt = Some(attempt);
+                rec.view.state = ContainerState::Waiting {
+                    reason: "RunContainerError".into(),
+                    message: Some(msg.clone()),
+                };
+                rec.backoff = next_backoff(rec.backoff, &cfg);
+                rec.not_before = Some(Instant::now() + rec.backoff);
+                self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
+                    .await;
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn container_spec(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        key: &str,
+        image: &crate::images::Image,
+        bundle: &Path,
+        id: &str,
+        attempt: i32,
+    ) -> Result<ContainerSpec, String> {
+        let sb = self
+            .sandbox
+            .as_ref()
+            .ok_or_else(|| "the pod sandbox is not ready".to_string())?;
+        let ctx = crate::container::EnvContext {
+            client: &self.deps.client,
+            pod,
+            hostname: &sb.hostname,
+        };
+        let process = crate::container::process(&ctx, c, &image.config, &image.layers)
+            .await
+            .map_err(|e| e.0)?;
+        let mut mounts = sb.mounts(pod, c).map_err(|e| e.to_string())?;
+        let term_path = c
+            .termination_message_path
+            .clone()
+            .unwrap_or_else(|| "/dev/termination-log".into());
+        mounts.push(Mount {
+            source: bundle.join("termination-log"),
+            destination: term_path,
+            kind: "bind".into(),
+            data: String::new(),
+            readonly: false,
+            file: true,
+        });
+        let qos = Self::qos(pod);
+        let resources = crate::sandbox::container_resources(pod, c);
+        let cgroup_procs = self
+            .deps
+            .cgroups
+            .ensure_container(&self.uid, qos, id, &resources)
+            .map_err(|e| e.to_string())?;
+        let csc = c.security_context.as_ref();
+        let privileged = csc.and_then(|s| s.privileged).unwrap_or(false);
+        let log_dir = self
+            .deps
+            .config
+            .logs_dir()
+            .join(log_dir_name(pod))
+            .join(&c.name);
+        std::fs::create_dir_all(&log_dir)
+            .map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
+        let _ = key;
+        Ok(ContainerSpec {
+            id: id.to_string(),
+            layers: image.layers.clone(),
+            upper: bundle.join("upper"),
+            work: bundle.join("work"),
+            rootfs: bundle.join("rootfs"),
+            readonly_rootfs: csc
+                .and_then(|s| s.read_only_root_filesystem)
+                .unwrap_or(false),
+            hostname: sb.hostname.clone(),
+            netns: sb.netns.clone(),
+            ipcns: sb.ipcns.clone(),
+            privileged,
+            process,
+            mounts,
+            cgroup_procs,
+            log_path: log_dir.join(format!("{attempt}.log")),
+            log_max_bytes: self.deps.config.log_max_bytes,
+            log_max_files: self.deps.config.log_max_files,
+        })
+    }
+
+    fn views(&self, pod: &Pod, init: bool) -> Vec<ContainerView> {
+        let spec = pod.spec.as_ref();
+        let list: Vec<&Container> = if init {
+            spec.iter()
+                .flat_map(|s| s.init_containers.iter().flatten())
+                .collect()
+        } else {
+            spec.iter().flat_map(|s| s.containers.iter()).collect()
+        };
+        list.into_iter()
+            .map(|c| {
+                self.records
+                    .get(&container_key(init, &c.name))
+                    .map(|r| r.view.clone())
+                    .unwrap_or_else(|| ContainerView {
+                        name: c.name.clone(),
+                        image: c.image.clone().unwrap_or_default(),
+                        state: ContainerState::Waiting {
+                            reason: if init {
+                                "PodInitializing"
+                            } else {
+                                "ContainerCreating"
+                            }
+                            .into(),
+                            message: None,
+                        },
+                        ..Default::default()
+                    })
+            })
+            .collect()
+    }
+
+    async fn report(&mut self, pod: &Pod) {
+        let init = self.views(pod, true);
+        let containers = self.views(pod, false);
+        let now = now();
+        let status = crate::status::pod_status(&PodView {
+            pod,
+            init: &init,
+            containers: &containers,
+            sandbox_ready: self.sandbox.is_some(),
+            pod_ip: self.sandbox.as_ref().and_then(|s| s.ip.clone()),
+            host_ip: self.deps.config.node_ip.to_string(),
+            start_time: &self.start_time,
+            terminal: self.terminal,
+            now: &now,
+        });
+        // Compare without the timestamps that move on their own.
+        if self.last_reported.as_ref() == Some(&status) {
+            return;
+        }
+        let r = ResourceRef::new("", "v1", "pods", pod.metadata.namespace.as_deref());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        match self
+            .deps
+            .client
+            .patch(
+                &r,
+                &name,
+                &Patch::Merge(json!({"status": status})),
+                Some("status"),
+                &WriteParams::default(),
+            )
+            .await
+        {
+            Ok(_) => self.last_reported = Some(status),
+            Err(e) => tracing::warn!(pod = %pod_name(pod), error = %e, "updating pod status"),
+        }
+    }
+
+    /// Stops every running container: preStop hooks, SIGTERM, the grace period, SIGKILL.
+    async fn terminate(&mut self, pod: &Pod, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        let running: Vec<(String, i32)> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.running)
+            .filter_map(|(k, r)| Some((k.clone(), r.attempt?)))
+            .collect();
+        for (key, attempt) in &running {
+            let name = key.split_once('/').map_or(key.as_str(), |(_, n)| n);
+            let c = pod
+                .spec
+                .iter()
+                .flat_map(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                })
+                .find(|c| c.name == name)
+                .cloned();
+            if let Some(c) = &c {
+                self.event(
+                    pod,
+                    Some(c),
+                    "Normal",
+                    "Killing",
+                    &format!("Stopping container {name}"),
+                )
+                .await;
+            }
+            let bundle = self.bundle(key, *attempt);
+            if let Err(e) = self.deps.runtime.kill(&bundle, libc::SIGTERM) {
+                tracing::warn!(error = %e, "sending SIGTERM");
+            }
+        }
+        for (key, attempt) in &running {
+            let bundle = self.bundle(key, *attempt);
+            let runtime = self.deps.runtime.clone();
+            let waited = tokio::time::timeout_at(deadline, runtime.wait(&bundle)).await;
+            if waited.is_err() {
+                let _ = self.deps.runtime.kill(&bundle, libc::SIGKILL);
+                let _ = tokio::time::timeout(Duration::from_secs(10), runtime.wait(&bundle)).await;
+            }
+        }
+        while let Ok(e) = self.exits_rx.try_recv() {
+            self.on_exit(e, Some(pod));
+        }
+        for (key, attempt) in running {
+            let bundle = self.bundle(&key, attempt);
+            if let Some(exit) = self.deps.runtime.exit(&bundle) {
+                self.on_exit(
+                    Exited {
+                        name: key,
+                        attempt,
+                        exit,
+                    },
+                    Some(pod),
+                );
+            }
+        }
+    }
+
+    async fn teardown(&mut self) {
+        if let Some(sb) = self.sandbox.take() {
+            sb.destroy(&self.deps).await;
+        } else {
+            Sandbox::destroy_by_uid(&self.deps, &self.uid).await;
+        }
+    }
+
+    /// The final delete with grace 0, guarded by the UID so a new pod of the same name is
+    /// never deleted.
+    async fn delete_for_good(&self, pod: &Pod) {
+        let r = ResourceRef::new("", "v1", "pods", pod.metadata.namespace.as_deref());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            precondition_uid: Some(self.uid.clone()),
+            ..Default::default()
+        };
+        if let Err(e) = self.deps.client.delete(&r, &name, &params).await
+            && !e.is_not_found()
+            && !e.is_conflict()
+        {
+            tracing::warn!(pod = %pod_name(pod), error = %e, "deleting the terminated pod");
+        }
+    }
+
+    async fn event(
+        &self,
+        pod: &Pod,
+        c: Option<&Container>,
+        type_: &str,
+        reason: &str,
+        message: &str,
+    ) {
+        let mut about = k1s_api::events::Involved::pod(&pod.metadata);
+        if let Some(c) = c {
+            about = about.with_field_path(format!("spec.containers{{{}}}", c.name));
+        }
+        k1s_api::events::record(
+            self.deps.client.as_ref(),
+            &self.deps.event_source,
+            &about,
+            type_,
+            reason,
+            reason,
+            message,
+        )
+        .await;
+    }
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The first back-off, then doubling up to the maximum (10 s and 5 min upstream).
+fn next_backoff(current: Duration, cfg: &crate::config::Config) -> Duration {
+    if current.is_zero() {
+        cfg.backoff_initial
+    } else {
+        (current * 2).min(cfg.backoff_max)
+    }
+}
+
+/// A container ID: 64 hex digits, stable for a pod, container and attempt.
+fn container_id(uid: &str, key: &str, attempt: i32) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut out = String::new();
+    for salt in 0..4u8 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (uid, key, attempt, salt).hash(&mut h);
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+/// `NAMESPACE_NAME_UID`, the directory of a pod's logs.
+pub fn log_dir_name(pod: &Pod) -> String {
+    format!(
+        "{}_{}_{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.uid.as_deref().unwrap_or("")
+    )
+}
+
+pub fn pod_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or("")
+    )
+}

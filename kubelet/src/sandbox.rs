@@ -1,0 +1,378 @@
+//! The pod sandbox: what a pod's containers share. Its directory under `pods/UID`, the network
+//! and IPC namespaces (bound as files there), the pod's address on the bridge, the pod cgroup,
+//! and the generated `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname`.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use nix::sched::CloneFlags;
+
+use crate::Deps;
+use crate::cgroups::{QosClass, Resources};
+use crate::images::RegistryAuth;
+use crate::runtime::nsfile;
+use crate::runtime::spec::Mount;
+
+#[derive(Debug, thiserror::Error)]
+#[error("failed to create pod sandbox: {0}")]
+pub struct SandboxError(String);
+
+/// A pod's sandbox on this node.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub uid: String,
+    pub dir: PathBuf,
+    pub hostname: String,
+    /// None for hostNetwork pods.
+    pub netns: Option<PathBuf>,
+    /// None for hostIPC pods.
+    pub ipcns: Option<PathBuf>,
+    pub ip: Option<String>,
+    pub qos: QosClass,
+}
+
+fn qos_of(pod: &Pod) -> QosClass {
+    match pod.status.as_ref().and_then(|s| s.qos_class.as_deref()) {
+        Some("Guaranteed") => QosClass::Guaranteed,
+        Some("Burstable") => QosClass::Burstable,
+        _ => QosClass::BestEffort,
+    }
+}
+
+/// The pod's hostname: `spec.hostname` or the pod name, cut to 63 characters as upstream.
+pub fn hostname(pod: &Pod) -> String {
+    let h = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .or_else(|| pod.metadata.name.clone())
+        .unwrap_or_default();
+    let h: String = h.chars().take(63).collect();
+    h.trim_end_matches(['-', '.']).to_string()
+}
+
+fn host_network(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.host_network) == Some(true)
+}
+
+/// `/etc/hosts` as the kubelet writes it.
+pub fn hosts_file(pod: &Pod, ip: Option<&str>, hostname: &str) -> String {
+    let mut s = String::from(
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
+    );
+    if let Some(ip) = ip {
+        let fqdn = pod
+            .spec
+            .as_ref()
+            .and_then(|sp| sp.subdomain.as_ref())
+            .map(|sub| {
+                format!(
+                    "{hostname}.{sub}.{}.svc.cluster.local\t",
+                    pod.metadata.namespace.as_deref().unwrap_or("default")
+                )
+            })
+            .unwrap_or_default();
+        s.push_str(&format!("{ip}\t{fqdn}{hostname}\n"));
+    }
+    for alias in pod
+        .spec
+        .iter()
+        .flat_map(|sp| sp.host_aliases.iter().flatten())
+    {
+        let names = alias.hostnames.clone().unwrap_or_default().join("\t");
+        s.push_str(&format!(
+            "\n# Entries added by HostAliases.\n{}\t{names}\n",
+            alias.ip
+        ));
+    }
+    s
+}
+
+/// `/etc/resolv.conf` for `dnsPolicy` (ClusterFirst falls back to the host's file when no
+/// cluster DNS is configured, as upstream does), with `dnsConfig` merged in.
+pub fn resolv_conf(
+    pod: &Pod,
+    cluster_dns: &[std::net::IpAddr],
+    domain: &str,
+    host: &str,
+) -> String {
+    let spec = pod.spec.as_ref();
+    let policy = spec
+        .and_then(|s| s.dns_policy.as_deref())
+        .unwrap_or("ClusterFirst");
+    let hostnet = spec.and_then(|s| s.host_network) == Some(true);
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let host_servers: Vec<String> = host
+        .lines()
+        .filter_map(|l| l.strip_prefix("nameserver"))
+        .map(|s| s.trim().to_string())
+        .collect();
+    let host_search: Vec<String> = host
+        .lines()
+        .filter_map(|l| l.strip_prefix("search"))
+        .flat_map(|s| s.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .collect();
+    let cluster = !cluster_dns.is_empty()
+        && (policy == "ClusterFirst" && !hostnet || policy == "ClusterFirstWithHostNet");
+    let (mut servers, mut search, mut options) = match policy {
+        "None" => (Vec::new(), Vec::new(), Vec::new()),
+        _ if cluster => (
+            cluster_dns.iter().map(|i| i.to_string()).collect(),
+            [
+                vec![
+                    format!("{ns}.svc.{domain}"),
+                    format!("svc.{domain}"),
+                    domain.to_string(),
+                ],
+                host_search,
+            ]
+            .concat(),
+            vec!["ndots:5".to_string()],
+        ),
+        _ => (host_servers, host_search, Vec::new()),
+    };
+    if let Some(cfg) = spec.and_then(|s| s.dns_config.as_ref()) {
+        servers.extend(cfg.nameservers.clone().unwrap_or_default());
+        search.extend(cfg.searches.clone().unwrap_or_default());
+        for o in cfg.options.iter().flatten() {
+            let name = o.name.clone().unwrap_or_default();
+            options.retain(|x| x.split(':').next() != Some(name.as_str()));
+            options.push(match &o.value {
+                Some(v) => format!("{name}:{v}"),
+                None => name,
+            });
+        }
+    }
+    let mut out = String::new();
+    if !search.is_empty() {
+        out.push_str(&format!("search {}\n", search.join(" ")));
+    }
+    for s in servers {
+        out.push_str(&format!("nameserver {s}\n"));
+    }
+    if !options.is_empty() {
+        out.push_str(&format!("options {}\n", options.join(" ")));
+    }
+    out
+}
+
+impl Sandbox {
+    fn paths(deps: &Deps, pod: &Pod) -> Self {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let dir = deps.config.pods_dir().join(&uid);
+        let hostnet = host_network(pod);
+        let hostipc = pod.spec.as_ref().and_then(|s| s.host_ipc) == Some(true);
+        Self {
+            hostname: if hostnet {
+                nix::unistd::gethostname()
+                    .map(|h| h.to_string_lossy().to_string())
+                    .unwrap_or_default()
+            } else {
+                hostname(pod)
+            },
+            netns: (!hostnet).then(|| dir.join("ns").join("net")),
+            ipcns: (!hostipc).then(|| dir.join("ns").join("ipc")),
+            ip: None,
+            qos: qos_of(pod),
+            uid,
+            dir,
+        }
+    }
+
+    /// Creates the sandbox (idempotent).
+    pub async fn create(deps: &Deps, pod: &Pod) -> Result<Self, SandboxError> {
+        let mut sb = Self::paths(deps, pod);
+        let err = |what: &str, e: &dyn std::fmt::Display| SandboxError(format!("{what}: {e}"));
+        std::fs::create_dir_all(&sb.dir).map_err(|e| err("creating the pod directory", &e))?;
+        deps.cgroups
+            .ensure_pod(&sb.uid, sb.qos, &pod_resources(pod))
+            .map_err(|e| err("creating the pod cgroup", &e))?;
+        if let Some(ipc) = &sb.ipcns {
+            nsfile::create(ipc, CloneFlags::CLONE_NEWIPC)
+                .map_err(|e| err("creating the IPC namespace", &e))?;
+        }
+        if let Some(net) = &sb.netns {
+            nsfile::create(net, CloneFlags::CLONE_NEWNET)
+                .map_err(|e| err("creating the network namespace", &e))?;
+            let addr = deps
+                .network
+                .setup(&sb.uid, net)
+                .await
+                .map_err(|e| err("setting up the pod network", &e))?;
+            sb.ip = Some(addr.ip.to_string());
+        } else {
+            sb.ip = Some(deps.config.node_ip.to_string());
+        }
+        sb.write_files(deps, pod)
+            .map_err(|e| err("writing the pod's /etc files", &e))?;
+        Ok(sb)
+    }
+
+    /// The sandbox of a pod whose containers were re-adopted after a restart.
+    pub async fn open(deps: &Deps, pod: &Pod) -> Result<Self, SandboxError> {
+        let mut sb = Self::paths(deps, pod);
+        if sb.netns.as_deref().is_some_and(|n| !nsfile::is_bound(n)) {
+            return Err(SandboxError("the network namespace is gone".into()));
+        }
+        sb.ip = match &sb.netns {
+            Some(_) => deps.network.address(&sb.uid).map(|a| a.ip.to_string()),
+            None => Some(deps.config.node_ip.to_string()),
+        };
+        Ok(sb)
+    }
+
+    fn write_files(&self, deps: &Deps, pod: &Pod) -> std::io::Result<()> {
+        let hostnet = host_network(pod);
+        let hosts = if hostnet {
+            std::fs::read_to_string("/etc/hosts").unwrap_or_default()
+        } else {
+            hosts_file(pod, self.ip.as_deref(), &self.hostname)
+        };
+        std::fs::write(self.dir.join("etc-hosts"), hosts)?;
+        let host_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        std::fs::write(
+            self.dir.join("resolv.conf"),
+            resolv_conf(
+                pod,
+                &deps.config.cluster_dns,
+                &deps.config.cluster_domain,
+                &host_resolv,
+            ),
+        )?;
+        std::fs::write(self.dir.join("hostname"), format!("{}\n", self.hostname))
+    }
+
+    /// The mounts of container `c`: its volumes and the sandbox's /etc files.
+    pub fn mounts(&self, _pod: &Pod, _c: &Container) -> Result<Vec<Mount>, SandboxError> {
+        let mut m = Vec::new();
+        for (file, dest) in [
+            ("etc-hosts", "/etc/hosts"),
+            ("resolv.conf", "/etc/resolv.conf"),
+            ("hostname", "/etc/hostname"),
+        ] {
+            m.push(Mount::bind(self.dir.join(file), dest, false));
+        }
+        Ok(m)
+    }
+
+    /// Removes the sandbox: network, namespaces, cgroup, directory.
+    pub async fn destroy(self, deps: &Deps) {
+        if let Err(e) = deps
+            .network
+            .teardown(&self.uid, self.netns.as_deref())
+            .await
+        {
+            tracing::warn!(pod_uid = %self.uid, error = %e, "tearing down the pod network");
+        }
+        for ns in [&self.netns, &self.ipcns].into_iter().flatten() {
+            nsfile::remove(ns);
+        }
+        if let Err(e) = deps.cgroups.remove_pod(&self.uid, self.qos) {
+            tracing::warn!(pod_uid = %self.uid, error = %e, "removing the pod cgroup");
+        }
+        remove_pod_dir(&self.dir);
+    }
+
+    /// Cleans up after a pod of which only the UID is known.
+    pub async fn destroy_by_uid(deps: &Deps, uid: &str) {
+        let dir = deps.config.pods_dir().join(uid);
+        let _ = deps.network.teardown(uid, None).await;
+        for ns in ["net", "ipc"] {
+            nsfile::remove(&dir.join("ns").join(ns));
+        }
+        for q in [
+            QosClass::Guaranteed,
+            QosClass::Burstable,
+            QosClass::BestEffort,
+        ] {
+            let _ = deps.cgroups.remove_pod(uid, q);
+        }
+        remove_pod_dir(&dir);
+    }
+}
+
+/// Removes a pod directory, refusing to cross into anything still mounted under it.
+fn remove_pod_dir(dir: &Path) {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let prefix = dir.display().to_string();
+    let still: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&prefix))
+        .collect();
+    for m in &still {
+        let _ = nix::mount::umount2(*m, nix::mount::MntFlags::MNT_DETACH);
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    if mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| m.starts_with(&prefix))
+    {
+        tracing::warn!(dir = %dir.display(), "mounts remain under the pod directory; not removing it");
+        return;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The pod cgroup's limits.
+pub fn pod_resources(_pod: &Pod) -> Resources {
+    Resources::default()
+}
+
+/// A container cgroup's limits.
+pub fn container_resources(_pod: &Pod, _c: &Container) -> Resources {
+    Resources::default()
+}
+
+/// Registry credentials from the pod's imagePullSecrets.
+pub async fn pull_secrets(_deps: &Deps, _pod: &Pod) -> Vec<RegistryAuth> {
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: serde_json::Value) -> Pod {
+        serde_json::from_value(
+            json!({"metadata": {"name": "web-0", "namespace": "shop"}, "spec": spec}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn hosts_and_hostname() {
+        let p = pod(json!({"containers": [], "subdomain": "web",
+            "hostAliases": [{"ip": "1.2.3.4", "hostnames": ["a", "b"]}]}));
+        assert_eq!(hostname(&p), "web-0");
+        let h = hosts_file(&p, Some("10.42.0.9"), "web-0");
+        assert!(h.contains("127.0.0.1\tlocalhost"));
+        assert!(h.contains("10.42.0.9\tweb-0.web.shop.svc.cluster.local\tweb-0"));
+        assert!(h.contains("1.2.3.4\ta\tb"));
+    }
+
+    #[test]
+    fn resolv_conf_by_policy() {
+        let host = "nameserver 192.168.1.1\nsearch lan\n";
+        let dns = ["10.43.0.10".parse().unwrap()];
+        let cf = pod(json!({"containers": []}));
+        let r = resolv_conf(&cf, &dns, "cluster.local", host);
+        assert_eq!(
+            r,
+            "search shop.svc.cluster.local svc.cluster.local cluster.local lan\nnameserver 10.43.0.10\noptions ndots:5\n"
+        );
+        // No cluster DNS: the host's.
+        assert_eq!(
+            resolv_conf(&cf, &[], "cluster.local", host),
+            "search lan\nnameserver 192.168.1.1\n"
+        );
+        let none = pod(json!({"containers": [], "dnsPolicy": "None",
+            "dnsConfig": {"nameservers": ["8.8.8.8"], "options": [{"name": "ndots", "value": "2"}]}}));
+        assert_eq!(
+            resolv_conf(&none, &dns, "cluster.local", host),
+            "nameserver 8.8.8.8\noptions ndots:2\n"
+        );
+    }
+}

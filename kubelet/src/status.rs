@@ -1,0 +1,357 @@
+//! The pod's status as the kubelet reports it: phase, the conditions (PodReadyToStartContainers,
+//! Initialized, ContainersReady, Ready, with PodScheduled kept), container statuses, pod and
+//! host IPs, start time. Pure: built from the pod worker's view of its containers.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+/// How one container stands, as the worker knows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContainerView {
+    pub name: String,
+    pub image: String,
+    pub image_id: String,
+    pub container_id: Option<String>,
+    pub restart_count: i32,
+    pub state: ContainerState,
+    pub last: Option<Terminated>,
+    pub ready: bool,
+    pub started: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ContainerState {
+    #[default]
+    Unknown,
+    Waiting {
+        reason: String,
+        message: Option<String>,
+    },
+    Running {
+        started_at: String,
+    },
+    Terminated(Terminated),
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Terminated {
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    pub reason: String,
+    pub message: Option<String>,
+    pub started_at: String,
+    pub finished_at: String,
+    pub container_id: Option<String>,
+}
+
+fn terminated_json(t: &Terminated) -> Value {
+    let mut v = json!({
+        "exitCode": t.exit_code,
+        "reason": t.reason,
+        "startedAt": t.started_at,
+        "finishedAt": t.finished_at,
+    });
+    if let Some(s) = t.signal {
+        v["signal"] = json!(s);
+    }
+    if let Some(m) = &t.message {
+        v["message"] = json!(m);
+    }
+    if let Some(id) = &t.container_id {
+        v["containerID"] = json!(id);
+    }
+    v
+}
+
+pub fn container_status(c: &ContainerView) -> Value {
+    let state = match &c.state {
+        ContainerState::Unknown => json!({"waiting": {"reason": "ContainerCreating"}}),
+        ContainerState::Waiting { reason, message } => {
+            let mut w = json!({"reason": reason});
+            if let Some(m) = message {
+                w["message"] = json!(m);
+            }
+            json!({"waiting": w})
+        }
+        ContainerState::Running { started_at } => json!({"running": {"startedAt": started_at}}),
+        ContainerState::Terminated(t) => json!({"terminated": terminated_json(t)}),
+    };
+    let mut v = json!({
+        "name": c.name,
+        "image": c.image,
+        "imageID": c.image_id,
+        "restartCount": c.restart_count,
+        "ready": c.ready,
+        "started": c.started,
+        "state": state,
+        "lastState": c.last.as_ref().map_or(json!({}), |t| json!({"terminated": terminated_json(t)})),
+    });
+    if let Some(id) = &c.container_id {
+        v["containerID"] = json!(id);
+    }
+    v
+}
+
+/// Everything the status is built from.
+pub struct PodView<'a> {
+    pub pod: &'a Pod,
+    pub init: &'a [ContainerView],
+    pub containers: &'a [ContainerView],
+    pub sandbox_ready: bool,
+    pub pod_ip: Option<String>,
+    pub host_ip: String,
+    pub start_time: &'a str,
+    /// Set once the pod has reached a terminal phase (it never leaves it).
+    pub terminal: Option<&'a str>,
+    pub now: &'a str,
+}
+
+fn restart_policy(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always")
+}
+
+fn succeeded(c: &ContainerView) -> bool {
+    matches!(&c.state, ContainerState::Terminated(t) if t.exit_code == 0)
+}
+
+/// Whether every init container has succeeded.
+pub fn initialized(init: &[ContainerView]) -> bool {
+    init.iter().all(succeeded)
+}
+
+/// The pod phase, as upstream's `getPhase`.
+pub fn phase(pod: &Pod, init: &[ContainerView], containers: &[ContainerView]) -> &'static str {
+    let policy = restart_policy(pod);
+    if !initialized(init) {
+        let failed_for_good = policy == "Never"
+            && init
+                .iter()
+                .any(|c| matches!(&c.state, ContainerState::Terminated(t) if t.exit_code != 0));
+        return if failed_for_good { "Failed" } else { "Pending" };
+    }
+    let (mut running, mut waiting, mut stopped, mut succeeded_n) = (0, 0, 0, 0);
+    for c in containers {
+        match &c.state {
+            ContainerState::Running { .. } => running += 1,
+            ContainerState::Terminated(t) => {
+                stopped += 1;
+                if t.exit_code == 0 {
+                    succeeded_n += 1;
+                }
+            }
+            ContainerState::Waiting { .. } if c.last.is_some() => stopped += 1,
+            _ => waiting += 1,
+        }
+    }
+    if waiting > 0 {
+        return "Pending";
+    }
+    if running > 0 {
+        return "Running";
+    }
+    if stopped > 0 {
+        if policy == "Always" {
+            // Containers are restarting.
+            return "Running";
+        }
+        if stopped == succeeded_n {
+            return "Succeeded";
+        }
+        if policy == "Never" {
+            return "Failed";
+        }
+        return "Running";
+    }
+    "Pending"
+}
+
+fn condition(type_: &str, ok: bool, reason: Option<&str>, now: &str, old: &Value) -> Value {
+    let status = if ok { "True" } else { "False" };
+    // Keep the transition time while the status stays the same.
+    let prev = old["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_));
+    let transition = match prev {
+        Some(p) if p["status"] == status => p["lastTransitionTime"].clone(),
+        _ => json!(now),
+    };
+    let mut c = json!({"type": type_, "status": status, "lastProbeTime": null,
+                       "lastTransitionTime": transition});
+    if let Some(r) = reason.filter(|_| !ok) {
+        c["reason"] = json!(r);
+    }
+    c
+}
+
+/// The `status` to report.
+pub fn pod_status(v: &PodView<'_>) -> Value {
+    let old = serde_json::to_value(&v.pod.status).unwrap_or(Value::Null);
+    let phase = v
+        .terminal
+        .unwrap_or_else(|| phase(v.pod, v.init, v.containers));
+    let init_ok = initialized(v.init);
+    let all_ready = !v.containers.is_empty() && v.containers.iter().all(|c| c.ready);
+    let mut conditions = vec![
+        condition(
+            "PodReadyToStartContainers",
+            v.sandbox_ready,
+            None,
+            v.now,
+            &old,
+        ),
+        condition(
+            "Initialized",
+            init_ok,
+            Some("ContainersNotInitialized"),
+            v.now,
+            &old,
+        ),
+        condition(
+            "ContainersReady",
+            all_ready,
+            Some("ContainersNotReady"),
+            v.now,
+            &old,
+        ),
+        condition("Ready", all_ready, Some("ContainersNotReady"), v.now, &old),
+    ];
+    if let Some(cs) = old["conditions"].as_array() {
+        for c in cs {
+            if c["type"] == "PodScheduled" {
+                conditions.insert(0, c.clone());
+            }
+        }
+    }
+    let mut s = json!({
+        "phase": phase,
+        "conditions": conditions,
+        "hostIP": v.host_ip,
+        "hostIPs": [{"ip": v.host_ip}],
+        "startTime": v.start_time,
+        "containerStatuses": v.containers.iter().map(container_status).collect::<Vec<_>>(),
+    });
+    if !v.init.is_empty() {
+        s["initContainerStatuses"] = json!(v.init.iter().map(container_status).collect::<Vec<_>>());
+    }
+    if let Some(ip) = &v.pod_ip {
+        s["podIP"] = json!(ip);
+        s["podIPs"] = json!([{"ip": ip}]);
+    }
+    if let Some(q) = &old["qosClass"].as_str() {
+        s["qosClass"] = json!(q);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(policy: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"},
+            "spec": {"restartPolicy": policy, "containers": []},
+            "status": {"qosClass": "BestEffort", "conditions": [
+                {"type": "PodScheduled", "status": "True"}]}}))
+        .unwrap()
+    }
+
+    fn running() -> ContainerView {
+        ContainerView {
+            name: "c".into(),
+            state: ContainerState::Running {
+                started_at: "t".into(),
+            },
+            ready: true,
+            started: true,
+            ..Default::default()
+        }
+    }
+
+    fn exited(code: i32) -> ContainerView {
+        ContainerView {
+            name: "c".into(),
+            state: ContainerState::Terminated(Terminated {
+                exit_code: code,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn backing_off() -> ContainerView {
+        ContainerView {
+            state: ContainerState::Waiting {
+                reason: "CrashLoopBackOff".into(),
+                message: None,
+            },
+            last: Some(Terminated::default()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn phases_as_upstream() {
+        let waiting = ContainerView::default();
+        let cases: Vec<(&str, Vec<ContainerView>, Vec<ContainerView>, &str)> = vec![
+            ("Always", vec![], vec![running()], "Running"),
+            ("Always", vec![], vec![waiting.clone()], "Pending"),
+            ("Always", vec![exited(1)], vec![waiting.clone()], "Pending"),
+            ("Never", vec![exited(1)], vec![waiting.clone()], "Failed"),
+            ("Always", vec![exited(0)], vec![running()], "Running"),
+            ("Never", vec![], vec![exited(0)], "Succeeded"),
+            ("Never", vec![], vec![exited(0), exited(2)], "Failed"),
+            ("OnFailure", vec![], vec![exited(0)], "Succeeded"),
+            ("OnFailure", vec![], vec![backing_off()], "Running"),
+            ("Always", vec![], vec![exited(0)], "Running"),
+            ("Always", vec![], vec![backing_off()], "Running"),
+        ];
+        for (i, (policy, init, cs, want)) in cases.into_iter().enumerate() {
+            assert_eq!(phase(&pod(policy), &init, &cs), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn status_has_conditions_ips_and_keeps_scheduled_and_qos() {
+        let p = pod("Always");
+        let cs = [running()];
+        let s = pod_status(&PodView {
+            pod: &p,
+            init: &[],
+            containers: &cs,
+            sandbox_ready: true,
+            pod_ip: Some("10.42.0.7".into()),
+            host_ip: "192.168.1.2".into(),
+            start_time: "t0",
+            terminal: None,
+            now: "t1",
+        });
+        assert_eq!(s["phase"], "Running");
+        assert_eq!(s["podIP"], "10.42.0.7");
+        assert_eq!(s["podIPs"], json!([{"ip": "10.42.0.7"}]));
+        assert_eq!(s["qosClass"], "BestEffort");
+        let types: Vec<&str> = s["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "PodScheduled",
+                "PodReadyToStartContainers",
+                "Initialized",
+                "ContainersReady",
+                "Ready"
+            ]
+        );
+        assert_eq!(s["conditions"][4]["status"], "True");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "t"
+        );
+    }
+}
