@@ -18,6 +18,15 @@ command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# The kubelet's end-to-end tests: a local registry with busybox images built by umoci and
+# pushed by skopeo; iptables for pod egress masquerade; ip/nsenter to look into pods.
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+command -v umoci >/dev/null 2>&1 || need+=(umoci)
+[ -x /bin/busybox ] || need+=(busybox-static)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

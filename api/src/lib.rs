@@ -20,3 +20,4 @@ pub mod http_client;
 pub mod kubeconfig;
 pub mod quantity;
 pub mod selector;
+pub mod streams;

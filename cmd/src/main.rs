@@ -1,6 +1,7 @@
 //! `k1s`: Kubernetes in one binary. This file only parses the command line and wires the
 //! library crates together; the work happens in them.
 
+mod agent;
 mod bench;
 mod bench_api;
 mod components;

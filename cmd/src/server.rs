@@ -93,6 +93,11 @@ pub struct ServerArgs {
     /// A KubeSchedulerConfiguration (YAML or JSON) for the scheduler's profiles.
     #[arg(long)]
     pub scheduler_config: Option<PathBuf>,
+    /// Do not run a kubelet on this machine (the server is then not a node).
+    #[arg(long)]
+    pub disable_agent: bool,
+    #[command(flatten)]
+    pub kubelet: crate::agent::KubeletArgs,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub write_kubeconfig_mode: u32,
@@ -244,6 +249,24 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 tracing::error!(error = %e, "the scheduler stopped");
             }
         });
+    }
+    if !args.disable_agent {
+        let node_ip = node_ips
+            .iter()
+            .find(|ip| ip.is_ipv4())
+            .copied()
+            .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        let streams = crate::agent::start(
+            &args.kubelet,
+            &args.data_dir,
+            &hostname,
+            node_ip,
+            true,
+            client.clone(),
+            &tasks,
+            &cancel,
+        )?;
+        let _ = state.rest.node_streams.set(streams);
     }
     let certs = pki.client_cert_check()?;
     tasks.spawn(api::serve(

@@ -10,6 +10,7 @@ pub mod cgroups;
 pub mod config;
 pub mod container;
 pub mod images;
+pub mod logs;
 pub mod network;
 pub mod node;
 pub mod pod_worker;

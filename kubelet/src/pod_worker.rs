@@ -132,6 +132,12 @@ impl PodWorker {
                 }
                 Some(pod) => {
                     if last_pod.is_none() {
+                        // A pod that already ended is never run again (after a restart).
+                        self.terminal = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+                            Some("Succeeded") => Some("Succeeded"),
+                            Some("Failed") => Some("Failed"),
+                            _ => None,
+                        };
                         self.adopt(&pod).await;
                     }
                     self.sync(&pod).await;
@@ -419,16 +425,25 @@ impl PodWorker {
             {
                 // Still backing off: say so, once the container has failed before.
                 if let ContainerState::Terminated(last) = &rec.view.state {
+                    let msg = format!(
+                        "Back-off restarting failed container {} in pod {}",
+                        c.name,
+                        pod_log_name(pod)
+                    );
+                    let about = k1s_api::events::Involved::pod(&pod.metadata)
+                        .with_field_path(format!("spec.containers{{{}}}", c.name));
+                    let (client, source) = (self.deps.client.clone(), self.deps.event_source.clone());
+                    tokio::spawn(async move {
+                        k1s_api::events::record(client.as_ref(), &source, &about, "Warning", "BackOff", "BackOff", &msg).await;
+                    });
                     rec.view.last = Some(last.clone());
                     rec.view.state = ContainerState::Waiting {
                         reason: "CrashLoopBackOff".into(),
                         message: Some(format!(
-                            "back-off {}s restarting failed container={} pod={}_{}({})",
+                            "back-off {}s restarting failed container={} pod={}",
                             rec.backoff.as_secs(),
                             c.name,
-                            pod.metadata.name.as_deref().unwrap_or(""),
-                            pod.metadata.namespace.as_deref().unwrap_or(""),
-                            self.uid
+                            pod_log_name(pod)
                         )),
                     };
                 }
@@ -903,6 +918,16 @@ pub fn log_dir_name(pod: &Pod) -> String {
         "{}_{}_{}",
         pod.metadata.namespace.as_deref().unwrap_or(""),
         pod.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.uid.as_deref().unwrap_or("")
+    )
+}
+
+/// `NAME_NAMESPACE(UID)`, as upstream's kubelet names a pod in messages.
+fn pod_log_name(pod: &Pod) -> String {
+    format!(
+        "{}_{}({})",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        pod.metadata.namespace.as_deref().unwrap_or(""),
         pod.metadata.uid.as_deref().unwrap_or("")
     )
 }

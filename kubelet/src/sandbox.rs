@@ -316,18 +316,35 @@ fn remove_pod_dir(dir: &Path) {
 }
 
 /// The pod cgroup's limits.
-pub fn pod_resources(_pod: &Pod) -> Resources {
-    Resources::default()
+pub fn pod_resources(pod: &Pod) -> Resources {
+    crate::cgroups::resources::pod_resources(pod, None)
 }
 
 /// A container cgroup's limits.
-pub fn container_resources(_pod: &Pod, _c: &Container) -> Resources {
-    Resources::default()
+pub fn container_resources(_pod: &Pod, c: &Container) -> Resources {
+    crate::cgroups::resources::container_resources(c)
 }
 
-/// Registry credentials from the pod's imagePullSecrets.
-pub async fn pull_secrets(_deps: &Deps, _pod: &Pod) -> Vec<RegistryAuth> {
-    Vec::new()
+/// Registry credentials from the pod's imagePullSecrets (`kubernetes.io/dockerconfigjson`
+/// secrets; a missing one is skipped, as upstream does).
+pub async fn pull_secrets(deps: &Deps, pod: &Pod) -> Vec<RegistryAuth> {
+    use base64::Engine;
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let r = k1s_api::client::ResourceRef::new("", "v1", "secrets", Some(ns));
+    let mut out = Vec::new();
+    for s in pod.spec.iter().flat_map(|s| s.image_pull_secrets.iter().flatten()) {
+        let Ok(secret) = deps.client.get(&r, &s.name).await else {
+            tracing::warn!(secret = %s.name, namespace = %ns, "image pull secret not found");
+            continue;
+        };
+        let data = secret["data"][".dockerconfigjson"]
+            .as_str()
+            .or_else(|| secret["data"][".dockercfg"].as_str())
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .unwrap_or_default();
+        out.extend(crate::images::registries::auth_from_docker_config_json(&data));
+    }
+    out
 }
 
 #[cfg(test)]

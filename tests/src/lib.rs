@@ -68,6 +68,13 @@ impl Server {
             .arg("--write-kubeconfig")
             .arg(kubeconfig)
             .args(extra)
+            // Only tests that ask for a kubelet (with `kubelet_flags`) get one: two kubelets
+            // on one machine must not share a bridge, a cgroup tree or a pod CIDR.
+            .args(
+                (!extra.contains(&"--bridge-name"))
+                    .then_some("--disable-agent")
+                    .into_iter(),
+            )
             .env("K1S_LOG", "info")
             .stderr(Stdio::piped())
             .spawn()
@@ -105,6 +112,14 @@ impl Server {
             if line.contains(needle) {
                 return;
             }
+        }
+    }
+
+    /// SIGKILLs the server (a crash) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 
@@ -204,6 +219,25 @@ pub fn all_kubectls() -> Vec<(String, PathBuf)> {
 /// Flags for tests of the API alone: no controllers or scheduler writing objects and status
 /// behind the test's back (e.g. `kube-root-ca.crt` in every namespace, Deployment status).
 pub const API_ONLY: &[&str] = &["--disable-controller-manager", "--disable-scheduler"];
+
+/// Flags that give a test server a kubelet of its own: a bridge, a cgroup tree and a pod
+/// CIDR no other test uses, and a 1 s restart back-off.
+pub fn kubelet_flags(tag: &str) -> Vec<String> {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = (std::process::id() % 200) * 8 + N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 8;
+    vec![
+        "--node-name".into(),
+        format!("node-{tag}"),
+        "--bridge-name".into(),
+        format!("k1st{n}"),
+        "--cgroup-top".into(),
+        format!("k1s-test-{n}"),
+        "--pod-cidr".into(),
+        format!("10.{}.{}.0/24", 100 + n / 250, n % 250),
+        "--restart-backoff-seconds".into(),
+        "1".into(),
+    ]
+}
 
 /// A server on a temp dir with everything a test needs to talk to it.
 pub struct Cluster {

@@ -230,6 +230,9 @@ pub async fn handle(
                 .await?;
             Ok(success(StatusCode::CREATED))
         }
+        (&Method::GET, Some(name), Some("log")) if res.kind == "Pod" => {
+            pod_log(rest, &res, ns.unwrap_or(""), name, q).await
+        }
         (_, _, Some(sub)) if res.subresource(sub).is_none() => Err(ApiError::no_route()),
         (m, _, Some(sub)) => Err(ApiError::new(
             501,
@@ -238,6 +241,68 @@ pub async fn handle(
         )),
         (m, _, None) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// `GET pods/NAME/log`: the container's log from the kubelet of the pod's node, as text
+/// (chunked while following).
+async fn pod_log(
+    rest: &crate::rest::Rest,
+    res: &crate::registry::ResourceType,
+    ns: &str,
+    name: &str,
+    q: &HashMap<String, String>,
+) -> Result<Response<Body>, ApiError> {
+    use k1s_api::streams::LogOptions;
+    let pod = rest.get(res, Some(ns), name).await?;
+    let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
+    let int = |k: &str| -> Result<Option<i64>, ApiError> {
+        q.get(k)
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("{k}: {v:?} is not an integer"))
+                })
+            })
+            .transpose()
+    };
+    let options = LogOptions {
+        container: q.get("container").cloned(),
+        follow: flag("follow"),
+        previous: flag("previous"),
+        tail_lines: int("tailLines")?,
+        since_seconds: int("sinceSeconds")?,
+        since_time: q.get("sinceTime").cloned(),
+        timestamps: flag("timestamps"),
+        limit_bytes: int("limitBytes")?,
+    };
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    if node.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    let Some(kubelet) = rest.node_streams.get().filter(|k| k.node_name() == node) else {
+        return Err(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("no route to the kubelet of node {node:?} for the logs of pod {name}"),
+        ));
+    };
+    let stream = kubelet
+        .logs(&pod, &options)
+        .await
+        .map_err(|e| match e.code {
+            400 => ApiError::bad_request(e.message),
+            code => ApiError::new(code, "InternalError", e.message),
+        })?;
+    use futures::StreamExt;
+    let mut resp = Response::new(crate::http::body::streamed(
+        stream.map(bytes::Bytes::from),
+    ));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain"),
+    );
+    Ok(resp)
 }
 
 /// A `Status` of success, as upstream answers bindings and evictions.

@@ -47,6 +47,8 @@ pub struct Rest {
     pub services: ServiceNetwork,
     /// The admission plugins, set once when the server is assembled (none: admit all).
     pub admission: std::sync::OnceLock<Arc<dyn crate::admission::Admission>>,
+    /// The kubelet of this server's own node, for pods' log/exec/attach/portforward.
+    pub node_streams: std::sync::OnceLock<Arc<dyn k1s_api::streams::NodeStreams>>,
 }
 
 /// `resourceVersionMatch`.
@@ -126,6 +128,7 @@ impl Rest {
             registry,
             services,
             admission: std::sync::OnceLock::new(),
+            node_streams: std::sync::OnceLock::new(),
         }
     }
 

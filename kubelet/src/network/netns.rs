@@ -18,7 +18,6 @@
 //! * [`run_in_netns`]: runs a closure on a dedicated thread switched into a namespace.
 
 use std::fs;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags};
@@ -79,9 +78,7 @@ pub fn pod_netns_path(dir: &Path, pod_uid: &str) -> Result<PathBuf, NetworkError
 
 /// Whether `path` is a mounted namespace file (nsfs).
 pub fn is_netns_mount(path: &Path) -> bool {
-    nix::sys::statfs::statfs(path)
-        .map(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
-        .unwrap_or(false)
+    crate::runtime::nsfile::is_bound(path)
 }
 
 /// Runs `f` on a fresh OS thread that first joins the network namespace at `netns`, and
@@ -115,58 +112,12 @@ where
 }
 
 /// Creates a persistent network namespace bound at `path`, like `ip netns add` does with
-/// `/run/netns/<name>`. The parent dir is created if missing. Idempotent: if `path` already
-/// is a namespace mount it is left as is. Blocking (spawns and joins one thread); call it
-/// from `spawn_blocking` or accept a short block.
+/// `/run/netns/<name>` (see [`crate::runtime::nsfile::create`]). Idempotent. Blocking (spawns
+/// and joins one thread).
 pub fn create_netns(path: &Path) -> Result<(), NetworkError> {
     check_netns_path(path)?;
-    if is_netns_mount(path) {
-        return Ok(());
-    }
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(os(format!("creating {}", dir.display())))?;
-    }
-    // The mount point: an empty file, as iproute2 makes it (a leftover from a crash between
-    // creating the file and mounting is reused).
-    fs::OpenOptions::new()
-        .read(true)
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o444)
-        .open(path)
-        .map_err(os(format!("creating the mount point {}", path.display())))?;
-
-    let target = path.to_path_buf();
-    let result = std::thread::Builder::new()
-        .name("k1s-netns-new".into())
-        .spawn(move || -> Result<(), NetworkError> {
-            nix::sched::unshare(CloneFlags::CLONE_NEWNET)
-                .map_err(errno("unshare(CLONE_NEWNET)".into()))?;
-            let own = format!("/proc/self/task/{}/ns/net", nix::unistd::gettid());
-            nix::mount::mount(
-                Some(own.as_str()),
-                &target,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            )
-            .map_err(errno(format!(
-                "bind-mounting {own} onto {}",
-                target.display()
-            )))
-        })
-        .map_err(os("spawning the network namespace thread".into()))?
-        .join()
-        .unwrap_or_else(|_| {
-            Err(NetworkError::Netlink(
-                "the thread creating a network namespace panicked".into(),
-            ))
-        });
-    if result.is_err() {
-        let _ = fs::remove_file(path);
-    }
-    result
+    crate::runtime::nsfile::create(path, CloneFlags::CLONE_NEWNET)
+        .map_err(os(format!("creating the network namespace {}", path.display())))
 }
 
 /// Removes a namespace made by [`create_netns`]: unmounts (lazily) and unlinks `path`.

@@ -16,7 +16,18 @@ pub fn create(path: &Path, kind: CloneFlags) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    std::fs::File::create(path)?;
+    // The mount point: an empty file, as iproute2 makes it (a leftover from a crash between
+    // creating the file and mounting is reused).
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o444)
+            .open(path)?;
+    }
     let name = match kind {
         CloneFlags::CLONE_NEWNET => "net",
         CloneFlags::CLONE_NEWIPC => "ipc",
@@ -44,8 +55,7 @@ pub fn create(path: &Path, kind: CloneFlags) -> std::io::Result<()> {
 
 /// Whether `path` is an nsfs binding.
 pub fn is_bound(path: &Path) -> bool {
-    const NSFS_MAGIC: i64 = 0x6e73_6673;
-    nix::sys::statfs::statfs(path).is_ok_and(|s| s.filesystem_type().0 as i64 == NSFS_MAGIC)
+    nix::sys::statfs::statfs(path).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
 }
 
 /// Unbinds and removes the namespace file (the namespace goes when nothing else uses it).

@@ -1,0 +1,163 @@
+//! The kubelet's flags and its start-up: shared by `k1s server` (the server is a node too,
+//! unless `--disable-agent`) and, later, `k1s agent`.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use k1s_api::client::Client;
+use k1s_api::streams::NodeStreams;
+use k1s_api::quantity::{Quantity, ResourceList};
+use k1s_kubelet::images::pull::RegistryImageService;
+use k1s_kubelet::images::registries::RegistriesConfig;
+use k1s_kubelet::{Config, Deps};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+#[derive(Args, Debug, Clone)]
+pub struct KubeletArgs {
+    /// Node name; the host name when not given.
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// Labels for this node, `key=value` (repeatable).
+    #[arg(long = "node-label")]
+    pub node_label: Vec<String>,
+    /// Taints for this node, `key=value:Effect` (repeatable).
+    #[arg(long = "node-taint")]
+    pub node_taint: Vec<String>,
+    /// This node's pod CIDR (addresses for pods on the bridge).
+    #[arg(long, default_value = "10.42.0.0/24")]
+    pub pod_cidr: String,
+    /// Cluster DNS server IPs for ClusterFirst pods (comma-separated); the host's resolv.conf
+    /// is used when empty.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Vec<IpAddr>,
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// Resources reserved for Kubernetes daemons, `cpu=500m,memory=256Mi`.
+    #[arg(long)]
+    pub kube_reserved: Option<String>,
+    /// Resources reserved for the OS, `cpu=500m,memory=256Mi`.
+    #[arg(long)]
+    pub system_reserved: Option<String>,
+    #[arg(long, default_value_t = 110)]
+    pub max_pods: u32,
+    /// Directory of the cgroup filesystem.
+    #[arg(long, default_value = "/sys/fs/cgroup", hide = true)]
+    pub cgroup_root: PathBuf,
+    /// Name of the top cgroup for pods (`kubepods`).
+    #[arg(long, default_value = "kubepods", hide = true)]
+    pub cgroup_top: String,
+    /// Name of the pod bridge.
+    #[arg(long, default_value = "k1s0", hide = true)]
+    pub bridge_name: String,
+    /// Registry mirrors, plain-HTTP registries and credentials, in k3s's `registries.yaml`
+    /// format.
+    #[arg(long, default_value = "/etc/k1s/registries.yaml")]
+    pub private_registry: PathBuf,
+    /// First container restart back-off, in seconds (upstream: 10).
+    #[arg(long, default_value_t = 10, hide = true)]
+    pub restart_backoff_seconds: u64,
+}
+
+fn parse_reserved(flag: &str, s: Option<&str>) -> anyhow::Result<ResourceList> {
+    let mut out = ResourceList::new();
+    for pair in s.unwrap_or("").split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = pair
+            .split_once('=')
+            .with_context(|| format!("--{flag}: {pair:?} is not name=quantity"))?;
+        let q = Quantity::parse(v)
+            .map_err(|e| anyhow::anyhow!("--{flag}: {v:?} is not a quantity: {e}"))?;
+        out.insert(k.trim(), q);
+    }
+    Ok(out)
+}
+
+/// Starts the kubelet for this node on `client`.
+#[allow(clippy::too_many_arguments)]
+pub fn start(
+    args: &KubeletArgs,
+    data_dir: &Path,
+    hostname: &str,
+    node_ip: IpAddr,
+    server: bool,
+    client: Arc<dyn Client>,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) -> anyhow::Result<Arc<dyn NodeStreams>> {
+    let node_name = args.node_name.clone().unwrap_or_else(|| hostname.to_string());
+    let root = data_dir.join("agent");
+    std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
+    let mut config = Config::new(&node_name, root.clone(), node_ip);
+    if server {
+        config
+            .labels
+            .insert("node-role.kubernetes.io/control-plane".into(), "true".into());
+        config
+            .labels
+            .insert("node-role.kubernetes.io/master".into(), "true".into());
+    }
+    for l in &args.node_label {
+        let (k, v) = l.split_once('=').unwrap_or((l, ""));
+        config.labels.insert(k.into(), v.into());
+    }
+    config.taints = args.node_taint.clone();
+    config.pod_cidr = args.pod_cidr.clone();
+    config.cluster_dns = args.cluster_dns.clone();
+    config.cluster_domain = args.cluster_domain.clone();
+    config.kube_reserved = parse_reserved("kube-reserved", args.kube_reserved.as_deref())?;
+    config.system_reserved = parse_reserved("system-reserved", args.system_reserved.as_deref())?;
+    config.max_pods = args.max_pods;
+    config.backoff_initial = std::time::Duration::from_secs(args.restart_backoff_seconds.max(1));
+
+    let cgroups = k1s_kubelet::cgroups::detect_with_top(&args.cgroup_root, &args.cgroup_top)
+        .map_err(|e| anyhow::anyhow!("the cgroup manager: {e}"))?;
+    let cidr = args
+        .pod_cidr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--pod-cidr {}: {e}", args.pod_cidr))?;
+    let mut net = k1s_kubelet::network::BridgeConfig::new(cidr, root.join("network"));
+    net.bridge = args.bridge_name.clone();
+    let network = k1s_kubelet::network::BridgeNetwork::new(net)
+        .map_err(|e| anyhow::anyhow!("the pod network: {e}"))?;
+    let registries = if args.private_registry.exists() {
+        RegistriesConfig::load(&args.private_registry)
+            .map_err(|e| anyhow::anyhow!("--private-registry: {e}"))?
+    } else {
+        RegistriesConfig::default()
+    };
+    let images = Arc::new(
+        RegistryImageService::open(root.join("images-store"), registries)
+            .map_err(|e| anyhow::anyhow!("the image store: {e}"))?,
+    );
+    let exe = std::env::current_exe().context("finding the k1s binary for the container shim")?;
+    let runtime = k1s_kubelet::runtime::ShimRuntime::new(vec![exe, "internal".into(), "shim".into()]);
+    let config = Arc::new(config);
+    let streams: Arc<dyn NodeStreams> = Arc::new(k1s_kubelet::logs::KubeletStreams::new(config.clone()));
+    let deps = Arc::new(Deps {
+        client,
+        config,
+        images: images.clone(),
+        runtime: Arc::new(runtime),
+        cgroups: Arc::from(cgroups),
+        network: Arc::new(network),
+        event_source: k1s_api::events::Source {
+            component: "kubelet".into(),
+            host: Some(node_name.clone()),
+        },
+    });
+    tracing::info!(node = %node_name, root = %root.display(), "starting the kubelet");
+    let airgap = root.join("images");
+    let cancel = cancel.clone();
+    tasks.spawn(async move {
+        // Airgap tarballs first, so that pods can start from them without a registry.
+        if airgap.is_dir() {
+            let report = images.import_dir(&airgap).await;
+            tracing::info!(?report, dir = %airgap.display(), "imported image archives");
+        }
+        k1s_kubelet::run(deps, cancel).await
+    });
+    Ok(streams)
+}

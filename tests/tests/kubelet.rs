@@ -1,0 +1,255 @@
+//! End to end, issue #7: `k1s server` runs real containers from a real registry. A local
+//! `docker-registry` serves a busybox image built with umoci and pushed with skopeo (see
+//! `kubelet/tests/support/registry.rs`); kubectl drives the pods; the test checks the host for
+//! the processes, their namespaces and cgroups. Needs root (CI runs as root); skips visibly
+//! otherwise.
+
+#[path = "../../kubelet/tests/support/registry.rs"]
+#[allow(dead_code)]
+mod registry;
+
+use std::time::{Duration, Instant};
+
+use k1s_tests::{Cluster, kubelet_flags};
+use serde_json::Value;
+
+fn eventually(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn pod(c: &Cluster, name: &str) -> Value {
+    let out = c.run(&["get", "pod", name, "-o", "json"]);
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+/// A registry with `busybox:latest`, and the registries.yaml that makes it plain HTTP.
+struct Images {
+    _dir: tempfile::TempDir,
+    registry: registry::Registry,
+    config: std::path::PathBuf,
+}
+
+fn images() -> Option<Images> {
+    if !nix_is_root() {
+        eprintln!("SKIP: the kubelet tests need root (namespaces, cgroups, mounts)");
+        return None;
+    }
+    if !registry::ensure_tools() {
+        eprintln!("SKIP: docker-registry, skopeo, umoci or busybox-static missing and not installable");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("layout");
+    registry::build_busybox_layout(&layout).unwrap();
+    let registry = registry::Registry::start(&dir.path().join("registry")).unwrap();
+    registry::push(&layout, "latest", &format!("{}/busybox:latest", registry.host())).unwrap();
+    let config = dir.path().join("registries.yaml");
+    std::fs::write(&config, registry.registries_yaml()).unwrap();
+    Some(Images {
+        _dir: dir,
+        registry,
+        config,
+    })
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// Removes what a test kubelet leaves on the host: its bridge and its cgroup tree.
+struct HostCleanup(Vec<String>);
+
+impl Drop for HostCleanup {
+    fn drop(&mut self) {
+        let flag = |name: &str| {
+            self.0
+                .iter()
+                .position(|f| f == name)
+                .and_then(|i| self.0.get(i + 1))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &flag("--bridge-name")])
+            .status();
+        let top = flag("--cgroup-top");
+        for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            remove_cgroup_tree(&h.path().join(&top));
+        }
+    }
+}
+
+fn remove_cgroup_tree(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+fn flags_for(tag: &str, images: &Images) -> Vec<String> {
+    let mut flags = kubelet_flags(tag);
+    flags.push("--private-registry".into());
+    flags.push(images.config.display().to_string());
+    flags
+}
+
+fn start(tag: &str, flags: &[String]) -> Option<Cluster> {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let c = Cluster::start(&flags)?;
+    let node = format!("node-{tag}");
+    eventually("the node to register and be Ready", 60, || {
+        let out = c.run(&["get", "node", &node, "-o", "json"]);
+        let n: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        n["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    });
+    eventually("the default ServiceAccount", 30, || {
+        c.run(&["get", "sa", "default"]).status.success()
+    });
+    Some(c)
+}
+
+/// Host pids whose command line contains `needle`.
+fn pids_with(needle: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(needle) && pid != std::process::id() as i32 {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn waiting_reason(p: &Value) -> String {
+    p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn pods_run_as_real_containers() {
+    let Some(images) = images() else { return };
+    let flags = flags_for("run", &images);
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(c) = start("run", &flags) else { return };
+    let image = format!("{}/busybox:latest", images.registry.host());
+
+    // A long-running pod: Running and Ready, with a real address and IDs.
+    c.ok(&[
+        "run", "web", &format!("--image={image}"), "--command", "--",
+        "sh", "-c", "echo hello from k1s; while true; do sleep 1; done",
+    ]);
+    eventually("web to be Running and Ready", 90, || {
+        let p = pod(&c, "web");
+        p["status"]["phase"] == "Running" && p["status"]["containerStatuses"][0]["ready"] == true
+    });
+    let p = pod(&c, "web");
+    let ip = p["status"]["podIP"].as_str().unwrap_or_default().to_string();
+    assert!(ip.starts_with("10."), "podIP {ip}");
+    let cs = &p["status"]["containerStatuses"][0];
+    assert!(cs["containerID"].as_str().unwrap().starts_with("k1s://"), "{cs}");
+    assert!(cs["imageID"].as_str().unwrap().contains("@sha256:"), "{cs}");
+    assert_eq!(p["status"]["hostIP"].is_string(), true);
+    let conds: Vec<String> = p["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "True")
+        .map(|c| c["type"].as_str().unwrap().to_string())
+        .collect();
+    for want in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+        assert!(conds.contains(&want.to_string()), "{want} in {conds:?}");
+    }
+    // A real process, in namespaces and a cgroup of its own.
+    let pids = pids_with("hello from k1s");
+    assert!(!pids.is_empty(), "no container process on the host");
+    let pid = pids[0];
+    for ns in ["pid", "mnt", "net", "uts", "ipc"] {
+        let theirs = std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).unwrap();
+        let mine = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        assert_ne!(theirs, mine, "{ns} namespace shared with the host");
+    }
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    assert!(cgroup.contains("k1s-test-"), "{cgroup}");
+    // The pod answers on its address from the node (the bridge works).
+    let events = c.ok(&["get", "events", "--field-selector", "involvedObject.name=web", "-o", "json"]);
+    for reason in ["Scheduled", "Pulling", "Pulled", "Created", "Started"] {
+        assert!(events.contains(&format!("\"reason\": \"{reason}\"")), "{reason} event missing: {events}");
+    }
+
+    // A crash loop: the restart count climbs and the back-off shows.
+    c.ok(&["run", "crash", &format!("--image={image}"), "--command", "--", "sh", "-c", "echo dying; exit 3"]);
+    let mut saw_backoff = false;
+    eventually("crash to restart twice", 90, || {
+        let p = pod(&c, "crash");
+        saw_backoff |= waiting_reason(&p) == "CrashLoopBackOff";
+        p["status"]["containerStatuses"][0]["restartCount"].as_i64().unwrap_or(0) >= 2
+    });
+    let p = pod(&c, "crash");
+    assert_eq!(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3, "{p}");
+    eventually("CrashLoopBackOff", 60, || {
+        saw_backoff |= waiting_reason(&pod(&c, "crash")) == "CrashLoopBackOff";
+        saw_backoff
+    });
+
+    // Bad input, each with a reason in the status.
+    c.ok(&["run", "nope", &format!("--image={}/nope:latest", images.registry.host())]);
+    eventually("ErrImagePull then ImagePullBackOff", 60, || waiting_reason(&pod(&c, "nope")) == "ImagePullBackOff");
+    let msg = pod(&c, "nope")["status"]["containerStatuses"][0]["state"]["waiting"]["message"].to_string();
+    assert!(msg.contains("nope"), "{msg}");
+    c.ok(&["run", "badcmd", &format!("--image={image}"), "--command", "--", "/no/such/binary"]);
+    eventually("RunContainerError", 60, || waiting_reason(&pod(&c, "badcmd")) == "RunContainerError");
+    let msg = pod(&c, "badcmd")["status"]["containerStatuses"][0]["state"]["waiting"]["message"].to_string();
+    assert!(msg.contains("/no/such/binary"), "{msg}");
+
+    // Graceful deletion: sh as pid 1 ignores SIGTERM, so SIGKILL after the grace period.
+    let started = Instant::now();
+    c.ok(&["delete", "pod", "web", "--grace-period=2", "--wait=true"]);
+    assert!(started.elapsed() >= Duration::from_secs(2), "deleted before the grace period");
+    eventually("the container process to be gone", 20, || pids_with("hello from k1s").is_empty());
+    for p in ["crash", "nope", "badcmd"] {
+        c.ok(&["delete", "pod", p, "--grace-period=0", "--force"]);
+    }
+}
+
+#[test]
+fn restarting_k1s_keeps_containers_running() {
+    let Some(images) = images() else { return };
+    let flags = flags_for("restart", &images);
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(mut c) = start("restart", &flags) else { return };
+    let image = format!("{}/busybox:latest", images.registry.host());
+    c.ok(&["run", "keep", &format!("--image={image}"), "--command", "--", "sh", "-c", "echo keep me; while true; do sleep 1; done"]);
+    eventually("keep to be Running", 90, || pod(&c, "keep")["status"]["phase"] == "Running");
+    let before = pids_with("keep me");
+    assert_eq!(before.len(), 1, "{before:?}");
+    // kill -9 the server: the container must not notice.
+    let port = c.port;
+    c.server.kill();
+    assert_eq!(pids_with("keep me"), before, "the container died with k1s");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    c.server = k1s_tests::Server::start(&c.data_dir(), port, &c.kubeconfig, &flags);
+    eventually("the server to answer", 60, || c.run(&["get", "pod", "keep"]).status.success());
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(pids_with("keep me"), before, "the container was restarted");
+    let p = pod(&c, "keep");
+    assert_eq!(p["status"]["phase"], "Running");
+    assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0, "{p}");
+    c.ok(&["delete", "pod", "keep", "--grace-period=1"]);
+    eventually("the container process to be gone", 20, || pids_with("keep me").is_empty());
+}
