@@ -11,3 +11,4 @@ pub mod images;
 pub mod network;
 pub mod node;
 pub mod runtime;
+pub mod volumes;
