@@ -1,0 +1,312 @@
+//! The downwardAPI volume plugin (`kubernetes.io~downward-api`), also used by projected
+//! volumes: pod fields (`metadata.name`, `namespace`, `uid`, `labels`, `annotations`, and
+//! `metadata.labels['k']` / `metadata.annotations['k']`) and container resources
+//! (`limits.*` / `requests.*` with a divisor) as files.
+//!
+//! Gap: a `limits.*` value the container does not set is written as `0`; upstream falls back
+//! to the node's allocatable there.
+
+use std::collections::BTreeMap;
+
+use k1s_api::quantity::Quantity;
+use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, Pod, ResourceFieldSelector};
+
+use super::atomic_writer::{FileProjection, Payload};
+use super::configmap_secret::file_mode;
+
+/// The files of a downwardAPI volume or projection.
+pub(crate) fn make_payload(
+    pod: &Pod,
+    items: &[DownwardAPIVolumeFile],
+    default_mode: i32,
+) -> Result<Payload, String> {
+    let mut payload = Payload::new();
+    let mut errors = Vec::new();
+    for item in items {
+        let value = if let Some(f) = &item.field_ref {
+            field_value(pod, &f.field_path)
+        } else if let Some(r) = &item.resource_field_ref {
+            resource_value(pod, r)
+        } else {
+            Err(format!(
+                "downwardAPI item {:?} has neither fieldRef nor resourceFieldRef",
+                item.path
+            ))
+        };
+        match value {
+            Ok(v) => {
+                payload.insert(
+                    item.path.clone(),
+                    FileProjection {
+                        data: v.into_bytes(),
+                        mode: file_mode(item.mode, default_mode),
+                    },
+                );
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    match errors.len() {
+        0 => Ok(payload),
+        1 => Err(errors.remove(0)),
+        _ => Err(format!("[{}]", errors.join(", "))),
+    }
+}
+
+/// A pod field, as upstream's `fieldpath.ExtractFieldPathAsString`.
+pub(crate) fn field_value(pod: &Pod, path: &str) -> Result<String, String> {
+    let meta = &pod.metadata;
+    let empty = BTreeMap::new();
+    let labels = meta.labels.as_ref().unwrap_or(&empty);
+    let annotations = meta.annotations.as_ref().unwrap_or(&empty);
+    if let Some((map, key)) = subscript(path) {
+        let m = match map {
+            "metadata.labels" => labels,
+            "metadata.annotations" => annotations,
+            _ => return Err(format!("unsupported fieldPath: {path}")),
+        };
+        return Ok(m.get(key).cloned().unwrap_or_default());
+    }
+    Ok(match path {
+        "metadata.name" => meta.name.clone().unwrap_or_default(),
+        "metadata.namespace" => meta.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => meta.uid.clone().unwrap_or_default(),
+        "metadata.labels" => format_map(labels),
+        "metadata.annotations" => format_map(annotations),
+        _ => return Err(format!("unsupported fieldPath: {path}")),
+    })
+}
+
+/// `metadata.labels['key']` → (`metadata.labels`, `key`).
+fn subscript(path: &str) -> Option<(&str, &str)> {
+    let (map, rest) = path.split_once("['")?;
+    let key = rest.strip_suffix("']")?;
+    Some((map, key))
+}
+
+/// Labels and annotations as upstream's `fieldpath.FormatMap`: `key="value"` lines in key
+/// order, the value quoted as Go's `%q`, no trailing newline.
+pub(crate) fn format_map(m: &BTreeMap<String, String>) -> String {
+    m.iter()
+        .map(|(k, v)| format!("{k}={}", go_quote(v)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Go's `strconv.Quote`.
+fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => {
+                if (c as u32) < 0x10000 {
+                    out.push_str(&format!("\\u{:04x}", c as u32));
+                } else {
+                    out.push_str(&format!("\\U{:08x}", c as u32));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
+    let spec = pod.spec.as_ref()?;
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .find(|c| c.name == name)
+}
+
+fn parse(q: &str, what: &str) -> Result<Quantity, String> {
+    Quantity::parse(q).map_err(|e| format!("invalid {what} {q:?}: {e}"))
+}
+
+/// A container resource, as upstream's `ExtractContainerResourceValue`: CPU rounded up to
+/// whole divisors of its milli value, everything else of its value.
+pub(crate) fn resource_value(pod: &Pod, r: &ResourceFieldSelector) -> Result<String, String> {
+    let name = r.container_name.as_deref().unwrap_or_default();
+    let container =
+        find_container(pod, name).ok_or_else(|| format!("container {name} not found"))?;
+    let divisor = match &r.divisor {
+        Some(d) if !d.0.is_empty() => parse(&d.0, "divisor")?,
+        _ => Quantity::from_value(1, k1s_api::quantity::Format::DecimalSI),
+    };
+    let (list, resource) = if let Some(n) = r.resource.strip_prefix("limits.") {
+        (
+            container.resources.as_ref().and_then(|r| r.limits.as_ref()),
+            n,
+        )
+    } else if let Some(n) = r.resource.strip_prefix("requests.") {
+        (
+            container
+                .resources
+                .as_ref()
+                .and_then(|r| r.requests.as_ref()),
+            n,
+        )
+    } else {
+        return Err(format!("unsupported container resource : {}", r.resource));
+    };
+    if !matches!(resource, "cpu" | "memory" | "ephemeral-storage")
+        && !resource.starts_with("hugepages-")
+    {
+        return Err(format!("unsupported container resource : {}", r.resource));
+    }
+    let value = match list.and_then(|l| l.get(resource)) {
+        Some(q) => parse(&q.0, resource)?,
+        None => Quantity::default(),
+    };
+    let (v, d) = if resource == "cpu" {
+        (value.milli_value(), divisor.milli_value())
+    } else {
+        (value.value(), divisor.value())
+    };
+    if d <= 0 {
+        return Err(format!(
+            "invalid divisor for {}: must be positive",
+            r.resource
+        ));
+    }
+    let (v, d) = (i128::from(v), i128::from(d));
+    // Ceiling division, as upstream's math.Ceil on the quotient.
+    let q = if v >= 0 { (v + d - 1) / d } else { v / d };
+    Ok(q.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ObjectFieldSelector, PodSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
+
+    fn pod() -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some("web".into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.uid = Some("u-1".into());
+        p.metadata.labels = Some(
+            [("zone", "a"), ("app", "web"), ("q", "say \"hi\"\n")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let mut c = Container {
+            name: "main".into(),
+            ..Default::default()
+        };
+        c.resources = Some(ResourceRequirements {
+            limits: Some(
+                [("cpu", "500m"), ("memory", "128Mi")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), Q(v.into())))
+                    .collect(),
+            ),
+            requests: Some(
+                [("cpu".to_string(), Q("250m".into()))]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Default::default()
+        });
+        p.spec = Some(PodSpec {
+            containers: vec![c],
+            ..Default::default()
+        });
+        p
+    }
+
+    fn field(path: &str, field: &str) -> DownwardAPIVolumeFile {
+        DownwardAPIVolumeFile {
+            path: path.into(),
+            field_ref: Some(ObjectFieldSelector {
+                api_version: Some("v1".into()),
+                field_path: field.into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn res(resource: &str, divisor: Option<&str>) -> ResourceFieldSelector {
+        ResourceFieldSelector {
+            container_name: Some("main".into()),
+            resource: resource.into(),
+            divisor: divisor.map(|d| Q(d.into())),
+        }
+    }
+
+    #[test]
+    fn labels_are_sorted_quoted_lines() {
+        let p = pod();
+        assert_eq!(
+            field_value(&p, "metadata.labels").unwrap(),
+            "app=\"web\"\nq=\"say \\\"hi\\\"\\n\"\nzone=\"a\""
+        );
+        assert_eq!(field_value(&p, "metadata.annotations").unwrap(), "");
+        assert_eq!(field_value(&p, "metadata.labels['zone']").unwrap(), "a");
+        assert_eq!(field_value(&p, "metadata.uid").unwrap(), "u-1");
+        assert_eq!(
+            field_value(&p, "spec.nodeName").unwrap_err(),
+            "unsupported fieldPath: spec.nodeName"
+        );
+    }
+
+    #[test]
+    fn resources_with_divisors() {
+        let p = pod();
+        assert_eq!(resource_value(&p, &res("limits.cpu", None)).unwrap(), "1");
+        assert_eq!(
+            resource_value(&p, &res("limits.cpu", Some("1m"))).unwrap(),
+            "500"
+        );
+        assert_eq!(
+            resource_value(&p, &res("requests.cpu", Some("1m"))).unwrap(),
+            "250"
+        );
+        assert_eq!(
+            resource_value(&p, &res("limits.memory", Some("1Mi"))).unwrap(),
+            "128"
+        );
+        assert_eq!(
+            resource_value(&p, &res("limits.memory", None)).unwrap(),
+            "134217728"
+        );
+        assert_eq!(
+            resource_value(&p, &res("requests.memory", None)).unwrap(),
+            "0"
+        );
+        assert!(resource_value(&p, &res("limits.cpu", Some("0"))).is_err());
+        let mut other = res("limits.cpu", None);
+        other.container_name = Some("nope".into());
+        assert_eq!(
+            resource_value(&p, &other).unwrap_err(),
+            "container nope not found"
+        );
+    }
+
+    #[test]
+    fn payload_with_modes() {
+        let p = pod();
+        let mut f = field("name", "metadata.name");
+        f.mode = Some(0o600);
+        let payload = make_payload(&p, &[f, field("ns", "metadata.namespace")], 0o644).unwrap();
+        assert_eq!(payload["name"].data, b"web");
+        assert_eq!(payload["name"].mode, 0o600);
+        assert_eq!(payload["ns"].mode, 0o644);
+    }
+}

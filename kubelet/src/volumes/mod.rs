@@ -1,0 +1,481 @@
+//! The kubelet's volume manager: sets up a pod's volumes before its containers start, keeps
+//! them current on every pod sync (configMap, secret, downwardAPI and projected contents, token
+//! refresh), computes each container's bind mounts, and tears everything down when the pod is
+//! gone. As upstream, volumes live in `PODS_DIR/<pod-uid>/volumes/<plugin>/<volume-name>`.
+//!
+//! One file per concern:
+//! - `mod.rs` (this file): [`VolumeManager`], [`PodVolumes`], [`VolumeError`],
+//!   [`container_mounts`], teardown;
+//! - `empty_dir.rs`: emptyDir (disk or tmpfs), and the directories of the other plugins;
+//! - `host_path.rs`: hostPath and its `type` checks;
+//! - `configmap_secret.rs`: fetching configMaps and secrets, their payloads;
+//! - `downward_api.rs`: pod fields and container resources as files;
+//! - `projected.rs`: projected volumes and the service account token cache;
+//! - `atomic_writer.rs`: upstream's `..data` layout and its atomic swap;
+//! - `subpath.rs`: subPath / subPathExpr resolution inside a volume;
+//! - `mounts.rs`: tmpfs mounts and `/proc/self/mountinfo`.
+//!
+//! Supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected. Other types
+//! (persistentVolumeClaim, csi, ephemeral, nfs, ...) fail with [`VolumeError::Unsupported`].
+//!
+//! Gaps (documented where they live): disk emptyDir sizeLimit is reported, not enforced;
+//! mount propagation (`mountPropagation`) and `recursiveReadOnly` are ignored (all mounts are
+//! private); fsGroup ownership is applied to volumes the kubelet writes, without
+//! `fsGroupChangePolicy`; downwardAPI `limits.*` of a container without limits read `0`
+//! instead of the node's allocatable.
+
+mod atomic_writer;
+mod configmap_secret;
+mod downward_api;
+mod empty_dir;
+mod host_path;
+mod mounts;
+mod projected;
+mod subpath;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k1s_api::client::Client;
+use k8s_openapi::api::core::v1::{Container, Pod, Volume};
+
+use crate::runtime::spec::Mount;
+
+use configmap_secret::{DEFAULT_MODE, Kind, file_mode};
+use projected::{PodCtx, TokenCache};
+
+/// Upstream's plugin directory names.
+pub const EMPTY_DIR: &str = "kubernetes.io~empty-dir";
+pub const CONFIGMAP: &str = "kubernetes.io~configmap";
+pub const SECRET: &str = "kubernetes.io~secret";
+pub const PROJECTED: &str = "kubernetes.io~projected";
+pub const DOWNWARD_API: &str = "kubernetes.io~downward-api";
+
+/// Why a volume could not be set up, mounted or torn down; worded as upstream's kubelet
+/// events (`kubectl describe`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeError {
+    #[error("MountVolume.SetUp failed for volume \"{volume}\" : {cause}")]
+    SetUp { volume: String, cause: String },
+    #[error(
+        "MountVolume.SetUp failed for volume \"{volume}\" : volume type {kind} is not supported by k1s yet"
+    )]
+    Unsupported { volume: String, kind: String },
+    /// A volumeMount of a container (missing volume, bad subPath).
+    #[error("{cause}")]
+    Mount {
+        container: String,
+        volume: String,
+        cause: String,
+    },
+    #[error("UnmountVolume.TearDown failed for pod \"{pod_uid}\" : {cause}")]
+    TearDown { pod_uid: String, cause: String },
+    #[error("invalid pod: {0}")]
+    InvalidPod(String),
+}
+
+impl VolumeError {
+    /// The volume concerned, if any.
+    pub fn volume(&self) -> Option<&str> {
+        match self {
+            VolumeError::SetUp { volume, .. }
+            | VolumeError::Unsupported { volume, .. }
+            | VolumeError::Mount { volume, .. } => Some(volume),
+            VolumeError::TearDown { .. } | VolumeError::InvalidPod(_) => None,
+        }
+    }
+}
+
+/// One set-up volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodVolume {
+    /// The host directory (or, for a hostPath of a file type, the file).
+    pub path: PathBuf,
+    /// Read-only by nature: configMap, secret, downwardAPI and projected volumes.
+    pub read_only: bool,
+    /// The sizeLimit of a disk-backed emptyDir in bytes, for eviction (not enforced yet).
+    pub size_limit: Option<i64>,
+}
+
+/// A pod's volumes by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodVolumes {
+    pub volumes: BTreeMap<String, PodVolume>,
+}
+
+impl PodVolumes {
+    pub fn get(&self, name: &str) -> Option<&PodVolume> {
+        self.volumes.get(name)
+    }
+}
+
+/// Sets up, refreshes and tears down pod volumes.
+pub struct VolumeManager {
+    client: Arc<dyn Client>,
+    pods_dir: PathBuf,
+    tokens: TokenCache,
+    /// Added to `Instant::now()`; moved forward by tests only.
+    clock_offset: Mutex<Duration>,
+}
+
+/// A pod UID or volume name used as one path component.
+fn safe_component(s: &str) -> bool {
+    !s.is_empty() && s != "." && s != ".." && !s.contains('/') && !s.contains('\0')
+}
+
+/// The type of a volume we do not support, by its field name in the API (`persistentVolumeClaim`).
+fn volume_kind(v: &Volume) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| {
+            v.as_object()?
+                .iter()
+                .find(|(k, v)| k.as_str() != "name" && !v.is_null())
+                .map(|(k, _)| k.clone())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+impl VolumeManager {
+    pub fn new(client: Arc<dyn Client>, pods_dir: PathBuf) -> Self {
+        Self {
+            client,
+            pods_dir,
+            tokens: TokenCache::default(),
+            clock_offset: Mutex::new(Duration::ZERO),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now() + *self.clock_offset.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[cfg(test)]
+    fn advance_clock(&self, by: Duration) {
+        *self.clock_offset.lock().unwrap() += by;
+    }
+
+    /// `PODS_DIR/<uid>/volumes`.
+    pub fn volumes_dir(&self, pod_uid: &str) -> PathBuf {
+        self.pods_dir.join(pod_uid).join("volumes")
+    }
+
+    /// When the pod's volumes should be set up again to refresh a service account token
+    /// (`None`: no token). In the manager's clock, which is `Instant::now()`.
+    pub fn next_refresh(&self, pod_uid: &str) -> Option<Instant> {
+        self.tokens.next_refresh(pod_uid)
+    }
+
+    /// Sets up (or brings up to date) every volume of `pod`. Idempotent: called on every
+    /// sync. On failure the other volumes are still set up, and the first error is returned.
+    pub async fn setup(&self, pod: &Pod) -> Result<PodVolumes, VolumeError> {
+        let uid = pod
+            .metadata
+            .uid
+            .as_deref()
+            .ok_or_else(|| VolumeError::InvalidPod("the pod has no uid".into()))?;
+        if !safe_component(uid) {
+            return Err(VolumeError::InvalidPod(format!("invalid pod uid {uid:?}")));
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let spec = pod.spec.as_ref();
+        let fs_group = spec
+            .and_then(|s| s.security_context.as_ref())
+            .and_then(|s| s.fs_group)
+            .and_then(|g| u32::try_from(g).ok());
+        let ctx = PodCtx {
+            pod,
+            namespace,
+            uid,
+            fs_group,
+        };
+        let now = self.now();
+        let mut out = PodVolumes::default();
+        let mut first = None;
+        for vol in spec.and_then(|s| s.volumes.as_deref()).unwrap_or_default() {
+            match self.setup_volume(&ctx, vol, now).await {
+                Ok(v) => {
+                    out.volumes.insert(vol.name.clone(), v);
+                }
+                Err(e) => {
+                    tracing::warn!(pod_uid = uid, error = %e, "volume setup failed");
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+
+    async fn setup_volume(
+        &self,
+        ctx: &PodCtx<'_>,
+        vol: &Volume,
+        now: Instant,
+    ) -> Result<PodVolume, VolumeError> {
+        let name = &vol.name;
+        let fail = |cause: String| VolumeError::SetUp {
+            volume: name.clone(),
+            cause,
+        };
+        if !safe_component(name) {
+            return Err(fail(format!("invalid volume name {name:?}")));
+        }
+        let dir = |plugin: &str| self.volumes_dir(ctx.uid).join(plugin).join(name);
+        let client = self.client.as_ref();
+        let written = |path: PathBuf| PodVolume {
+            path,
+            read_only: true,
+            size_limit: None,
+        };
+
+        if let Some(hp) = &vol.host_path {
+            let path = host_path::setup(hp).map_err(fail)?;
+            return Ok(PodVolume {
+                path,
+                read_only: false,
+                size_limit: None,
+            });
+        }
+        if let Some(cm) = &vol.config_map {
+            let optional = cm.optional.unwrap_or(false);
+            let data =
+                configmap_secret::fetch(client, Kind::ConfigMap, ctx.namespace, &cm.name, optional)
+                    .await
+                    .map_err(fail)?;
+            let payload = configmap_secret::make_payload(
+                Kind::ConfigMap,
+                &data.unwrap_or_default(),
+                cm.items.as_deref().unwrap_or_default(),
+                file_mode(cm.default_mode, DEFAULT_MODE),
+                optional,
+            )
+            .map_err(fail)?;
+            let d = dir(CONFIGMAP);
+            write_volume(&d, &payload, false, ctx.fs_group).map_err(fail)?;
+            return Ok(written(d));
+        }
+        if let Some(s) = &vol.secret {
+            let optional = s.optional.unwrap_or(false);
+            let secret_name = s.secret_name.as_deref().unwrap_or_default();
+            let data =
+                configmap_secret::fetch(client, Kind::Secret, ctx.namespace, secret_name, optional)
+                    .await
+                    .map_err(fail)?;
+            let payload = configmap_secret::make_payload(
+                Kind::Secret,
+                &data.unwrap_or_default(),
+                s.items.as_deref().unwrap_or_default(),
+                file_mode(s.default_mode, DEFAULT_MODE),
+                optional,
+            )
+            .map_err(fail)?;
+            let d = dir(SECRET);
+            write_volume(&d, &payload, true, ctx.fs_group).map_err(fail)?;
+            return Ok(written(d));
+        }
+        if let Some(dapi) = &vol.downward_api {
+            let payload = downward_api::make_payload(
+                ctx.pod,
+                dapi.items.as_deref().unwrap_or_default(),
+                dapi.default_mode.unwrap_or(DEFAULT_MODE),
+            )
+            .map_err(fail)?;
+            let d = dir(DOWNWARD_API);
+            write_volume(&d, &payload, false, ctx.fs_group).map_err(fail)?;
+            return Ok(written(d));
+        }
+        if let Some(p) = &vol.projected {
+            let payload = projected::make_payload(client, &self.tokens, ctx, p, now)
+                .await
+                .map_err(fail)?;
+            let d = dir(PROJECTED);
+            write_volume(&d, &payload, true, ctx.fs_group).map_err(fail)?;
+            return Ok(written(d));
+        }
+        let other = volume_kind(vol);
+        // A volume without a source is an emptyDir (the API's default).
+        if vol.empty_dir.is_some() || other == "unknown" {
+            let ed = vol.empty_dir.clone().unwrap_or_default();
+            let medium = empty_dir::medium(ed.medium.as_deref()).map_err(fail)?;
+            let size = empty_dir::size_limit(ed.size_limit.as_ref().map(|q| q.0.as_str()))
+                .map_err(fail)?;
+            let d = dir(EMPTY_DIR);
+            empty_dir::setup(&d, medium, size, ctx.fs_group).map_err(fail)?;
+            return Ok(PodVolume {
+                path: d,
+                read_only: false,
+                size_limit: if medium == empty_dir::Medium::Disk {
+                    size
+                } else {
+                    None
+                },
+            });
+        }
+        Err(VolumeError::Unsupported {
+            volume: name.clone(),
+            kind: other,
+        })
+    }
+
+    /// Unmounts and removes everything under `PODS_DIR/<uid>/volumes`. hostPath volumes are
+    /// used in place and never under it; nothing is removed while anything below is still a
+    /// mount point, and symlinks are removed, never followed.
+    pub async fn teardown(&self, pod_uid: &str) -> Result<(), VolumeError> {
+        let fail = |cause: String| VolumeError::TearDown {
+            pod_uid: pod_uid.to_string(),
+            cause,
+        };
+        if !safe_component(pod_uid) {
+            return Err(fail(format!("invalid pod uid {pod_uid:?}")));
+        }
+        self.tokens.forget(pod_uid);
+        let dir = self.volumes_dir(pod_uid);
+        tokio::task::spawn_blocking(move || remove_volumes_dir(&dir))
+            .await
+            .map_err(|e| fail(format!("teardown task: {e}")))?
+            .map_err(fail)
+    }
+}
+
+/// The directory of an atomic-writer volume (on a tmpfs for secrets and projected volumes),
+/// then the payload.
+fn write_volume(
+    dir: &Path,
+    payload: &atomic_writer::Payload,
+    tmpfs: bool,
+    gid: Option<u32>,
+) -> Result<(), String> {
+    empty_dir::ensure_dir(dir, 0o777)?;
+    if tmpfs {
+        mounts::ensure_tmpfs(dir, None)?;
+    }
+    atomic_writer::write(dir, payload, gid).map(drop)
+}
+
+fn remove_volumes_dir(dir: &Path) -> Result<(), String> {
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("reading {}: {e}", dir.display())),
+    };
+    if !meta.is_dir() {
+        // Never ours to follow: remove the entry itself.
+        return std::fs::remove_file(dir).map_err(|e| format!("removing {}: {e}", dir.display()));
+    }
+    for _ in 0..3 {
+        let below = mounts::mounts_under(dir).map_err(|e| format!("reading mounts: {e}"))?;
+        if below.is_empty() {
+            break;
+        }
+        for m in &below {
+            if m.fs_type != "tmpfs" {
+                return Err(format!(
+                    "{} is a {} mount, not made by the volume manager; refusing to remove {}",
+                    m.mount_point.display(),
+                    m.fs_type,
+                    dir.display()
+                ));
+            }
+            mounts::unmount(&m.mount_point)?;
+        }
+    }
+    let left = mounts::mounts_under(dir).map_err(|e| format!("reading mounts: {e}"))?;
+    if let Some(m) = left.first() {
+        return Err(format!(
+            "{} is still a mount point; refusing to remove {}",
+            m.mount_point.display(),
+            dir.display()
+        ));
+    }
+    // std's remove_dir_all never follows symlinks (it unlinks them).
+    std::fs::remove_dir_all(dir).map_err(|e| format!("removing {}: {e}", dir.display()))
+}
+
+/// The container's environment with literal values and pod field references, for
+/// `subPathExpr` (values from configMaps, secrets and resources are not resolved here).
+fn container_env(pod: &Pod, container: &Container) -> HashMap<String, String> {
+    let mut env = HashMap::new();
+    for e in container.env.iter().flatten() {
+        let value = if let Some(src) = &e.value_from {
+            let Some(f) = &src.field_ref else { continue };
+            let spec = pod.spec.as_ref();
+            let status = pod.status.as_ref();
+            let v = match f.field_path.as_str() {
+                "spec.nodeName" => spec.and_then(|s| s.node_name.clone()),
+                "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()),
+                "status.podIP" => status.and_then(|s| s.pod_ip.clone()),
+                "status.hostIP" => status.and_then(|s| s.host_ip.clone()),
+                p => downward_api::field_value(pod, p).ok(),
+            };
+            let Some(v) = v else { continue };
+            v
+        } else {
+            // Earlier variables expand in later values, as upstream's env.
+            subpath::expand(e.value.as_deref().unwrap_or_default(), &env).0
+        };
+        env.insert(e.name.clone(), value);
+    }
+    env
+}
+
+/// The bind mounts of `container`'s volumeMounts: the volume's path, or a sub path inside it
+/// (created if missing, refused if it leaves the volume). Read-only if the volumeMount says so
+/// or the volume is read-only by nature. Mount propagation is ignored.
+pub fn container_mounts(
+    pod: &Pod,
+    container: &Container,
+    volumes: &PodVolumes,
+) -> Result<Vec<Mount>, VolumeError> {
+    let mut env = None;
+    let mut out = Vec::new();
+    for vm in container.volume_mounts.iter().flatten() {
+        let err = |cause: String| VolumeError::Mount {
+            container: container.name.clone(),
+            volume: vm.name.clone(),
+            cause,
+        };
+        let v = volumes.get(&vm.name).ok_or_else(|| {
+            err(format!(
+                "cannot find volume {:?} to mount into container {:?}",
+                vm.name, container.name
+            ))
+        })?;
+        let sub_path = match (
+            vm.sub_path.as_deref().filter(|s| !s.is_empty()),
+            vm.sub_path_expr.as_deref().filter(|s| !s.is_empty()),
+        ) {
+            (Some(s), _) => Some(s.to_string()),
+            (None, Some(expr)) => {
+                let env = env.get_or_insert_with(|| container_env(pod, container));
+                let (expanded, missing) = subpath::expand(expr, env);
+                if !missing.is_empty() {
+                    return Err(err(format!(
+                        "failed to prepare subPath for volumeMount {:?} of container {:?}: missing value for {}",
+                        vm.name,
+                        container.name,
+                        missing.join(", ")
+                    )));
+                }
+                Some(expanded)
+            }
+            (None, None) => None,
+        };
+        let source = match &sub_path {
+            Some(s) => subpath::resolve(&v.path, s).map_err(err)?,
+            None => v.path.clone(),
+        };
+        let read_only = vm.read_only.unwrap_or(false) || v.read_only;
+        let mut m = Mount::bind(&source, &vm.mount_path, read_only);
+        // Sockets and devices are bound onto a file, like regular files.
+        m.file = std::fs::metadata(&source).is_ok_and(|m| !m.is_dir());
+        out.push(m);
+    }
+    Ok(out)
+}
