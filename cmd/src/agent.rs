@@ -136,8 +136,10 @@ pub fn start(
     let runtime = k1s_kubelet::runtime::ShimRuntime::new(vec![exe, "internal".into(), "shim".into()]);
     let config = Arc::new(config);
     let streams: Arc<dyn NodeStreams> = Arc::new(k1s_kubelet::logs::KubeletStreams::new(config.clone()));
+    let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(client.clone(), config.pods_dir()));
     let deps = Arc::new(Deps {
         client,
+        volumes,
         config,
         images: images.clone(),
         runtime: Arc::new(runtime),

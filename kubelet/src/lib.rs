@@ -35,6 +35,7 @@ pub struct Deps {
     pub runtime: Arc<dyn runtime::Runtime>,
     pub cgroups: Arc<dyn cgroups::CgroupManager>,
     pub network: Arc<dyn network::PodNetwork>,
+    pub volumes: Arc<volumes::VolumeManager>,
     /// `kubelet` on this node, for events.
     pub event_source: k1s_api::events::Source,
 }

@@ -56,6 +56,9 @@ pub struct PodWorker {
     exits_tx: mpsc::UnboundedSender<Exited>,
     exits_rx: mpsc::UnboundedReceiver<Exited>,
     sandbox: Option<Sandbox>,
+    volumes: crate::volumes::PodVolumes,
+    /// When to sync again although nothing changed (volume retries, token refreshes).
+    resync_at: Option<Instant>,
     start_time: String,
     terminal: Option<&'static str>,
     last_reported: Option<Value>,
@@ -86,6 +89,8 @@ impl PodWorker {
             exits_tx,
             exits_rx,
             sandbox: None,
+            volumes: Default::default(),
+            resync_at: None,
             start_time: now(),
             terminal: None,
             last_reported: None,
@@ -152,6 +157,7 @@ impl PodWorker {
                 .values()
                 .filter(|r| !r.running)
                 .filter_map(|r| r.not_before)
+                .chain(self.resync_at)
                 .filter(|t| *t > now)
                 .min();
             tokio::select! {
@@ -398,8 +404,23 @@ impl PodWorker {
         }
     }
 
-    async fn sandbox_volumes(&mut self, _pod: &Pod) -> Result<(), String> {
-        Ok(())
+    /// Sets up (or refreshes) the pod's volumes; on failure, tries again in a few seconds.
+    async fn sandbox_volumes(&mut self, pod: &Pod) -> Result<(), String> {
+        match self.deps.volumes.setup(pod).await {
+            Ok(v) => {
+                self.volumes = v;
+                self.resync_at = self
+                    .deps
+                    .volumes
+                    .next_refresh(&self.uid)
+                    .map(Instant::from_std);
+                Ok(())
+            }
+            Err(e) => {
+                self.resync_at = Some(Instant::now() + Duration::from_secs(2));
+                Err(e.to_string())
+            }
+        }
     }
 
     fn set_backoff_all(&mut self, pod: &Pod) {
@@ -648,6 +669,9 @@ impl PodWorker {
             .await
             .map_err(|e| e.0)?;
         let mut mounts = sb.mounts(pod, c).map_err(|e| e.to_string())?;
+        mounts.extend(
+            crate::volumes::container_mounts(pod, c, &self.volumes).map_err(|e| e.to_string())?,
+        );
         let term_path = c
             .termination_message_path
             .clone()

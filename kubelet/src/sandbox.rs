@@ -267,6 +267,9 @@ impl Sandbox {
         for ns in [&self.netns, &self.ipcns].into_iter().flatten() {
             nsfile::remove(ns);
         }
+        if let Err(e) = deps.volumes.teardown(&self.uid).await {
+            tracing::warn!(pod_uid = %self.uid, error = %e, "tearing down the pod's volumes");
+        }
         if let Err(e) = deps.cgroups.remove_pod(&self.uid, self.qos) {
             tracing::warn!(pod_uid = %self.uid, error = %e, "removing the pod cgroup");
         }
@@ -277,6 +280,7 @@ impl Sandbox {
     pub async fn destroy_by_uid(deps: &Deps, uid: &str) {
         let dir = deps.config.pods_dir().join(uid);
         let _ = deps.network.teardown(uid, None).await;
+        let _ = deps.volumes.teardown(uid).await;
         for ns in ["net", "ipc"] {
             nsfile::remove(&dir.join("ns").join(ns));
         }

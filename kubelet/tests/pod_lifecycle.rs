@@ -53,8 +53,10 @@ async fn env() -> Env {
     images.add_local("busybox", Default::default()).unwrap();
     images.add_remote("busybox", Default::default()).unwrap();
     let runtime = Arc::new(FakeRuntime::default());
+    let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(client.clone(), config.pods_dir()));
     let deps = Arc::new(Deps {
         client: client.clone(),
+        volumes,
         config: Arc::new(config),
         images: Arc::new(images),
         runtime: runtime.clone(),
