@@ -8,10 +8,13 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Mutex;
 
+use k1s_kubelet::images::ContentStore;
 use k1s_kubelet::images::{
     ImageError, ImageService, PullPolicy, PullProgress, RegistriesConfig, RegistryImageService,
 };
-use support::registry::{Registry, build_busybox_layout, ensure_tools, layout_digests, push};
+use support::registry::{
+    Registry, build_busybox_layout, ensure_tools, layout_digests, push, run, save_archive,
+};
 
 fn service(dir: &std::path::Path, registries_yaml: &str) -> RegistryImageService {
     let registries = RegistriesConfig::parse(registries_yaml).unwrap();
@@ -190,4 +193,69 @@ async fn pulls_from_a_real_registry() {
         .await
         .unwrap();
     assert_eq!(again, image);
+}
+
+/// Airgap archives as skopeo writes them: `docker save` format (here gzipped) and an OCI layout
+/// tarball, imported from a directory, once.
+#[tokio::test]
+async fn imports_skopeo_archives() {
+    if !ensure_tools() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let layout = build_busybox_layout(&tmp.path().join("oci")).unwrap();
+    let (manifest_digest, _) = layout_digests(&layout, "latest").unwrap();
+    let images = tmp.path().join("images");
+    std::fs::create_dir(&images).unwrap();
+    let docker = images.join("bb-docker.tar");
+    save_archive(
+        &layout,
+        "latest",
+        "docker-archive",
+        &docker,
+        "example.com/bb:docker",
+    )
+    .unwrap();
+    run(std::process::Command::new("gzip").arg(&docker)).unwrap();
+    save_archive(
+        &layout,
+        "latest",
+        "oci-archive",
+        &images.join("bb-oci.tar"),
+        "example.com/bb:oci",
+    )
+    .unwrap();
+
+    let svc = service(&tmp.path().join("store"), "");
+    let report = svc.import_dir(&images).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let mut imported = report.imported.clone();
+    imported.sort();
+    assert_eq!(
+        imported,
+        vec!["example.com/bb:docker", "example.com/bb:oci"]
+    );
+
+    let oci = svc.get("example.com/bb:oci").unwrap();
+    let docker = svc.get("example.com/bb:docker").unwrap();
+    assert_eq!(oci.repo_digest, format!("example.com/bb@{manifest_digest}"));
+    assert_eq!(oci.id, docker.id, "same config");
+    assert_eq!(oci.layers, docker.layers, "layers shared by diff_id");
+    assert_eq!(oci.config.cmd, vec!["/bin/sh"]);
+    assert!(oci.layers.iter().any(|l| l.join("bin/busybox").is_file()));
+
+    // Pull policy Never finds imported images.
+    let none = |_: PullProgress| {};
+    svc.ensure("example.com/bb:oci", PullPolicy::Never, &[], &none)
+        .await
+        .unwrap();
+
+    // At the next start nothing is imported again.
+    drop(svc);
+    let svc = service(&tmp.path().join("store"), "");
+    let report = svc.import_dir(&images).await;
+    assert!(report.imported.is_empty());
+    assert_eq!(report.unchanged.len(), 2);
+    let store: &ContentStore = svc.store();
+    assert_eq!(store.list().len(), 2);
 }

@@ -159,6 +159,22 @@ pub fn push(layout: &Path, tag: &str, dest: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes `layout:tag` as an airgap archive: `format` is skopeo's transport, `docker-archive`
+/// (`docker save` format) or `oci-archive` (OCI layout tarball), tagged `name`.
+pub fn save_archive(
+    layout: &Path,
+    tag: &str,
+    format: &str,
+    dest: &Path,
+    name: &str,
+) -> io::Result<()> {
+    run(Command::new("skopeo")
+        .args(["--insecure-policy", "copy"])
+        .arg(format!("oci:{}:{tag}", layout.display()))
+        .arg(format!("{format}:{}:{name}", dest.display())))?;
+    Ok(())
+}
+
 /// A free TCP port on 127.0.0.1 (free when asked; good enough for tests).
 pub fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
