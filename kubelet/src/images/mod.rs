@@ -1,8 +1,51 @@
 //! Images: pulled from OCI/Docker registries, verified by digest, unpacked once into a content
 //! store under the data dir, and handed to the runtime as a list of layer directories that it
 //! mounts with overlayfs.
+//!
+//! - [`reference`]: reference normalisation (`busybox` is `docker.io/library/busybox:latest`).
+//! - [`digest`]: `sha256:` digests and hashing readers/writers.
+//! - [`layer`]: unpacking one layer tarball, OCI whiteouts turned into overlayfs ones.
+//! - [`config`]: parsing image config blobs.
+//! - [`index`]: the store's JSON index of images, written atomically.
+//! - [`store`]: [`ContentStore`], blobs and unpacked layers under one root directory.
+//! - [`registries`]: k3s-style `registries.yaml` and `.dockerconfigjson` credentials.
+//! - [`pull`]: [`RegistryImageService`], the real [`ImageService`] pulling with `oci-client`.
+//! - [`archive`]: airgap import of `docker save` and OCI layout tarballs.
+//! - [`gc`]: disk usage and which images to remove.
+//! - [`fake`]: [`FakeImageService`] for pod-worker tests.
+//!
+//! The kubelet builds one [`RegistryImageService`] at start:
+//!
+//! ```no_run
+//! # async fn start(data_dir: &std::path::Path) -> Result<(), k1s_kubelet::images::ImageError> {
+//! use k1s_kubelet::images::{RegistriesConfig, RegistryImageService};
+//! // k3s reads /etc/rancher/k3s/registries.yaml; a missing file is an empty config.
+//! let registries = RegistriesConfig::load(&data_dir.join("registries.yaml"))?;
+//! let images = RegistryImageService::open(data_dir.join("agent/images-store"), registries)?;
+//! let report = images.import_dir(&data_dir.join("agent/images")).await;
+//! # let _ = report; Ok(()) }
+//! ```
+
+pub mod archive;
+pub mod config;
+pub mod digest;
+pub mod fake;
+pub mod gc;
+pub mod index;
+pub mod layer;
+pub mod pull;
+pub mod reference;
+pub mod registries;
+pub mod store;
 
 use std::path::PathBuf;
+
+pub use archive::ImportReport;
+pub use fake::FakeImageService;
+pub use pull::RegistryImageService;
+pub use reference::{ImageRef, normalize};
+pub use registries::{RegistriesConfig, auth_from_docker_config_json};
+pub use store::ContentStore;
 
 /// `imagePullPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +65,8 @@ pub struct RegistryAuth {
 }
 
 /// The parts of an image config the runtime uses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct ImageConfig {
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
@@ -87,8 +131,38 @@ pub enum ImageError {
         digest: String,
         actual: String,
     },
+    /// A layer could not be unpacked (a refused path, a corrupt tarball, a full disk).
+    #[error("failed to pull image {reference:?}: failed to unpack layer {layer}: {message}")]
+    Unpack {
+        reference: String,
+        layer: String,
+        message: String,
+    },
+    /// An airgap image archive could not be imported.
+    #[error("failed to import image archive {}: {message}", path.display())]
+    Import { path: PathBuf, message: String },
+    /// `registries.yaml` does not parse.
+    #[error("invalid registries config {}: {message}", path.display())]
+    Config { path: PathBuf, message: String },
+    /// Reading or writing the store failed.
+    #[error("image store: {}: {source}", path.display())]
+    Store {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("image store: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl ImageError {
+    /// A [`ImageError::Store`] for `path`.
+    pub fn store(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Store {
+            path: path.into(),
+            source,
+        }
+    }
 }
 
 /// What the pod workers need from the image store.
@@ -107,7 +181,8 @@ pub trait ImageService: Send + Sync {
     /// Every image present (for `node.status.images` and GC).
     fn list(&self) -> Vec<Image>;
     /// Removes images not in `in_use` (image IDs), least recently used first, until disk usage
-    /// of the store's filesystem is below `low_percent`, if it is above `high_percent`.
+    /// of the store's filesystem is below `low_percent`, if it is at or above `high_percent`;
+    /// returns the bytes freed. Images used in the last two minutes are kept (see [`gc`]).
     async fn garbage_collect(
         &self,
         in_use: &[String],

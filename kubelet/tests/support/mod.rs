@@ -1,0 +1,3 @@
+//! Helpers shared by the kubelet's integration tests.
+
+pub mod registry;
