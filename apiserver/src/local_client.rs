@@ -28,6 +28,8 @@ pub struct LocalClient {
     manager: String,
     /// Ends this client's watches when the server stops.
     cancel: CancellationToken,
+    /// Issues TokenRequests (`serviceaccounts/token`), when the server signs tokens.
+    tokens: Option<Arc<crate::auth::serviceaccount::TokenAuthenticator>>,
 }
 
 impl LocalClient {
@@ -36,7 +38,17 @@ impl LocalClient {
             rest,
             manager: manager.to_owned(),
             cancel,
+            tokens: None,
         }
+    }
+
+    /// Lets this client answer TokenRequests (the in-process kubelet mounts SA tokens).
+    pub fn with_tokens(
+        mut self,
+        tokens: Arc<crate::auth::serviceaccount::TokenAuthenticator>,
+    ) -> Self {
+        self.tokens = Some(tokens);
+        self
     }
 
     fn resource(&self, r: &ResourceRef) -> Result<Arc<ResourceType>> {
@@ -234,6 +246,15 @@ impl Client for LocalClient {
                     .await
             }
             ("Pod", "eviction") => self.rest.evict_pod(&res, ns, name, &body).await,
+            ("ServiceAccount", "token") => {
+                let Some(tokens) = &self.tokens else {
+                    return Err(client_error(ApiError::no_route()));
+                };
+                return tokens
+                    .token_request(ns, name, body, None)
+                    .await
+                    .map_err(client_error);
+            }
             _ => Err(ApiError::no_route()),
         };
         done.map_err(client_error)?;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use k1s_api::client::Client;
-use k1s_api::streams::NodeStreams;
 use k1s_api::quantity::{Quantity, ResourceList};
+use k1s_api::streams::NodeStreams;
 use k1s_kubelet::images::pull::RegistryImageService;
 use k1s_kubelet::images::registries::RegistriesConfig;
 use k1s_kubelet::{Config, Deps};
@@ -87,14 +87,18 @@ pub fn start(
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) -> anyhow::Result<Arc<dyn NodeStreams>> {
-    let node_name = args.node_name.clone().unwrap_or_else(|| hostname.to_string());
+    let node_name = args
+        .node_name
+        .clone()
+        .unwrap_or_else(|| hostname.to_string());
     let root = data_dir.join("agent");
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let mut config = Config::new(&node_name, root.clone(), node_ip);
     if server {
-        config
-            .labels
-            .insert("node-role.kubernetes.io/control-plane".into(), "true".into());
+        config.labels.insert(
+            "node-role.kubernetes.io/control-plane".into(),
+            "true".into(),
+        );
         config
             .labels
             .insert("node-role.kubernetes.io/master".into(), "true".into());
@@ -133,10 +137,15 @@ pub fn start(
             .map_err(|e| anyhow::anyhow!("the image store: {e}"))?,
     );
     let exe = std::env::current_exe().context("finding the k1s binary for the container shim")?;
-    let runtime = k1s_kubelet::runtime::ShimRuntime::new(vec![exe, "internal".into(), "shim".into()]);
+    let runtime =
+        k1s_kubelet::runtime::ShimRuntime::new(vec![exe, "internal".into(), "shim".into()]);
     let config = Arc::new(config);
-    let streams: Arc<dyn NodeStreams> = Arc::new(k1s_kubelet::logs::KubeletStreams::new(config.clone()));
-    let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(client.clone(), config.pods_dir()));
+    let streams: Arc<dyn NodeStreams> =
+        Arc::new(k1s_kubelet::logs::KubeletStreams::new(config.clone()));
+    let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(
+        client.clone(),
+        config.pods_dir(),
+    ));
     let deps = Arc::new(Deps {
         client,
         volumes,

@@ -217,11 +217,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         Duration::from_secs(args.event_ttl_seconds),
         cancel.clone(),
     ));
-    let client: Arc<dyn Client> = Arc::new(LocalClient::new(
-        state.rest.clone(),
-        "k1s-server",
-        cancel.clone(),
-    ));
+    let client: Arc<dyn Client> = Arc::new(
+        LocalClient::new(state.rest.clone(), "k1s-server", cancel.clone())
+            .with_tokens(state.tokens.clone()),
+    );
     if !args.disable_controller_manager {
         let identity = format!("{hostname}_{}", uuid::Uuid::new_v4());
         tasks.spawn(components::controllers(

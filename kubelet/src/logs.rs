@@ -106,13 +106,7 @@ impl KubeletStreams {
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()?
-                    .strip_suffix(".log")?
-                    .parse()
-                    .ok()
-            })
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
             .collect();
         v.sort();
         v
@@ -207,7 +201,10 @@ impl NodeStreams for KubeletStreams {
             .pods_dir()
             .join(uid)
             .join("containers")
-            .join(format!("{}-{container}", if is_init { "init" } else { "main" }))
+            .join(format!(
+                "{}-{container}",
+                if is_init { "init" } else { "main" }
+            ))
             .join(attempt.to_string())
             .join(crate::runtime::spec::EXIT);
         let start = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -249,7 +246,11 @@ impl NodeStreams for KubeletStreams {
                     let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
                     if whole > 0 {
                         s.offset += whole as u64;
-                        let out = render(&parse(&buf[..whole]), &s.opts, time::OffsetDateTime::now_utc());
+                        let out = render(
+                            &parse(&buf[..whole]),
+                            &s.opts,
+                            time::OffsetDateTime::now_utc(),
+                        );
                         return Some((out, s));
                     }
                 }
@@ -284,13 +285,26 @@ mod tests {
         let now = rfc3339("2026-11-22T10:00:06Z").unwrap();
         let all = LogOptions::default();
         assert_eq!(render(&lines, &all, now), b"one\npartial\nthree\n");
-        let tail = LogOptions { tail_lines: Some(1), ..Default::default() };
+        let tail = LogOptions {
+            tail_lines: Some(1),
+            ..Default::default()
+        };
         assert_eq!(render(&lines, &tail, now), b"three\n");
-        let since = LogOptions { since_seconds: Some(3), ..Default::default() };
+        let since = LogOptions {
+            since_seconds: Some(3),
+            ..Default::default()
+        };
         assert_eq!(render(&lines, &since, now), b"three\n");
-        let ts = LogOptions { timestamps: true, tail_lines: Some(1), ..Default::default() };
+        let ts = LogOptions {
+            timestamps: true,
+            tail_lines: Some(1),
+            ..Default::default()
+        };
         assert_eq!(render(&lines, &ts, now), b"2026-11-22T10:00:05Z three\n");
-        let lim = LogOptions { limit_bytes: Some(5), ..Default::default() };
+        let lim = LogOptions {
+            limit_bytes: Some(5),
+            ..Default::default()
+        };
         assert_eq!(render(&lines, &lim, now), b"one\np");
     }
 }

@@ -453,9 +453,19 @@ impl PodWorker {
                     );
                     let about = k1s_api::events::Involved::pod(&pod.metadata)
                         .with_field_path(format!("spec.containers{{{}}}", c.name));
-                    let (client, source) = (self.deps.client.clone(), self.deps.event_source.clone());
+                    let (client, source) =
+                        (self.deps.client.clone(), self.deps.event_source.clone());
                     tokio::spawn(async move {
-                        k1s_api::events::record(client.as_ref(), &source, &about, "Warning", "BackOff", "BackOff", &msg).await;
+                        k1s_api::events::record(
+                            client.as_ref(),
+                            &source,
+                            &about,
+                            "Warning",
+                            "BackOff",
+                            "BackOff",
+                            &msg,
+                        )
+                        .await;
                     });
                     rec.view.last = Some(last.clone());
                     rec.view.state = ContainerState::Waiting {

@@ -336,7 +336,11 @@ pub async fn pull_secrets(deps: &Deps, pod: &Pod) -> Vec<RegistryAuth> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let r = k1s_api::client::ResourceRef::new("", "v1", "secrets", Some(ns));
     let mut out = Vec::new();
-    for s in pod.spec.iter().flat_map(|s| s.image_pull_secrets.iter().flatten()) {
+    for s in pod
+        .spec
+        .iter()
+        .flat_map(|s| s.image_pull_secrets.iter().flatten())
+    {
         let Ok(secret) = deps.client.get(&r, &s.name).await else {
             tracing::warn!(secret = %s.name, namespace = %ns, "image pull secret not found");
             continue;
@@ -346,7 +350,9 @@ pub async fn pull_secrets(deps: &Deps, pod: &Pod) -> Vec<RegistryAuth> {
             .or_else(|| secret["data"][".dockercfg"].as_str())
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
             .unwrap_or_default();
-        out.extend(crate::images::registries::auth_from_docker_config_json(&data));
+        out.extend(crate::images::registries::auth_from_docker_config_json(
+            &data,
+        ));
     }
     out
 }

@@ -40,10 +40,27 @@ async fn env() -> Env {
         .await
         .unwrap();
     let cancel = CancellationToken::new();
-    let client: Arc<dyn Client> = Arc::new(LocalClient::new(state.rest.clone(), "kubelet-test", cancel.clone()));
+    let client: Arc<dyn Client> = Arc::new(
+        LocalClient::new(state.rest.clone(), "kubelet-test", cancel.clone())
+            .with_tokens(state.tokens.clone()),
+    );
     let sa = ResourceRef::new("", "v1", "serviceaccounts", Some("default"));
     client
-        .create(&sa, json!({"metadata": {"name": "default"}}), &WriteParams::default())
+        .create(
+            &sa,
+            json!({"metadata": {"name": "default"}}),
+            &WriteParams::default(),
+        )
+        .await
+        .unwrap();
+    // What the root-CA controller publishes in a cluster; the projected SA volume needs it.
+    let cms = ResourceRef::new("", "v1", "configmaps", Some("default"));
+    client
+        .create(
+            &cms,
+            json!({"metadata": {"name": "kube-root-ca.crt"}, "data": {"ca.crt": "test CA"}}),
+            &WriteParams::default(),
+        )
         .await
         .unwrap();
     let mut config = Config::new("n1", dir.path().join("agent"), "10.0.0.1".parse().unwrap());
@@ -53,7 +70,10 @@ async fn env() -> Env {
     images.add_local("busybox", Default::default()).unwrap();
     images.add_remote("busybox", Default::default()).unwrap();
     let runtime = Arc::new(FakeRuntime::default());
-    let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(client.clone(), config.pods_dir()));
+    let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(
+        client.clone(),
+        config.pods_dir(),
+    ));
     let deps = Arc::new(Deps {
         client: client.clone(),
         volumes,
@@ -81,7 +101,10 @@ fn pods() -> ResourceRef {
 }
 
 async fn create_pod(env: &Env, pod: Value) {
-    env.client.create(&pods(), pod, &WriteParams::default()).await.unwrap();
+    env.client
+        .create(&pods(), pod, &WriteParams::default())
+        .await
+        .unwrap();
 }
 
 async fn eventually<F, Fut>(what: &str, mut f: F) -> Value
@@ -94,7 +117,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -116,14 +142,25 @@ fn pod(name: &str, spec: Value) -> Value {
 #[tokio::test]
 async fn runs_restarts_and_terminates() {
     let env = env().await;
-    create_pod(&env, pod("web", json!({"containers": [{"name": "c", "image": "busybox",
+    create_pod(
+        &env,
+        pod(
+            "web",
+            json!({"containers": [{"name": "c", "image": "busybox",
         "imagePullPolicy": "IfNotPresent", "command": ["serve"]}],
-        "terminationGracePeriodSeconds": 1}))).await;
+        "terminationGracePeriodSeconds": 1}),
+        ),
+    )
+    .await;
     let p = pod_where(&env, "web", "Running and Ready", |p| {
         p["status"]["phase"] == "Running" && p["status"]["containerStatuses"][0]["ready"] == true
     })
     .await;
-    assert_eq!(p["status"]["podIP"].as_str().map(|s| s.starts_with("10.")), Some(true), "{p}");
+    assert_eq!(
+        p["status"]["podIP"].as_str().map(|s| s.starts_with("10.")),
+        Some(true),
+        "{p}"
+    );
     // The container exits 1: it is restarted (restartPolicy Always) after a back-off.
     let first = env.runtime.bundles_of("serve");
     assert_eq!(first.len(), 1);
@@ -133,7 +170,10 @@ async fn runs_restarts_and_terminates() {
             && p["status"]["containerStatuses"][0]["state"]["running"].is_object()
     })
     .await;
-    assert_eq!(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 1);
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+        1
+    );
     // Deletion: SIGTERM, then SIGKILL after the 1 s grace period, then the pod is gone.
     env.client
         .delete(&pods(), "web", &DeleteParams::default())
@@ -146,60 +186,118 @@ async fn runs_restarts_and_terminates() {
         }
     })
     .await;
-    let signals: Vec<i32> = env.runtime.signals.lock().unwrap().iter().map(|(_, s)| *s).collect();
+    let signals: Vec<i32> = env
+        .runtime
+        .signals
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, s)| *s)
+        .collect();
     assert_eq!(signals, vec![libc::SIGTERM, libc::SIGKILL]);
 }
 
 #[tokio::test]
 async fn init_containers_run_in_order_and_never_policy_fails() {
     let env = env().await;
-    create_pod(&env, pod("init", json!({"restartPolicy": "Never",
+    create_pod(
+        &env,
+        pod(
+            "init",
+            json!({"restartPolicy": "Never",
         "initContainers": [{"name": "i1", "image": "busybox", "command": ["first"]},
                            {"name": "i2", "image": "busybox", "command": ["second"]}],
-        "containers": [{"name": "c", "image": "busybox", "command": ["main"]}]}))).await;
+        "containers": [{"name": "c", "image": "busybox", "command": ["main"]}]}),
+        ),
+    )
+    .await;
     let b1 = eventually("the first init container", || async {
-        env.runtime.bundles_of("first").first().cloned().map(|b| json!(b))
+        env.runtime
+            .bundles_of("first")
+            .first()
+            .cloned()
+            .map(|b| json!(b))
     })
     .await;
-    assert!(env.runtime.bundles_of("second").is_empty(), "i2 started before i1 ended");
-    env.runtime.finish(std::path::Path::new(b1.as_str().unwrap()), 0);
+    assert!(
+        env.runtime.bundles_of("second").is_empty(),
+        "i2 started before i1 ended"
+    );
+    env.runtime
+        .finish(std::path::Path::new(b1.as_str().unwrap()), 0);
     let b2 = eventually("the second init container", || async {
-        env.runtime.bundles_of("second").first().cloned().map(|b| json!(b))
+        env.runtime
+            .bundles_of("second")
+            .first()
+            .cloned()
+            .map(|b| json!(b))
     })
     .await;
     assert!(env.runtime.bundles_of("main").is_empty());
-    env.runtime.finish(std::path::Path::new(b2.as_str().unwrap()), 0);
+    env.runtime
+        .finish(std::path::Path::new(b2.as_str().unwrap()), 0);
     let bm = eventually("the main container", || async {
-        env.runtime.bundles_of("main").first().cloned().map(|b| json!(b))
+        env.runtime
+            .bundles_of("main")
+            .first()
+            .cloned()
+            .map(|b| json!(b))
     })
     .await;
-    pod_where(&env, "init", "Initialized and Running", |p| p["status"]["phase"] == "Running").await;
-    env.runtime.finish(std::path::Path::new(bm.as_str().unwrap()), 2);
+    pod_where(&env, "init", "Initialized and Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    env.runtime
+        .finish(std::path::Path::new(bm.as_str().unwrap()), 2);
     let p = pod_where(&env, "init", "Failed", |p| p["status"]["phase"] == "Failed").await;
-    assert_eq!(p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 2);
-    assert_eq!(env.runtime.bundles_of("main").len(), 1, "restarted under restartPolicy Never");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        2
+    );
+    assert_eq!(
+        env.runtime.bundles_of("main").len(),
+        1,
+        "restarted under restartPolicy Never"
+    );
 }
 
 #[tokio::test]
 async fn start_and_pull_failures_are_reported() {
     let env = env().await;
     env.runtime.fail_start("nope");
-    create_pod(&env, pod("bad", json!({"containers": [
-        {"name": "c", "image": "busybox", "command": ["nope"]}]}))).await;
+    create_pod(
+        &env,
+        pod(
+            "bad",
+            json!({"containers": [
+        {"name": "c", "image": "busybox", "command": ["nope"]}]}),
+        ),
+    )
+    .await;
     let p = pod_where(&env, "bad", "RunContainerError", |p| {
         p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "RunContainerError"
     })
     .await;
     let msg = p["status"]["containerStatuses"][0]["state"]["waiting"]["message"].to_string();
     assert!(msg.contains("executable file not found"), "{msg}");
-    create_pod(&env, pod("missing", json!({"containers": [
-        {"name": "c", "image": "example.invalid/none:1", "imagePullPolicy": "Never"}]}))).await;
+    create_pod(
+        &env,
+        pod(
+            "missing",
+            json!({"containers": [
+        {"name": "c", "image": "example.invalid/none:1", "imagePullPolicy": "Never"}]}),
+        ),
+    )
+    .await;
     pod_where(&env, "missing", "ErrImageNeverPull", |p| {
         p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImageNeverPull"
     })
     .await;
     assert_eq!(
-        pod_where(&env, "missing", "Pending", |p| p["status"]["phase"] == "Pending").await["status"]["phase"],
+        pod_where(&env, "missing", "Pending", |p| p["status"]["phase"]
+            == "Pending")
+        .await["status"]["phase"],
         "Pending"
     );
 }

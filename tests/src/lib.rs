@@ -224,7 +224,8 @@ pub const API_ONLY: &[&str] = &["--disable-controller-manager", "--disable-sched
 /// CIDR no other test uses, and a 1 s restart back-off.
 pub fn kubelet_flags(tag: &str) -> Vec<String> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = (std::process::id() % 200) * 8 + N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 8;
+    let n =
+        (std::process::id() % 200) * 8 + N.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 8;
     vec![
         "--node-name".into(),
         format!("node-{tag}"),

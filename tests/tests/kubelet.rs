@@ -39,14 +39,21 @@ fn images() -> Option<Images> {
         return None;
     }
     if !registry::ensure_tools() {
-        eprintln!("SKIP: docker-registry, skopeo, umoci or busybox-static missing and not installable");
+        eprintln!(
+            "SKIP: docker-registry, skopeo, umoci or busybox-static missing and not installable"
+        );
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let layout = dir.path().join("layout");
     registry::build_busybox_layout(&layout).unwrap();
     let registry = registry::Registry::start(&dir.path().join("registry")).unwrap();
-    registry::push(&layout, "latest", &format!("{}/busybox:latest", registry.host())).unwrap();
+    registry::push(
+        &layout,
+        "latest",
+        &format!("{}/busybox:latest", registry.host()),
+    )
+    .unwrap();
     let config = dir.path().join("registries.yaml");
     std::fs::write(&config, registry.registries_yaml()).unwrap();
     Some(Images {
@@ -80,7 +87,11 @@ impl Drop for HostCleanup {
             .args(["link", "del", &flag("--bridge-name")])
             .status();
         let top = flag("--cgroup-top");
-        for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        for h in std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             remove_cgroup_tree(&h.path().join(&top));
         }
     }
@@ -111,9 +122,10 @@ fn start(tag: &str, flags: &[String]) -> Option<Cluster> {
     eventually("the node to register and be Ready", 60, || {
         let out = c.run(&["get", "node", &node, "-o", "json"]);
         let n: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        n["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        n["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
     });
     eventually("the default ServiceAccount", 30, || {
         c.run(&["get", "sa", "default"]).status.success()
@@ -125,7 +137,9 @@ fn start(tag: &str, flags: &[String]) -> Option<Cluster> {
 fn pids_with(needle: &str) -> Vec<i32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         if String::from_utf8_lossy(&cmd).contains(needle) && pid != std::process::id() as i32 {
             out.push(pid);
@@ -146,23 +160,37 @@ fn pods_run_as_real_containers() {
     let Some(images) = images() else { return };
     let flags = flags_for("run", &images);
     let _cleanup = HostCleanup(flags.clone());
-    let Some(c) = start("run", &flags) else { return };
+    let Some(c) = start("run", &flags) else {
+        return;
+    };
     let image = format!("{}/busybox:latest", images.registry.host());
 
     // A long-running pod: Running and Ready, with a real address and IDs.
     c.ok(&[
-        "run", "web", &format!("--image={image}"), "--command", "--",
-        "sh", "-c", "echo hello from k1s; while true; do sleep 1; done",
+        "run",
+        "web",
+        &format!("--image={image}"),
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo hello from k1s; while true; do sleep 1; done",
     ]);
     eventually("web to be Running and Ready", 90, || {
         let p = pod(&c, "web");
         p["status"]["phase"] == "Running" && p["status"]["containerStatuses"][0]["ready"] == true
     });
     let p = pod(&c, "web");
-    let ip = p["status"]["podIP"].as_str().unwrap_or_default().to_string();
+    let ip = p["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(ip.starts_with("10."), "podIP {ip}");
     let cs = &p["status"]["containerStatuses"][0];
-    assert!(cs["containerID"].as_str().unwrap().starts_with("k1s://"), "{cs}");
+    assert!(
+        cs["containerID"].as_str().unwrap().starts_with("k1s://"),
+        "{cs}"
+    );
     assert!(cs["imageID"].as_str().unwrap().contains("@sha256:"), "{cs}");
     assert_eq!(p["status"]["hostIP"].is_string(), true);
     let conds: Vec<String> = p["status"]["conditions"]
@@ -187,41 +215,88 @@ fn pods_run_as_real_containers() {
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     assert!(cgroup.contains("k1s-test-"), "{cgroup}");
     // The pod answers on its address from the node (the bridge works).
-    let events = c.ok(&["get", "events", "--field-selector", "involvedObject.name=web", "-o", "json"]);
+    let events = c.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web",
+        "-o",
+        "json",
+    ]);
     for reason in ["Scheduled", "Pulling", "Pulled", "Created", "Started"] {
-        assert!(events.contains(&format!("\"reason\": \"{reason}\"")), "{reason} event missing: {events}");
+        assert!(
+            events.contains(&format!("\"reason\": \"{reason}\"")),
+            "{reason} event missing: {events}"
+        );
     }
 
     // A crash loop: the restart count climbs and the back-off shows.
-    c.ok(&["run", "crash", &format!("--image={image}"), "--command", "--", "sh", "-c", "echo dying; exit 3"]);
+    c.ok(&[
+        "run",
+        "crash",
+        &format!("--image={image}"),
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo dying; exit 3",
+    ]);
     let mut saw_backoff = false;
     eventually("crash to restart twice", 90, || {
         let p = pod(&c, "crash");
         saw_backoff |= waiting_reason(&p) == "CrashLoopBackOff";
-        p["status"]["containerStatuses"][0]["restartCount"].as_i64().unwrap_or(0) >= 2
+        p["status"]["containerStatuses"][0]["restartCount"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 2
     });
     let p = pod(&c, "crash");
-    assert_eq!(p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3, "{p}");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3,
+        "{p}"
+    );
     eventually("CrashLoopBackOff", 60, || {
         saw_backoff |= waiting_reason(&pod(&c, "crash")) == "CrashLoopBackOff";
         saw_backoff
     });
 
     // Bad input, each with a reason in the status.
-    c.ok(&["run", "nope", &format!("--image={}/nope:latest", images.registry.host())]);
-    eventually("ErrImagePull then ImagePullBackOff", 60, || waiting_reason(&pod(&c, "nope")) == "ImagePullBackOff");
-    let msg = pod(&c, "nope")["status"]["containerStatuses"][0]["state"]["waiting"]["message"].to_string();
+    c.ok(&[
+        "run",
+        "nope",
+        &format!("--image={}/nope:latest", images.registry.host()),
+    ]);
+    eventually("ErrImagePull then ImagePullBackOff", 60, || {
+        waiting_reason(&pod(&c, "nope")) == "ImagePullBackOff"
+    });
+    let msg = pod(&c, "nope")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        .to_string();
     assert!(msg.contains("nope"), "{msg}");
-    c.ok(&["run", "badcmd", &format!("--image={image}"), "--command", "--", "/no/such/binary"]);
-    eventually("RunContainerError", 60, || waiting_reason(&pod(&c, "badcmd")) == "RunContainerError");
-    let msg = pod(&c, "badcmd")["status"]["containerStatuses"][0]["state"]["waiting"]["message"].to_string();
+    c.ok(&[
+        "run",
+        "badcmd",
+        &format!("--image={image}"),
+        "--command",
+        "--",
+        "/no/such/binary",
+    ]);
+    eventually("RunContainerError", 60, || {
+        waiting_reason(&pod(&c, "badcmd")) == "RunContainerError"
+    });
+    let msg = pod(&c, "badcmd")["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        .to_string();
     assert!(msg.contains("/no/such/binary"), "{msg}");
 
     // Graceful deletion: sh as pid 1 ignores SIGTERM, so SIGKILL after the grace period.
     let started = Instant::now();
     c.ok(&["delete", "pod", "web", "--grace-period=2", "--wait=true"]);
-    assert!(started.elapsed() >= Duration::from_secs(2), "deleted before the grace period");
-    eventually("the container process to be gone", 20, || pids_with("hello from k1s").is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "deleted before the grace period"
+    );
+    eventually("the container process to be gone", 20, || {
+        pids_with("hello from k1s").is_empty()
+    });
     for p in ["crash", "nope", "badcmd"] {
         c.ok(&["delete", "pod", p, "--grace-period=0", "--force"]);
     }
@@ -232,10 +307,23 @@ fn restarting_k1s_keeps_containers_running() {
     let Some(images) = images() else { return };
     let flags = flags_for("restart", &images);
     let _cleanup = HostCleanup(flags.clone());
-    let Some(mut c) = start("restart", &flags) else { return };
+    let Some(mut c) = start("restart", &flags) else {
+        return;
+    };
     let image = format!("{}/busybox:latest", images.registry.host());
-    c.ok(&["run", "keep", &format!("--image={image}"), "--command", "--", "sh", "-c", "echo keep me; while true; do sleep 1; done"]);
-    eventually("keep to be Running", 90, || pod(&c, "keep")["status"]["phase"] == "Running");
+    c.ok(&[
+        "run",
+        "keep",
+        &format!("--image={image}"),
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo keep me; while true; do sleep 1; done",
+    ]);
+    eventually("keep to be Running", 90, || {
+        pod(&c, "keep")["status"]["phase"] == "Running"
+    });
     let before = pids_with("keep me");
     assert_eq!(before.len(), 1, "{before:?}");
     // kill -9 the server: the container must not notice.
@@ -244,12 +332,19 @@ fn restarting_k1s_keeps_containers_running() {
     assert_eq!(pids_with("keep me"), before, "the container died with k1s");
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     c.server = k1s_tests::Server::start(&c.data_dir(), port, &c.kubeconfig, &flags);
-    eventually("the server to answer", 60, || c.run(&["get", "pod", "keep"]).status.success());
+    eventually("the server to answer", 60, || {
+        c.run(&["get", "pod", "keep"]).status.success()
+    });
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(pids_with("keep me"), before, "the container was restarted");
     let p = pod(&c, "keep");
     assert_eq!(p["status"]["phase"], "Running");
-    assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0, "{p}");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["restartCount"], 0,
+        "{p}"
+    );
     c.ok(&["delete", "pod", "keep", "--grace-period=1"]);
-    eventually("the container process to be gone", 20, || pids_with("keep me").is_empty());
+    eventually("the container process to be gone", 20, || {
+        pids_with("keep me").is_empty()
+    });
 }

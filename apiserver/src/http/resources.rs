@@ -258,9 +258,8 @@ async fn pod_log(
     let int = |k: &str| -> Result<Option<i64>, ApiError> {
         q.get(k)
             .map(|v| {
-                v.parse::<i64>().map_err(|_| {
-                    ApiError::bad_request(format!("{k}: {v:?} is not an integer"))
-                })
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::bad_request(format!("{k}: {v:?} is not an integer")))
             })
             .transpose()
     };
@@ -295,9 +294,7 @@ async fn pod_log(
             code => ApiError::new(code, "InternalError", e.message),
         })?;
     use futures::StreamExt;
-    let mut resp = Response::new(crate::http::body::streamed(
-        stream.map(bytes::Bytes::from),
-    ));
+    let mut resp = Response::new(crate::http::body::streamed(stream.map(bytes::Bytes::from)));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         http::HeaderValue::from_static("text/plain"),

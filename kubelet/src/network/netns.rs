@@ -116,8 +116,10 @@ where
 /// and joins one thread).
 pub fn create_netns(path: &Path) -> Result<(), NetworkError> {
     check_netns_path(path)?;
-    crate::runtime::nsfile::create(path, CloneFlags::CLONE_NEWNET)
-        .map_err(os(format!("creating the network namespace {}", path.display())))
+    crate::runtime::nsfile::create(path, CloneFlags::CLONE_NEWNET).map_err(os(format!(
+        "creating the network namespace {}",
+        path.display()
+    )))
 }
 
 /// Removes a namespace made by [`create_netns`]: unmounts (lazily) and unlinks `path`.

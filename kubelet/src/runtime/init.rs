@@ -132,9 +132,13 @@ fn drop_privileges(spec: &ContainerSpec) -> Result<(), String> {
     nix::unistd::setresgid(gid, gid, gid).map_err(|e| format!("setgid {}: {e}", p.gid))?;
     let uid = Uid::from_raw(p.uid);
     nix::unistd::setresuid(uid, uid, uid).map_err(|e| format!("setuid {}: {e}", p.uid))?;
+    // Each call rewrites all three sets, and effective must stay within permitted: shrink
+    // the effective set first (a non-root uid has none left anyway), then grow it back.
+    let none = CapsHashSet::new();
+    caps::set(None, CapSet::Effective, &none).map_err(cap_err)?;
     caps::set(None, CapSet::Permitted, &keep).map_err(cap_err)?;
-    caps::set(None, CapSet::Effective, &keep).map_err(cap_err)?;
     caps::set(None, CapSet::Inheritable, &keep).map_err(cap_err)?;
+    caps::set(None, CapSet::Effective, &keep).map_err(cap_err)?;
     if p.no_new_privileges {
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {

@@ -55,7 +55,8 @@ pub fn create(path: &Path, kind: CloneFlags) -> std::io::Result<()> {
 
 /// Whether `path` is an nsfs binding.
 pub fn is_bound(path: &Path) -> bool {
-    nix::sys::statfs::statfs(path).is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
+    nix::sys::statfs::statfs(path)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::NSFS_MAGIC)
 }
 
 /// Unbinds and removes the namespace file (the namespace goes when nothing else uses it).
