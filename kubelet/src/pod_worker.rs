@@ -398,9 +398,8 @@ impl PodWorker {
             .map(|r| r.view.clone())
             .collect();
         let init_views = self.views(pod, true);
-        match crate::status::phase(pod, &init_views, &views) {
-            p @ ("Succeeded" | "Failed") => self.terminal = Some(p),
-            _ => {}
+        if let p @ ("Succeeded" | "Failed") = crate::status::phase(pod, &init_views, &views) {
+            self.terminal = Some(p);
         }
     }
 

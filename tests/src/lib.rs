@@ -70,11 +70,7 @@ impl Server {
             .args(extra)
             // Only tests that ask for a kubelet (with `kubelet_flags`) get one: two kubelets
             // on one machine must not share a bridge, a cgroup tree or a pod CIDR.
-            .args(
-                (!extra.contains(&"--bridge-name"))
-                    .then_some("--disable-agent")
-                    .into_iter(),
-            )
+            .args((!extra.contains(&"--bridge-name")).then_some("--disable-agent"))
             .env("K1S_LOG", "info")
             .stderr(Stdio::piped())
             .spawn()

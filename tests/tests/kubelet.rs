@@ -5,7 +5,6 @@
 //! otherwise.
 
 #[path = "../../kubelet/tests/support/registry.rs"]
-#[allow(dead_code)]
 mod registry;
 
 use std::time::{Duration, Instant};
@@ -192,7 +191,7 @@ fn pods_run_as_real_containers() {
         "{cs}"
     );
     assert!(cs["imageID"].as_str().unwrap().contains("@sha256:"), "{cs}");
-    assert_eq!(p["status"]["hostIP"].is_string(), true);
+    assert!(p["status"]["hostIP"].is_string());
     let conds: Vec<String> = p["status"]["conditions"]
         .as_array()
         .unwrap()
