@@ -19,6 +19,9 @@ pub enum BenchCommand {
     /// A running API server over HTTPS: concurrent creates, full LISTs of many pods, and watch
     /// delivery to many watchers.
     Api(crate::bench_api::ApiBenchArgs),
+    /// Pod start latency on a running server (create → Running, p50/p99), and container start
+    /// time of the runtime beside runc's.
+    Pods(crate::bench_pods::PodsBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -56,6 +59,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Store(args) => store(args).await,
         BenchCommand::Api(args) => crate::bench_api::run(args).await,
+        BenchCommand::Pods(args) => crate::bench_pods::run(args).await,
     }
 }
 

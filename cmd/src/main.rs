@@ -4,6 +4,7 @@
 mod agent;
 mod bench;
 mod bench_api;
+mod bench_pods;
 mod components;
 mod datastore;
 mod server;

@@ -143,14 +143,16 @@ pub struct EnvContext<'a> {
     pub hostname: &'a str,
 }
 
-async fn key_of(
+/// The data of ConfigMap or Secret `name` (secret values decoded); None when it is missing
+/// and `optional`.
+async fn data_of(
     client: &Arc<dyn Client>,
     ns: &str,
     resource: &str,
     name: &str,
-    key: &str,
     optional: bool,
-) -> Result<Option<String>, ConfigError> {
+) -> Result<Option<BTreeMap<String, String>>, ConfigError> {
+    use base64::Engine;
     let kind = if resource == "secrets" {
         "secret"
     } else {
@@ -165,26 +167,51 @@ async fn key_of(
         }
         Err(e) => return Err(ConfigError(format!("{kind} \"{name}\": {e}"))),
     };
-    let value = if resource == "secrets" {
-        obj["data"][key].as_str().map(|b64| {
-            use base64::Engine;
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(b64)
+    let mut out = BTreeMap::new();
+    for (k, v) in obj["data"].as_object().into_iter().flatten() {
+        let v = v.as_str().unwrap_or_default();
+        let v = if resource == "secrets" {
+            let b = base64::engine::general_purpose::STANDARD
+                .decode(v)
                 .unwrap_or_default();
-            String::from_utf8_lossy(&bytes).to_string()
-        })
-    } else {
-        obj["data"][key].as_str().map(String::from)
+            String::from_utf8_lossy(&b).to_string()
+        } else {
+            v.to_string()
+        };
+        out.insert(k.clone(), v);
+    }
+    Ok(Some(out))
+}
+
+/// One key of a ConfigMap or Secret (`configMapKeyRef`, `secretKeyRef`).
+async fn key_of(
+    client: &Arc<dyn Client>,
+    ns: &str,
+    resource: &str,
+    name: &str,
+    key: &str,
+    optional: bool,
+) -> Result<Option<String>, ConfigError> {
+    let Some(mut data) = data_of(client, ns, resource, name, optional).await? else {
+        return Ok(None);
     };
-    match value {
+    match data.remove(key) {
         Some(v) => Ok(Some(v)),
         None if optional => Ok(None),
-        None => Err(ConfigError(format!(
-            "couldn't find key {key} in {kind} {ns}/{name}"
-        ))),
+        None => {
+            let kind = if resource == "secrets" {
+                "secret"
+            } else {
+                "configmap"
+            };
+            Err(ConfigError(format!(
+                "couldn't find key {key} in {kind} {ns}/{name}"
+            )))
+        }
     }
 }
 
+/// Every key of a ConfigMap or Secret (`envFrom`).
 async fn all_keys(
     client: &Arc<dyn Client>,
     ns: &str,
@@ -192,37 +219,10 @@ async fn all_keys(
     name: &str,
     optional: bool,
 ) -> Result<Vec<(String, String)>, ConfigError> {
-    let kind = if resource == "secrets" {
-        "secret"
-    } else {
-        "configmap"
-    };
-    let r = ResourceRef::new("", "v1", resource, Some(ns));
-    let obj = match client.get(&r, name).await {
-        Ok(o) => o,
-        Err(e) if e.is_not_found() && optional => return Ok(Vec::new()),
-        Err(e) if e.is_not_found() => {
-            return Err(ConfigError(format!("{kind} \"{name}\" not found")));
-        }
-        Err(e) => return Err(ConfigError(format!("{kind} \"{name}\": {e}"))),
-    };
-    let mut out = Vec::new();
-    if let Some(data) = obj["data"].as_object() {
-        for (k, v) in data {
-            let v = v.as_str().unwrap_or_default();
-            let v = if resource == "secrets" {
-                use base64::Engine;
-                let b = base64::engine::general_purpose::STANDARD
-                    .decode(v)
-                    .unwrap_or_default();
-                String::from_utf8_lossy(&b).to_string()
-            } else {
-                v.to_string()
-            };
-            out.push((k.clone(), v));
-        }
-    }
-    Ok(out)
+    Ok(data_of(client, ns, resource, name, optional)
+        .await?
+        .map(|d| d.into_iter().collect())
+        .unwrap_or_default())
 }
 
 /// `{SVC}_SERVICE_HOST`, `{SVC}_SERVICE_PORT`, `{SVC}_PORT_…` for the services of the pod's

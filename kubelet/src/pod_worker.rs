@@ -264,11 +264,7 @@ impl PodWorker {
     }
 
     fn qos(pod: &Pod) -> QosClass {
-        match pod.status.as_ref().and_then(|s| s.qos_class.as_deref()) {
-            Some("Guaranteed") => QosClass::Guaranteed,
-            Some("Burstable") => QosClass::Burstable,
-            _ => QosClass::BestEffort,
-        }
+        crate::cgroups::resources::qos_class(pod)
     }
 
     fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
@@ -551,12 +547,7 @@ impl PodWorker {
                 } else {
                     "ImagePullBackOff"
                 };
-                rec.view.state = ContainerState::Waiting {
-                    reason: reason.into(),
-                    message: Some(msg.clone()),
-                };
-                rec.backoff = next_backoff(rec.backoff, &cfg);
-                rec.not_before = Some(Instant::now() + rec.backoff);
+                self.back_off(key, reason, &msg);
                 self.event(pod, Some(c), "Warning", "Failed", &msg).await;
                 if reason == "ImagePullBackOff" {
                     self.event(
@@ -583,13 +574,7 @@ impl PodWorker {
         {
             Ok(s) => s,
             Err(msg) => {
-                let rec = self.records.entry(key.to_string()).or_default();
-                rec.view.state = ContainerState::Waiting {
-                    reason: "CreateContainerConfigError".into(),
-                    message: Some(msg.clone()),
-                };
-                rec.backoff = next_backoff(rec.backoff, &cfg);
-                rec.not_before = Some(Instant::now() + rec.backoff);
+                self.back_off(key, "CreateContainerConfigError", &msg);
                 self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
                     .await;
                 return;
@@ -640,18 +625,24 @@ impl PodWorker {
             }
             Err(e) => {
                 let msg = e.to_string();
-                let rec = self.records.entry(key.to_string()).or_default();
-                rec.attempt = Some(attempt);
-                rec.view.state = ContainerState::Waiting {
-                    reason: "RunContainerError".into(),
-                    message: Some(msg.clone()),
-                };
-                rec.backoff = next_backoff(rec.backoff, &cfg);
-                rec.not_before = Some(Instant::now() + rec.backoff);
+                self.records.entry(key.to_string()).or_default().attempt = Some(attempt);
+                self.back_off(key, "RunContainerError", &msg);
                 self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
                     .await;
             }
         }
+    }
+
+    /// The container waits with `reason` and may try again after its next back-off.
+    fn back_off(&mut self, key: &str, reason: &str, message: &str) {
+        let cfg = self.deps.config.clone();
+        let rec = self.records.entry(key.to_string()).or_default();
+        rec.view.state = ContainerState::Waiting {
+            reason: reason.into(),
+            message: Some(message.into()),
+        };
+        rec.backoff = next_backoff(rec.backoff, &cfg);
+        rec.not_before = Some(Instant::now() + rec.backoff);
     }
 
     #[allow(clippy::too_many_arguments)]

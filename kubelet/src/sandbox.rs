@@ -31,14 +31,6 @@ pub struct Sandbox {
     pub qos: QosClass,
 }
 
-fn qos_of(pod: &Pod) -> QosClass {
-    match pod.status.as_ref().and_then(|s| s.qos_class.as_deref()) {
-        Some("Guaranteed") => QosClass::Guaranteed,
-        Some("Burstable") => QosClass::Burstable,
-        _ => QosClass::BestEffort,
-    }
-}
-
 /// The pod's hostname: `spec.hostname` or the pod name, cut to 63 characters as upstream.
 pub fn hostname(pod: &Pod) -> String {
     let h = pod
@@ -173,7 +165,7 @@ impl Sandbox {
             netns: (!hostnet).then(|| dir.join("ns").join("net")),
             ipcns: (!hostipc).then(|| dir.join("ns").join("ipc")),
             ip: None,
-            qos: qos_of(pod),
+            qos: crate::cgroups::resources::qos_class(pod),
             uid,
             dir,
         }

@@ -213,7 +213,16 @@ fn pods_run_as_real_containers() {
     }
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     assert!(cgroup.contains("k1s-test-"), "{cgroup}");
-    // The pod answers on its address from the node (the bridge works).
+    // kubectl logs, plain and with timestamps.
+    assert_eq!(
+        c.ok(&["logs", "web"]).lines().next(),
+        Some("hello from k1s")
+    );
+    let ts = c.ok(&["logs", "web", "--timestamps", "--tail=1"]);
+    assert!(
+        ts.starts_with("20") && ts.trim_end().ends_with("hello from k1s"),
+        "{ts}"
+    );
     let events = c.ok(&[
         "get",
         "events",
@@ -254,6 +263,7 @@ fn pods_run_as_real_containers() {
         p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 3,
         "{p}"
     );
+    assert_eq!(c.ok(&["logs", "crash", "--previous"]).trim(), "dying");
     eventually("CrashLoopBackOff", 60, || {
         saw_backoff |= waiting_reason(&pod(&c, "crash")) == "CrashLoopBackOff";
         saw_backoff
