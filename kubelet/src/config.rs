@@ -76,9 +76,28 @@ impl Config {
         self.root_dir.join("pods")
     }
 
-    /// Container logs: `pods-logs/NAMESPACE_NAME_UID/CONTAINER/RESTARTS.log`, as upstream's
+    /// Container logs: `pod-logs/NAMESPACE_NAME_UID/CONTAINER/ATTEMPT.log`, as upstream's
     /// `/var/log/pods`.
     pub fn logs_dir(&self) -> PathBuf {
         self.root_dir.join("pod-logs")
+    }
+
+    /// The log directory of one container of a pod.
+    pub fn container_logs_dir(&self, ns: &str, name: &str, uid: &str, container: &str) -> PathBuf {
+        self.logs_dir()
+            .join(format!("{ns}_{name}_{uid}"))
+            .join(container)
+    }
+
+    /// The bundle of one run (`attempt`) of a container: `pods/UID/containers/{init|main}-NAME/N`.
+    pub fn bundle_dir(&self, uid: &str, init: bool, container: &str, attempt: i32) -> PathBuf {
+        self.pods_dir()
+            .join(uid)
+            .join("containers")
+            .join(format!(
+                "{}-{container}",
+                if init { "init" } else { "main" }
+            ))
+            .join(attempt.to_string())
     }
 }

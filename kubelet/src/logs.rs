@@ -160,11 +160,7 @@ impl NodeStreams for KubeletStreams {
                 "container {container} is not valid for pod {name}"
             )));
         }
-        let dir = self
-            .config
-            .logs_dir()
-            .join(format!("{ns}_{name}_{uid}"))
-            .join(&container);
+        let dir = self.config.container_logs_dir(ns, name, uid, &container);
         let attempts = Self::attempts(&dir);
         let attempt = if o.previous {
             match attempts.len() {
@@ -198,14 +194,7 @@ impl NodeStreams for KubeletStreams {
         // Follow: poll the file for growth until the container exits.
         let exit = self
             .config
-            .pods_dir()
-            .join(uid)
-            .join("containers")
-            .join(format!(
-                "{}-{container}",
-                if is_init { "init" } else { "main" }
-            ))
-            .join(attempt.to_string())
+            .bundle_dir(uid, is_init, &container, attempt)
             .join(crate::runtime::spec::EXIT);
         let start = std::fs::metadata(&path).map_or(0, |m| m.len());
         let follow_opts = LogOptions {

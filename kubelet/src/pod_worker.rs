@@ -21,7 +21,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::Deps;
-use crate::cgroups::QosClass;
 use crate::images::{PullPolicy, PullProgress};
 use crate::runtime::spec::{self, ContainerSpec, Mount};
 use crate::sandbox::Sandbox;
@@ -98,15 +97,12 @@ impl PodWorker {
         }
     }
 
-    fn pod_dir(&self) -> PathBuf {
-        self.deps.config.pods_dir().join(&self.uid)
-    }
-
+    /// `key` is `init/NAME` or `main/NAME` ([`container_key`]).
     fn bundle(&self, key: &str, attempt: i32) -> PathBuf {
-        self.pod_dir()
-            .join("containers")
-            .join(key.replace('/', "-"))
-            .join(attempt.to_string())
+        let (kind, name) = key.split_once('/').unwrap_or(("main", key));
+        self.deps
+            .config
+            .bundle_dir(&self.uid, kind == "init", name, attempt)
     }
 
     /// Runs until the pod is gone from this node (or the kubelet stops).
@@ -188,9 +184,10 @@ impl PodWorker {
         for (init, c) in all {
             let key = container_key(init, &c.name);
             let dir = self
-                .pod_dir()
-                .join("containers")
-                .join(key.replace('/', "-"));
+                .bundle(&key, 0)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
@@ -263,10 +260,6 @@ impl PodWorker {
         });
     }
 
-    fn qos(pod: &Pod) -> QosClass {
-        crate::cgroups::resources::qos_class(pod)
-    }
-
     fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
         let bundle = self.bundle(&e.name, e.attempt);
         let Some(rec) = self.records.get_mut(&e.name) else {
@@ -294,7 +287,7 @@ impl PodWorker {
                 && id.as_deref().is_some_and(|id| {
                     self.deps.cgroups.oom_killed(
                         &self.uid,
-                        Self::qos(p),
+                        crate::cgroups::resources::qos_class(p),
                         id.trim_start_matches("k1s://"),
                     )
                 })
@@ -432,6 +425,8 @@ impl PodWorker {
     /// Starts (or restarts) one container, honouring its back-off.
     async fn start(&mut self, pod: &Pod, c: &Container, key: &str) {
         let cfg = self.deps.config.clone();
+        // Inside the back-off window nothing starts; a container that failed before says so.
+        let (mut waiting, mut crash_loop) = (false, false);
         {
             let rec = self.records.entry(key.to_string()).or_default();
             rec.view.name = c.name.clone();
@@ -439,29 +434,8 @@ impl PodWorker {
             if let Some(t) = rec.not_before
                 && Instant::now() < t
             {
-                // Still backing off: say so, once the container has failed before.
+                waiting = true;
                 if let ContainerState::Terminated(last) = &rec.view.state {
-                    let msg = format!(
-                        "Back-off restarting failed container {} in pod {}",
-                        c.name,
-                        pod_log_name(pod)
-                    );
-                    let about = k1s_api::events::Involved::pod(&pod.metadata)
-                        .with_field_path(format!("spec.containers{{{}}}", c.name));
-                    let (client, source) =
-                        (self.deps.client.clone(), self.deps.event_source.clone());
-                    tokio::spawn(async move {
-                        k1s_api::events::record(
-                            client.as_ref(),
-                            &source,
-                            &about,
-                            "Warning",
-                            "BackOff",
-                            "BackOff",
-                            &msg,
-                        )
-                        .await;
-                    });
                     rec.view.last = Some(last.clone());
                     rec.view.state = ContainerState::Waiting {
                         reason: "CrashLoopBackOff".into(),
@@ -472,9 +446,20 @@ impl PodWorker {
                             pod_log_name(pod)
                         )),
                     };
+                    crash_loop = true;
                 }
-                return;
             }
+        }
+        if crash_loop {
+            let msg = format!(
+                "Back-off restarting failed container {} in pod {}",
+                c.name,
+                pod_log_name(pod)
+            );
+            self.event(pod, Some(c), "Warning", "BackOff", &msg).await;
+        }
+        if waiting {
+            return;
         }
         // The image.
         let reference = c.image.clone().unwrap_or_default();
@@ -490,12 +475,17 @@ impl PodWorker {
             _ => PullPolicy::IfNotPresent,
         };
         let present = self.deps.images.get(&reference).is_some();
-        let auth = crate::sandbox::pull_secrets(&self.deps, pod).await;
         let (ptx, mut prx) = mpsc::unbounded_channel::<PullProgress>();
         let progress = move |p: PullProgress| {
             let _ = ptx.send(p);
         };
         let pulling = !(present && policy != PullPolicy::Always);
+        // The pull secrets are read only when the registry may be asked.
+        let auth = if pulling {
+            crate::sandbox::pull_secrets(&self.deps, pod).await
+        } else {
+            Vec::new()
+        };
         if pulling {
             self.event(
                 pod,
@@ -569,7 +559,7 @@ impl PodWorker {
         let bundle = self.bundle(key, attempt);
         let id = container_id(&self.uid, key, attempt);
         let spec = match self
-            .container_spec(pod, c, key, &image, &bundle, &id, attempt)
+            .container_spec(pod, c, &image, &bundle, &id, attempt)
             .await
         {
             Ok(s) => s,
@@ -650,7 +640,6 @@ impl PodWorker {
         &self,
         pod: &Pod,
         c: &Container,
-        key: &str,
         image: &crate::images::Image,
         bundle: &Path,
         id: &str,
@@ -684,7 +673,7 @@ impl PodWorker {
             readonly: false,
             file: true,
         });
-        let qos = Self::qos(pod);
+        let qos = crate::cgroups::resources::qos_class(pod);
         let resources = crate::sandbox::container_resources(pod, c);
         let cgroup_procs = self
             .deps
@@ -693,15 +682,15 @@ impl PodWorker {
             .map_err(|e| e.to_string())?;
         let csc = c.security_context.as_ref();
         let privileged = csc.and_then(|s| s.privileged).unwrap_or(false);
-        let log_dir = self
-            .deps
-            .config
-            .logs_dir()
-            .join(log_dir_name(pod))
-            .join(&c.name);
+        let m = &pod.metadata;
+        let log_dir = self.deps.config.container_logs_dir(
+            m.namespace.as_deref().unwrap_or(""),
+            m.name.as_deref().unwrap_or(""),
+            &self.uid,
+            &c.name,
+        );
         std::fs::create_dir_all(&log_dir)
             .map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
-        let _ = key;
         Ok(ContainerSpec {
             id: id.to_string(),
             layers: image.layers.clone(),
@@ -934,16 +923,6 @@ fn container_id(uid: &str, key: &str, attempt: i32) -> String {
         out.push_str(&format!("{:016x}", h.finish()));
     }
     out
-}
-
-/// `NAMESPACE_NAME_UID`, the directory of a pod's logs.
-pub fn log_dir_name(pod: &Pod) -> String {
-    format!(
-        "{}_{}_{}",
-        pod.metadata.namespace.as_deref().unwrap_or(""),
-        pod.metadata.name.as_deref().unwrap_or(""),
-        pod.metadata.uid.as_deref().unwrap_or("")
-    )
 }
 
 /// `NAME_NAMESPACE(UID)`, as upstream's kubelet names a pod in messages.
