@@ -1,6 +1,9 @@
-//! What the API server asks of a kubelet for the streaming subresources of pods (`pods/log`
-//! today; exec, attach and port-forward next). The kubelet of the server's own node
-//! implements it in process; a remote node's kubelet will be reached over HTTPS.
+//! What the API server asks of a kubelet for the streaming subresources of pods: `log`,
+//! `exec`, `attach` and `portforward`. The kubelet of the server's own node implements it in
+//! process; a remote node's kubelet is reached over HTTPS.
+//!
+//! The wire protocols (websocket channels, SPDY) are the API server's business; this trait
+//! deals in plain byte channels, so a kubelet never sees them.
 
 use std::pin::Pin;
 
@@ -26,10 +29,68 @@ pub struct LogOptions {
 /// Chunks of a log.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Vec<u8>> + Send>>;
 
+/// What `exec` and `attach` are asked for (`PodExecOptions` / `PodAttachOptions`). `command`
+/// is empty for attach.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamOptions {
+    pub container: Option<String>,
+    pub command: Vec<String>,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+/// A terminal size sent on the resize channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+pub struct TerminalSize {
+    #[serde(rename = "Width")]
+    pub width: u16,
+    #[serde(rename = "Height")]
+    pub height: u16,
+}
+
+/// The byte channels of an exec or attach session, seen from the kubelet. A channel is
+/// `None` when the client did not ask for that stream. `stdin` closes when the client sends
+/// EOF; with `tty`, stderr is merged into stdout and `stderr` is `None`. The kubelet drops
+/// `stdout`/`stderr` when the process has ended and its output is drained.
+#[derive(Debug, Default)]
+pub struct StreamIo {
+    pub stdin: Option<tokio::sync::mpsc::Receiver<Vec<u8>>>,
+    pub stdout: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
+    pub stderr: Option<tokio::sync::mpsc::Sender<Vec<u8>>>,
+    pub resize: Option<tokio::sync::mpsc::Receiver<TerminalSize>>,
+}
+
+/// A byte stream both ways: one port-forward connection.
+pub trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Duplex for T {}
+
 #[async_trait::async_trait]
 pub trait NodeStreams: Send + Sync {
     /// The node this kubelet runs.
     fn node_name(&self) -> &str;
     /// The log of a container of `pod` (the Pod object as stored).
     async fn logs(&self, pod: &Value, options: &LogOptions) -> Result<ByteStream, ClientError>;
+    /// Runs `options.command` in a running container of `pod` and returns its exit code
+    /// (128 + signal when killed by one) once it has ended and its output is drained. An
+    /// `Err` means it never ran (no such container, not running, executable not found) and
+    /// its message is the user's to read.
+    async fn exec(
+        &self,
+        pod: &Value,
+        options: &StreamOptions,
+        io: StreamIo,
+    ) -> Result<i32, ClientError>;
+    /// Attaches to the main process of a running container: its output from now on, and its
+    /// stdin when the container has `stdin: true`. Returns when the container ends (with its
+    /// exit code) or the client goes away (`Ok(0)`).
+    async fn attach(
+        &self,
+        pod: &Value,
+        options: &StreamOptions,
+        io: StreamIo,
+    ) -> Result<i32, ClientError>;
+    /// Opens a TCP connection to `port` on the pod's loopback, inside its network namespace.
+    async fn port_forward(&self, pod: &Value, port: u16) -> Result<Box<dyn Duplex>, ClientError>;
 }

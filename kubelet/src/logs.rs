@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k1s_api::client::ClientError;
-use k1s_api::streams::{ByteStream, LogOptions, NodeStreams};
+use k1s_api::streams::{ByteStream, Duplex, LogOptions, NodeStreams, StreamIo, StreamOptions};
 use serde_json::Value;
 
 use crate::config::Config;
@@ -18,6 +18,14 @@ fn bad_request(message: String) -> ClientError {
         code: 400,
         reason: "BadRequest".into(),
         message,
+    }
+}
+
+fn not_implemented(what: &str) -> ClientError {
+    ClientError {
+        code: 501,
+        reason: "NotImplemented".into(),
+        message: format!("{what} is not implemented by this kubelet yet"),
     }
 }
 
@@ -251,6 +259,28 @@ impl NodeStreams for KubeletStreams {
         });
         let first = futures::stream::once(async move { first });
         Ok(Box::pin(futures::StreamExt::chain(first, rest)))
+    }
+
+    async fn exec(
+        &self,
+        _pod: &Value,
+        _options: &StreamOptions,
+        _io: StreamIo,
+    ) -> Result<i32, ClientError> {
+        Err(not_implemented("exec"))
+    }
+
+    async fn attach(
+        &self,
+        _pod: &Value,
+        _options: &StreamOptions,
+        _io: StreamIo,
+    ) -> Result<i32, ClientError> {
+        Err(not_implemented("attach"))
+    }
+
+    async fn port_forward(&self, _pod: &Value, _port: u16) -> Result<Box<dyn Duplex>, ClientError> {
+        Err(not_implemented("portforward"))
     }
 }
 

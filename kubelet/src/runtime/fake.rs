@@ -8,6 +8,8 @@ use std::sync::Mutex;
 
 use tokio::sync::watch;
 
+use k1s_api::streams::StreamIo;
+
 use super::spec::{ContainerSpec, Exit, State};
 use super::{Runtime, RuntimeError};
 
@@ -25,12 +27,25 @@ pub struct FakeRuntime {
     pub starts: Mutex<Vec<(PathBuf, ContainerSpec)>>,
     /// Every signal sent: (bundle, signal).
     pub signals: Mutex<Vec<(PathBuf, i32)>>,
+    /// Every exec, in order: (bundle, command).
+    pub execs: Mutex<Vec<(PathBuf, Vec<String>)>>,
+    /// What an exec of `command[0]` answers: (exit code, output). Unlisted commands exit 0
+    /// with no output.
+    exec_results: Mutex<HashMap<String, (i32, Vec<u8>)>>,
 }
 
 impl FakeRuntime {
     /// Makes containers whose `args[0]` is `cmd` fail to start.
     pub fn fail_start(&self, cmd: &str) {
         self.failing.lock().unwrap().push(cmd.into());
+    }
+
+    /// Makes an exec of `cmd` (its `command[0]`) exit with `code` after writing `output`.
+    pub fn script_exec(&self, cmd: &str, code: i32, output: &[u8]) {
+        self.exec_results
+            .lock()
+            .unwrap()
+            .insert(cmd.into(), (code, output.to_vec()));
     }
 
     /// Ends the container in `bundle` with `code`.
@@ -153,5 +168,44 @@ impl Runtime for FakeRuntime {
             }));
         }
         Ok(())
+    }
+
+    async fn exec(
+        &self,
+        bundle: &Path,
+        command: &[String],
+        _tty: bool,
+        io: StreamIo,
+    ) -> Result<i32, RuntimeError> {
+        self.execs
+            .lock()
+            .unwrap()
+            .push((bundle.to_path_buf(), command.to_vec()));
+        if self.state(bundle).is_none() {
+            return Err(RuntimeError::Start("container is not running".into()));
+        }
+        let cmd = command.first().cloned().unwrap_or_default();
+        if self.failing.lock().unwrap().contains(&cmd) {
+            return Err(RuntimeError::Start(format!(
+                "exec: {cmd:?}: executable file not found in $PATH"
+            )));
+        }
+        let (code, output) = self
+            .exec_results
+            .lock()
+            .unwrap()
+            .get(&cmd)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(out) = io.stdout
+            && !output.is_empty()
+        {
+            let _ = out.send(output).await;
+        }
+        Ok(code)
+    }
+
+    async fn attach(&self, bundle: &Path, _io: StreamIo) -> Result<i32, RuntimeError> {
+        Ok(self.wait(bundle).await.exit_code)
     }
 }

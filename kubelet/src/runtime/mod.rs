@@ -15,6 +15,7 @@ pub mod spec;
 
 use std::path::{Path, PathBuf};
 
+use k1s_api::streams::StreamIo;
 use spec::{ContainerSpec, Exit, State};
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +41,21 @@ pub trait Runtime: Send + Sync {
     async fn wait(&self, bundle: &Path) -> Exit;
     /// Sends `signal` to the container's init.
     fn kill(&self, bundle: &Path, signal: i32) -> Result<(), RuntimeError>;
+    /// Runs `command` inside the running container in `bundle` (its namespaces, cgroup,
+    /// user, capabilities and environment), wired to `io`, with a pseudo-terminal when `tty`;
+    /// returns the exit code (128 + signal when killed by one) once output is drained.
+    /// `Err(Start)` when it never ran.
+    async fn exec(
+        &self,
+        bundle: &Path,
+        command: &[String],
+        tty: bool,
+        io: StreamIo,
+    ) -> Result<i32, RuntimeError>;
+    /// Attaches `io` to the main process of the running container in `bundle`: output from
+    /// now on, stdin when the container was started with one. Returns the exit code when
+    /// the container ends, or 0 when the client goes away first.
+    async fn attach(&self, bundle: &Path, io: StreamIo) -> Result<i32, RuntimeError>;
 }
 
 /// The real runtime: one shim process per container.
@@ -140,5 +156,19 @@ impl Runtime for ShimRuntime {
             }
         }
         Ok(())
+    }
+
+    async fn exec(
+        &self,
+        _bundle: &Path,
+        _command: &[String],
+        _tty: bool,
+        _io: StreamIo,
+    ) -> Result<i32, RuntimeError> {
+        Err(RuntimeError::Start("exec is not implemented yet".into()))
+    }
+
+    async fn attach(&self, _bundle: &Path, _io: StreamIo) -> Result<i32, RuntimeError> {
+        Err(RuntimeError::Start("attach is not implemented yet".into()))
     }
 }
