@@ -137,11 +137,17 @@ pub fn start(
             .map_err(|e| anyhow::anyhow!("the image store: {e}"))?,
     );
     let exe = std::env::current_exe().context("finding the k1s binary for the container shim")?;
-    let runtime =
-        k1s_kubelet::runtime::ShimRuntime::new(vec![exe, "internal".into(), "shim".into()]);
+    let runtime: Arc<dyn k1s_kubelet::runtime::Runtime> =
+        Arc::new(k1s_kubelet::runtime::ShimRuntime::new(vec![
+            exe,
+            "internal".into(),
+            "shim".into(),
+        ]));
     let config = Arc::new(config);
-    let streams: Arc<dyn NodeStreams> =
-        Arc::new(k1s_kubelet::logs::KubeletStreams::new(config.clone()));
+    let streams: Arc<dyn NodeStreams> = Arc::new(k1s_kubelet::streams::KubeletStreams::new(
+        config.clone(),
+        runtime.clone(),
+    ));
     let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(
         client.clone(),
         config.pods_dir(),
@@ -151,7 +157,7 @@ pub fn start(
         volumes,
         config,
         images: images.clone(),
-        runtime: Arc::new(runtime),
+        runtime,
         cgroups: Arc::from(cgroups),
         network: Arc::new(network),
         event_source: k1s_api::events::Source {

@@ -43,6 +43,15 @@ enum Command {
 enum Internal {
     /// Start the container described by BUNDLE/config.json and look after it until it exits.
     Shim { bundle: std::path::PathBuf },
+    /// Run COMMAND inside the running container of BUNDLE (`kubectl exec`).
+    Exec {
+        bundle: std::path::PathBuf,
+        /// Give the command the caller's terminal as its controlling terminal.
+        #[arg(long)]
+        tty: bool,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 fn init_logging(format: &str) {
@@ -66,6 +75,17 @@ fn main() -> anyhow::Result<()> {
     } = &cli.command
     {
         std::process::exit(k1s_kubelet::runtime::shim::main(bundle));
+    }
+    // So does the exec helper, and it joins namespaces, which needs a single thread.
+    if let Command::Internal {
+        what: Internal::Exec {
+            bundle,
+            tty,
+            command,
+        },
+    } = &cli.command
+    {
+        std::process::exit(k1s_kubelet::runtime::exec::main(bundle, *tty, command));
     }
     init_logging(&cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()

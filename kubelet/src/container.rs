@@ -595,6 +595,9 @@ pub async fn process(
         additional_gids,
         capabilities: capabilities(c),
         no_new_privileges,
+        stdin: c.stdin.unwrap_or(false),
+        stdin_once: c.stdin_once.unwrap_or(false),
+        tty: c.tty.unwrap_or(false),
     })
 }
 

@@ -18,6 +18,7 @@ pub mod pods;
 pub mod runtime;
 pub mod sandbox;
 pub mod status;
+pub mod streams;
 pub mod volumes;
 
 use std::sync::Arc;

@@ -4,28 +4,19 @@
 //! `--follow` (which ends when the container does, as upstream).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use k1s_api::client::ClientError;
-use k1s_api::streams::{ByteStream, Duplex, LogOptions, NodeStreams, StreamIo, StreamOptions};
+use k1s_api::streams::{ByteStream, LogOptions};
 use serde_json::Value;
 
 use crate::config::Config;
 
-fn bad_request(message: String) -> ClientError {
+pub(crate) fn bad_request(message: String) -> ClientError {
     ClientError {
         code: 400,
         reason: "BadRequest".into(),
         message,
-    }
-}
-
-fn not_implemented(what: &str) -> ClientError {
-    ClientError {
-        code: 501,
-        reason: "NotImplemented".into(),
-        message: format!("{what} is not implemented by this kubelet yet"),
     }
 }
 
@@ -99,26 +90,16 @@ pub fn render(lines: &[Line], o: &LogOptions, now: time::OffsetDateTime) -> Vec<
     out
 }
 
-/// The kubelet's side of the streaming subresources, for the pods of this node.
-pub struct KubeletStreams {
-    config: Arc<Config>,
-}
-
-impl KubeletStreams {
-    pub fn new(config: Arc<Config>) -> Self {
-        Self { config }
-    }
-
-    fn attempts(dir: &Path) -> Vec<i32> {
-        let mut v: Vec<i32> = std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
-            .collect();
-        v.sort();
-        v
-    }
+/// The attempts whose logs are in `dir`, oldest first.
+fn attempts(dir: &Path) -> Vec<i32> {
+    let mut v: Vec<i32> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".log")?.parse().ok())
+        .collect();
+    v.sort();
+    v
 }
 
 /// The rotated files of `path`, oldest first, then `path` itself.
@@ -133,155 +114,126 @@ fn files_of(path: &Path) -> Vec<PathBuf> {
     out
 }
 
-#[async_trait::async_trait]
-impl NodeStreams for KubeletStreams {
-    fn node_name(&self) -> &str {
-        &self.config.node_name
-    }
-
-    async fn logs(&self, pod: &Value, o: &LogOptions) -> Result<ByteStream, ClientError> {
-        let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-        let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
-        let names = |key: &str| -> Vec<String> {
-            pod["spec"][key]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["name"].as_str().map(String::from))
-                .collect()
-        };
-        let (main, init) = (names("containers"), names("initContainers"));
-        let container = match &o.container {
-            Some(c) => c.clone(),
-            None if main.len() == 1 => main[0].clone(),
-            None => {
-                return Err(bad_request(format!(
-                    "a container name must be specified for pod {name}, choose one of: [{}]",
-                    main.join(" ")
-                )));
-            }
-        };
-        let is_init = init.contains(&container);
-        if !is_init && !main.contains(&container) {
+/// The log of a container of `pod` (the Pod object as stored), as `kubectl logs` asks.
+pub async fn read(config: &Config, pod: &Value, o: &LogOptions) -> Result<ByteStream, ClientError> {
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+    let names = |key: &str| -> Vec<String> {
+        pod["spec"][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str().map(String::from))
+            .collect()
+    };
+    let (main, init) = (names("containers"), names("initContainers"));
+    let container = match &o.container {
+        Some(c) => c.clone(),
+        None if main.len() == 1 => main[0].clone(),
+        None => {
             return Err(bad_request(format!(
-                "container {container} is not valid for pod {name}"
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                main.join(" ")
             )));
         }
-        let dir = self.config.container_logs_dir(ns, name, uid, &container);
-        let attempts = Self::attempts(&dir);
-        let attempt = if o.previous {
-            match attempts.len() {
-                0 | 1 => {
-                    return Err(bad_request(format!(
-                        "previous terminated container \"{container}\" in pod \"{name}\" not found"
-                    )));
-                }
-                n => attempts[n - 2],
+    };
+    let is_init = init.contains(&container);
+    if !is_init && !main.contains(&container) {
+        return Err(bad_request(format!(
+            "container {container} is not valid for pod {name}"
+        )));
+    }
+    let dir = config.container_logs_dir(ns, name, uid, &container);
+    let attempts = attempts(&dir);
+    let attempt = if o.previous {
+        match attempts.len() {
+            0 | 1 => {
+                return Err(bad_request(format!(
+                    "previous terminated container \"{container}\" in pod \"{name}\" not found"
+                )));
             }
-        } else {
-            match attempts.last() {
-                Some(a) => *a,
-                None => {
-                    return Err(bad_request(format!(
-                        "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
-                    )));
+            n => attempts[n - 2],
+        }
+    } else {
+        match attempts.last() {
+            Some(a) => *a,
+            None => {
+                return Err(bad_request(format!(
+                    "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+                )));
+            }
+        }
+    };
+    let path = dir.join(format!("{attempt}.log"));
+    let mut data = Vec::new();
+    for f in files_of(&path) {
+        data.extend(std::fs::read(&f).unwrap_or_default());
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let first = render(&parse(&data), o, now);
+    if !o.follow || o.previous {
+        return Ok(Box::pin(futures::stream::iter([first])));
+    }
+    // Follow: poll the file for growth until the container exits.
+    let exit = config
+        .bundle_dir(uid, is_init, &container, attempt)
+        .join(crate::runtime::spec::EXIT);
+    let start = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let follow_opts = LogOptions {
+        tail_lines: None,
+        since_seconds: None,
+        since_time: None,
+        limit_bytes: None,
+        ..o.clone()
+    };
+    struct Follow {
+        path: PathBuf,
+        exit: PathBuf,
+        offset: u64,
+        opts: LogOptions,
+    }
+    let state = Follow {
+        path,
+        exit,
+        offset: start,
+        opts: follow_opts,
+    };
+    let rest = futures::stream::unfold(state, |mut s| async move {
+        loop {
+            let finished = s.exit.exists();
+            let len = std::fs::metadata(&s.path).map_or(0, |m| m.len());
+            if len < s.offset {
+                // Rotated: start over on the new file.
+                s.offset = 0;
+            }
+            if len > s.offset {
+                use std::io::{Read, Seek, SeekFrom};
+                let mut buf = Vec::new();
+                if let Ok(mut f) = std::fs::File::open(&s.path) {
+                    let _ = f.seek(SeekFrom::Start(s.offset));
+                    let _ = f.read_to_end(&mut buf);
+                }
+                // Only whole lines; the rest comes with the next read.
+                let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+                if whole > 0 {
+                    s.offset += whole as u64;
+                    let out = render(
+                        &parse(&buf[..whole]),
+                        &s.opts,
+                        time::OffsetDateTime::now_utc(),
+                    );
+                    return Some((out, s));
                 }
             }
-        };
-        let path = dir.join(format!("{attempt}.log"));
-        let mut data = Vec::new();
-        for f in files_of(&path) {
-            data.extend(std::fs::read(&f).unwrap_or_default());
-        }
-        let now = time::OffsetDateTime::now_utc();
-        let first = render(&parse(&data), o, now);
-        if !o.follow || o.previous {
-            return Ok(Box::pin(futures::stream::iter([first])));
-        }
-        // Follow: poll the file for growth until the container exits.
-        let exit = self
-            .config
-            .bundle_dir(uid, is_init, &container, attempt)
-            .join(crate::runtime::spec::EXIT);
-        let start = std::fs::metadata(&path).map_or(0, |m| m.len());
-        let follow_opts = LogOptions {
-            tail_lines: None,
-            since_seconds: None,
-            since_time: None,
-            limit_bytes: None,
-            ..o.clone()
-        };
-        struct Follow {
-            path: PathBuf,
-            exit: PathBuf,
-            offset: u64,
-            opts: LogOptions,
-        }
-        let state = Follow {
-            path,
-            exit,
-            offset: start,
-            opts: follow_opts,
-        };
-        let rest = futures::stream::unfold(state, |mut s| async move {
-            loop {
-                let finished = s.exit.exists();
-                let len = std::fs::metadata(&s.path).map_or(0, |m| m.len());
-                if len < s.offset {
-                    // Rotated: start over on the new file.
-                    s.offset = 0;
-                }
-                if len > s.offset {
-                    use std::io::{Read, Seek, SeekFrom};
-                    let mut buf = Vec::new();
-                    if let Ok(mut f) = std::fs::File::open(&s.path) {
-                        let _ = f.seek(SeekFrom::Start(s.offset));
-                        let _ = f.read_to_end(&mut buf);
-                    }
-                    // Only whole lines; the rest comes with the next read.
-                    let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-                    if whole > 0 {
-                        s.offset += whole as u64;
-                        let out = render(
-                            &parse(&buf[..whole]),
-                            &s.opts,
-                            time::OffsetDateTime::now_utc(),
-                        );
-                        return Some((out, s));
-                    }
-                }
-                if finished {
-                    return None;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
+            if finished {
+                return None;
             }
-        });
-        let first = futures::stream::once(async move { first });
-        Ok(Box::pin(futures::StreamExt::chain(first, rest)))
-    }
-
-    async fn exec(
-        &self,
-        _pod: &Value,
-        _options: &StreamOptions,
-        _io: StreamIo,
-    ) -> Result<i32, ClientError> {
-        Err(not_implemented("exec"))
-    }
-
-    async fn attach(
-        &self,
-        _pod: &Value,
-        _options: &StreamOptions,
-        _io: StreamIo,
-    ) -> Result<i32, ClientError> {
-        Err(not_implemented("attach"))
-    }
-
-    async fn port_forward(&self, _pod: &Value, _port: u16) -> Result<Box<dyn Duplex>, ClientError> {
-        Err(not_implemented("portforward"))
-    }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    let first = futures::stream::once(async move { first });
+    Ok(Box::pin(futures::StreamExt::chain(first, rest)))
 }
 
 #[cfg(test)]

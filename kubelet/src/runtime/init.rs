@@ -13,11 +13,21 @@ use nix::unistd::{Gid, Uid};
 use super::shim::cstr;
 use super::spec::ContainerSpec;
 
+/// The container's standard descriptors: `stdin` is None for `/dev/null`; with `tty` all
+/// three are the slave of its pseudo-terminal, which becomes its controlling terminal.
+pub struct Stdio {
+    pub stdin: Option<OwnedFd>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    pub tty: bool,
+}
+
 /// Sets the container up and execs its process. Returns only on failure, with the message
 /// the kubelet reports as the start error.
-pub fn run(spec: &ContainerSpec, stdout: OwnedFd, stderr: OwnedFd) -> String {
-    match prepare(spec, stdout, stderr) {
+pub fn run(spec: &ContainerSpec, stdio: Stdio) -> String {
+    match prepare(spec, stdio) {
         Ok((path, argv, envp)) => {
+            reset_signals();
             let err = nix::unistd::execve(&path, &argv, &envp).unwrap_err();
             format!(
                 "failed to start container process: exec: {:?}: {}",
@@ -31,7 +41,7 @@ pub fn run(spec: &ContainerSpec, stdout: OwnedFd, stderr: OwnedFd) -> String {
 
 type Exec = (CString, Vec<CString>, Vec<CString>);
 
-fn prepare(spec: &ContainerSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Exec, String> {
+fn prepare(spec: &ContainerSpec, stdio: Stdio) -> Result<Exec, String> {
     let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS;
     if spec.ipcns.is_none() && spec.netns.is_some() {
         // A pod without an IPC namespace of its own still gets one per container.
@@ -66,15 +76,48 @@ fn prepare(spec: &ContainerSpec, stdout: OwnedFd, stderr: OwnedFd) -> Result<Exe
     drop_privileges(spec)?;
     nix::unistd::chdir(cwd).map_err(|e| format!("chdir to cwd ({cwd:?}): {e}"))?;
 
-    let null = std::fs::File::open("/dev/null").map_err(|e| format!("opening /dev/null: {e}"))?;
-    nix::unistd::dup2_stdin(&null).map_err(|e| format!("dup2: {e}"))?;
-    nix::unistd::dup2_stdout(&stdout).map_err(|e| format!("dup2: {e}"))?;
-    nix::unistd::dup2_stderr(&stderr).map_err(|e| format!("dup2: {e}"))?;
+    let stdin = match stdio.stdin {
+        Some(fd) => fd,
+        None => std::fs::File::open("/dev/null")
+            .map_err(|e| format!("opening /dev/null: {e}"))?
+            .into(),
+    };
+    nix::unistd::dup2_stdin(&stdin).map_err(|e| format!("dup2: {e}"))?;
+    nix::unistd::dup2_stdout(&stdio.stdout).map_err(|e| format!("dup2: {e}"))?;
+    nix::unistd::dup2_stderr(&stdio.stderr).map_err(|e| format!("dup2: {e}"))?;
+    if stdio.tty {
+        nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+        // SAFETY: ioctl on stdin with an integer argument.
+        if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
+            return Err(format!(
+                "setting the controlling terminal: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
     Ok((path, argv, envp))
 }
 
+/// Default dispositions for the signals the shim (and Rust's runtime, SIGPIPE) ignore:
+/// ignored signals survive `execve`, and a container's processes must start as upstream's do.
+pub(crate) fn reset_signals() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    for s in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGPIPE,
+        Signal::SIGQUIT,
+    ] {
+        // SAFETY: SIG_DFL installs no handler code.
+        unsafe {
+            let _ = signal(s, SigHandler::SigDfl);
+        }
+    }
+}
+
 /// `args[0]` looked up in the container's `PATH`, as execvp would.
-fn lookup(cmd: &str, env: &[String]) -> Option<String> {
+pub(crate) fn lookup(cmd: &str, env: &[String]) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &std::path::Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -108,7 +151,7 @@ fn parse_caps(names: &[String]) -> Result<CapsHashSet, String> {
         .collect()
 }
 
-fn drop_privileges(spec: &ContainerSpec) -> Result<(), String> {
+pub(crate) fn drop_privileges(spec: &ContainerSpec) -> Result<(), String> {
     let p = &spec.process;
     let keep = if spec.privileged {
         caps::all()

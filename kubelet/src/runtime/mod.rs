@@ -6,10 +6,14 @@
 //! [`Runtime`] is the trait the pod workers use; [`ShimRuntime`] is the real one and
 //! [`fake::FakeRuntime`] a scripted one for tests.
 
+pub mod attach;
+pub mod exec;
 pub mod fake;
 pub mod init;
 pub mod mounts;
 pub mod nsfile;
+pub mod pty;
+pub mod session;
 pub mod shim;
 pub mod spec;
 
@@ -66,9 +70,19 @@ pub struct ShimRuntime {
 
 impl ShimRuntime {
     /// `shim` is the command that runs [`shim::main`]; in k1s that is its own binary with
-    /// `internal shim`.
+    /// `internal shim`. The exec helper ([`exec::main`]) is the same command with `exec` in
+    /// place of its last word.
     pub fn new(shim: Vec<PathBuf>) -> Self {
         Self { shim }
+    }
+
+    /// The command that runs [`exec::main`]: `[k1s, internal, exec]`.
+    fn exec_helper(&self) -> Vec<PathBuf> {
+        let mut helper = self.shim.clone();
+        if let Some(last) = helper.last_mut() {
+            *last = PathBuf::from("exec");
+        }
+        helper
     }
 }
 
@@ -160,15 +174,24 @@ impl Runtime for ShimRuntime {
 
     async fn exec(
         &self,
-        _bundle: &Path,
-        _command: &[String],
-        _tty: bool,
-        _io: StreamIo,
+        bundle: &Path,
+        command: &[String],
+        tty: bool,
+        io: StreamIo,
     ) -> Result<i32, RuntimeError> {
-        Err(RuntimeError::Start("exec is not implemented yet".into()))
+        if self.state(bundle).is_none() || self.exit(bundle).is_some() {
+            return Err(RuntimeError::Start("container is not running".into()));
+        }
+        session::exec(&self.exec_helper(), bundle, command, tty, io).await
     }
 
-    async fn attach(&self, _bundle: &Path, _io: StreamIo) -> Result<i32, RuntimeError> {
-        Err(RuntimeError::Start("attach is not implemented yet".into()))
+    async fn attach(&self, bundle: &Path, io: StreamIo) -> Result<i32, RuntimeError> {
+        if self.state(bundle).is_none() {
+            return match self.exit(bundle) {
+                Some(e) => Ok(e.exit_code),
+                None => Err(RuntimeError::Start("container is not running".into())),
+            };
+        }
+        attach::attach(bundle, io).await
     }
 }

@@ -115,34 +115,89 @@ fn ignore_signals() {
 
 struct Running {
     pid: Pid,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    /// The container's output: stdout and stderr pipes, or its terminal's master alone.
+    outputs: Vec<(OwnedFd, &'static str)>,
+    /// What attach sessions need: the socket, the container's stdin, the terminal.
+    sessions: super::attach::Sessions,
+}
+
+/// The shim's ends of the container's stdio, and the container's.
+struct Stdio {
+    outputs: Vec<(OwnedFd, &'static str)>,
+    stdin: Option<OwnedFd>,
+    master: Option<OwnedFd>,
+    container: super::init::Stdio,
+}
+
+fn stdio(spec: &ContainerSpec) -> Result<Stdio, String> {
+    let p = &spec.process;
+    if p.tty {
+        let (master, slave) = super::pty::open().map_err(|e| format!("opening a terminal: {e}"))?;
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
+        return Ok(Stdio {
+            stdin: if p.stdin { Some(dup(&master)?) } else { None },
+            master: Some(dup(&master)?),
+            outputs: vec![(master, "stdout")],
+            container: super::init::Stdio {
+                stdin: Some(dup(&slave)?),
+                stdout: dup(&slave)?,
+                stderr: slave,
+                tty: true,
+            },
+        });
+    }
+    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (stdin, container_stdin) = if p.stdin {
+        let (r, w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        (Some(w), Some(r))
+    } else {
+        (None, None)
+    };
+    Ok(Stdio {
+        outputs: vec![(out_r, "stdout"), (err_r, "stderr")],
+        stdin,
+        master: None,
+        container: super::init::Stdio {
+            stdin: container_stdin,
+            stdout: out_w,
+            stderr: err_w,
+            tty: false,
+        },
+    })
 }
 
 fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
-    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let io = stdio(spec)?;
     let (sync_r, sync_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
     let (fail_r, fail_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let listener = super::attach::listen(bundle)
+        .map_err(|e| format!("creating the attach socket in {}: {e}", bundle.display()))?;
     join_ns(spec.netns.as_deref(), CloneFlags::CLONE_NEWNET, "network")?;
     join_ns(spec.ipcns.as_deref(), CloneFlags::CLONE_NEWIPC, "ipc")?;
     unshare(CloneFlags::CLONE_NEWPID).map_err(|e| format!("unshare pid namespace: {e}"))?;
+    let Stdio {
+        outputs,
+        stdin,
+        master,
+        container,
+    } = io;
     // SAFETY: the shim is single-threaded.
     match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
         ForkResult::Child => {
-            drop((out_r, err_r, sync_w, fail_r));
+            drop((outputs, stdin, master, listener, sync_w, fail_r));
             // Wait until the shim has put this process into its cgroups.
             let mut b = [0u8; 1];
             let _ = nix::unistd::read(&sync_r, &mut b);
             drop(sync_r);
-            let err = super::init::run(spec, out_w, err_w);
+            let err = super::init::run(spec, container);
             let mut fail = File::from(fail_w);
             let _ = fail.write_all(err.as_bytes());
             // SAFETY: leave without running the parent's atexit handlers or destructors.
             unsafe { libc::_exit(127) }
         }
         ForkResult::Parent { child } => {
-            drop((out_w, err_w, sync_r, fail_w));
+            drop((container, sync_r, fail_w));
             for procs in &spec.cgroup_procs {
                 if let Err(e) = std::fs::write(procs, child.as_raw().to_string()) {
                     let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
@@ -156,6 +211,7 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
             let _ = File::from(fail_r).read_to_string(&mut msg);
             if !msg.is_empty() {
                 let _ = waitpid(child, None);
+                let _ = std::fs::remove_file(bundle.join(spec::ATTACH));
                 return Err(msg);
             }
             let me = std::process::id() as i32;
@@ -170,8 +226,13 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
                 .map_err(|e| format!("writing {}: {e}", spec::STATE))?;
             Ok(Running {
                 pid: child,
-                stdout: out_r,
-                stderr: err_r,
+                outputs,
+                sessions: super::attach::Sessions::new(
+                    Some(listener),
+                    stdin,
+                    master,
+                    spec.process.stdin_once,
+                ),
             })
         }
     }
@@ -190,53 +251,95 @@ fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
-/// Copies the container's output into the log until both pipes close, then reaps it and
-/// records how it ended.
+/// Copies the container's output into the log (and to attach sessions) until its pipes
+/// close or its terminal reports EIO, serves attach sessions meanwhile, then reaps the
+/// container and records how it ended.
 fn relay_and_wait(bundle: &Path, spec: &ContainerSpec, running: Running) -> i32 {
+    use super::attach::Watch;
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let Running {
+        pid,
+        outputs,
+        mut sessions,
+    } = running;
     let mut log = LogWriter::open(&spec.log_path, spec.log_max_bytes, spec.log_max_files);
-    let streams = [(&running.stdout, "stdout"), (&running.stderr, "stderr")];
-    let mut open = [true, true];
-    let mut partial: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let mut open = vec![true; outputs.len()];
+    let mut partial: Vec<Vec<u8>> = vec![Vec::new(); outputs.len()];
     let mut buf = vec![0u8; 32 * 1024];
     while open.iter().any(|o| *o) {
+        // Outputs first (index i < n), then what the sessions watch.
+        let mut which: Vec<Option<usize>> = Vec::new();
         let mut fds: Vec<PollFd<'_>> = Vec::new();
-        let mut which = Vec::new();
-        for (i, (fd, _)) in streams.iter().enumerate() {
+        for (i, (fd, _)) in outputs.iter().enumerate() {
             if open[i] {
                 fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
-                which.push(i);
+                which.push(Some(i));
             }
+        }
+        let watched = sessions.poll_fds();
+        let mut kinds: Vec<Watch> = Vec::new();
+        for (fd, input, output, what) in &watched {
+            let mut f = PollFlags::empty();
+            if *input {
+                f |= PollFlags::POLLIN;
+            }
+            if *output {
+                f |= PollFlags::POLLOUT;
+            }
+            fds.push(PollFd::new(*fd, f));
+            which.push(None);
+            kinds.push(*what);
         }
         match poll(&mut fds, PollTimeout::NONE) {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => break,
             Ok(_) => {}
         }
-        let ready: Vec<(usize, bool)> = fds
+        let revents: Vec<PollFlags> = fds
             .iter()
-            .zip(&which)
-            .map(|(p, i)| (*i, p.revents().is_some_and(|r| !r.is_empty())))
+            .map(|p| p.revents().unwrap_or(PollFlags::empty()))
             .collect();
         drop(fds);
-        for (i, is_ready) in ready {
-            if !is_ready {
-                continue;
-            }
-            match nix::unistd::read(streams[i].0, &mut buf) {
-                Ok(0) | Err(_) => {
-                    open[i] = false;
-                    if !partial[i].is_empty() {
-                        log.line(streams[i].1, "F", &partial[i]);
-                        partial[i].clear();
+        drop(watched);
+        let mut events = Vec::new();
+        let mut k = 0;
+        for (slot, r) in which.iter().zip(&revents) {
+            match slot {
+                Some(i) => {
+                    if r.is_empty() {
+                        continue;
+                    }
+                    let (fd, stream) = &outputs[*i];
+                    match nix::unistd::read(fd, &mut buf) {
+                        // EIO: every holder of the terminal's slave has closed it.
+                        Ok(0) | Err(_) => {
+                            open[*i] = false;
+                            if !partial[*i].is_empty() {
+                                log.line(stream, "F", &partial[*i]);
+                                partial[*i].clear();
+                            }
+                        }
+                        Ok(n) => {
+                            log.feed(stream, &mut partial[*i], &buf[..n]);
+                            sessions.output(*stream == "stderr", &buf[..n]);
+                        }
                     }
                 }
-                Ok(n) => log.feed(streams[i].1, &mut partial[i], &buf[..n]),
+                None => {
+                    events.push((
+                        kinds[k],
+                        r.contains(PollFlags::POLLIN),
+                        r.contains(PollFlags::POLLOUT),
+                        r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR),
+                    ));
+                    k += 1;
+                }
             }
         }
+        sessions.ready(&events);
     }
     let exit = loop {
-        match waitpid(running.pid, None) {
+        match waitpid(pid, None) {
             Ok(WaitStatus::Exited(_, code)) => break (code, None),
             Ok(WaitStatus::Signaled(_, sig, _)) => break (128 + sig as i32, Some(sig as i32)),
             Err(nix::errno::Errno::EINTR) => continue,
@@ -250,6 +353,7 @@ fn relay_and_wait(bundle: &Path, spec: &ContainerSpec, running: Running) -> i32 
         finished_at: now_rfc3339(),
     };
     let _ = spec::write_json(bundle, spec::EXIT, &exit);
+    sessions.finish(bundle, exit.exit_code);
     0
 }
 

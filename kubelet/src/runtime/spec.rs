@@ -57,6 +57,15 @@ pub struct Process {
     /// inheritable sets.
     pub capabilities: Vec<String>,
     pub no_new_privileges: bool,
+    /// `stdin: true`: the container gets a stdin that the shim keeps open for attachers.
+    #[serde(default)]
+    pub stdin: bool,
+    /// `stdinOnce: true`: that stdin closes when the first attach session that used it ends.
+    #[serde(default)]
+    pub stdin_once: bool,
+    /// `tty: true`: the container's stdin, stdout and stderr are a pseudo-terminal.
+    #[serde(default)]
+    pub tty: bool,
 }
 
 /// What the shim is told to run.
@@ -95,6 +104,8 @@ pub const CONFIG: &str = "config.json";
 pub const STATE: &str = "state.json";
 /// Written by the shim when the container exits: [`Exit`].
 pub const EXIT: &str = "exit.json";
+/// The shim's unix socket for attach sessions (see [`super::attach`]).
+pub const ATTACH: &str = "attach.sock";
 
 /// A running container, as the shim reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
