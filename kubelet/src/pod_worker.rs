@@ -954,9 +954,10 @@ impl PodWorker {
         };
         let target = self.target(key, attempt);
         let ip = self.pod_ip();
+        let who = pod_log_name(pod);
         let res = tokio::select! {
             _ = self.cancel.cancelled() => return false,
-            r = crate::hooks::run(h, c, &pod_log_name(pod), &ip, &target) => r,
+            r = crate::hooks::run(h, c, &who, &ip, &target) => r,
         };
         let Err(msg) = res else { return true };
         self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg)
@@ -1007,7 +1008,8 @@ impl PodWorker {
             let started = Instant::now();
             let target = self.target(key, attempt);
             let ip = self.pod_ip();
-            let run = crate::hooks::run(h, c, &pod_log_name(pod), &ip, &target);
+            let who = pod_log_name(pod);
+            let run = crate::hooks::run(h, c, &who, &ip, &target);
             match tokio::time::timeout(grace, run).await {
                 Ok(Ok(())) => {}
                 Ok(Err(msg)) => {

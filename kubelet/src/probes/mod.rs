@@ -441,6 +441,7 @@ pub async fn worker(
 
 /// The probe workers of one container instance; dropping this does not stop them, `cancel`
 /// does (the pod worker cancels when the instance ends or the pod goes).
+#[derive(Debug)]
 pub struct Probes {
     pub has_startup: bool,
     pub has_readiness: bool,
