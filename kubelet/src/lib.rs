@@ -9,12 +9,14 @@
 pub mod cgroups;
 pub mod config;
 pub mod container;
+pub mod hooks;
 pub mod images;
 pub mod logs;
 pub mod network;
 pub mod node;
 pub mod pod_worker;
 pub mod pods;
+pub mod probes;
 pub mod runtime;
 pub mod sandbox;
 pub mod status;

@@ -7,6 +7,13 @@
 //! deletionTimestamp is terminated (SIGTERM, the grace period, SIGKILL), its sandbox torn down
 //! and the pod deleted for good. Cancelling the worker (kubelet shutdown) leaves the
 //! containers running: a restarted kubelet re-adopts them from their bundles.
+//!
+//! Probes and hooks: each running instance of a container gets its probe workers
+//! ([`crate::probes`], cancelled when the instance ends); their result changes drive
+//! `started` and `ready`, and a failed liveness or startup probe kills the instance, which
+//! then restarts per `restartPolicy`. postStart runs right after the start, before the
+//! container counts as started (a failure kills it); preStop runs before SIGTERM on every
+//! kill, inside the grace period ([`PodWorker::kill_container`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Deps;
 use crate::images::{PullPolicy, PullProgress};
+use crate::probes::{self, Kind};
 use crate::runtime::spec::{self, ContainerSpec, Mount};
 use crate::sandbox::Sandbox;
 use crate::status::{ContainerState, ContainerView, PodView, Terminated};
@@ -45,7 +53,22 @@ struct Record {
     /// Not before this instant may it (re)start.
     not_before: Option<Instant>,
     backoff: Duration,
+    /// The running instance's probe workers.
+    probes: Option<probes::Probes>,
+    /// The readiness probe's current result for the running instance.
+    readiness_ok: bool,
 }
+
+impl Record {
+    fn stop_probes(&mut self) {
+        if let Some(p) = self.probes.take() {
+            p.cancel.cancel();
+        }
+    }
+}
+
+/// Upstream's minimum time between SIGTERM and SIGKILL, whatever preStop took.
+const MIN_GRACE: Duration = Duration::from_secs(2);
 
 pub struct PodWorker {
     deps: Arc<Deps>,
@@ -54,6 +77,8 @@ pub struct PodWorker {
     records: HashMap<String, Record>,
     exits_tx: mpsc::UnboundedSender<Exited>,
     exits_rx: mpsc::UnboundedReceiver<Exited>,
+    probe_tx: mpsc::UnboundedSender<probes::Update>,
+    probe_rx: mpsc::UnboundedReceiver<probes::Update>,
     sandbox: Option<Sandbox>,
     volumes: crate::volumes::PodVolumes,
     /// When to sync again although nothing changed (volume retries, token refreshes).
@@ -80,6 +105,7 @@ impl PodWorker {
         cancel: CancellationToken,
     ) -> Self {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
+        let (probe_tx, probe_rx) = mpsc::unbounded_channel();
         Self {
             deps,
             uid,
@@ -87,6 +113,8 @@ impl PodWorker {
             records: HashMap::new(),
             exits_tx,
             exits_rx,
+            probe_tx,
+            probe_rx,
             sandbox: None,
             volumes: Default::default(),
             resync_at: None,
@@ -164,6 +192,11 @@ impl PodWorker {
                     }
                 }
                 Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()),
+                Some(u) = self.probe_rx.recv() => {
+                    if let Some(pod) = last_pod.clone() {
+                        self.on_probe(u, &pod).await;
+                    }
+                }
                 _ = sleep_until(wake) => {}
             }
         }
@@ -181,6 +214,7 @@ impl PodWorker {
             .map(|c| (true, c))
             .chain(spec.containers.iter().map(|c| (false, c)));
         let mut any = false;
+        let mut adopted = Vec::new();
         for (init, c) in all {
             let key = container_key(init, &c.name);
             let dir = self
@@ -216,9 +250,10 @@ impl PodWorker {
             if self.deps.runtime.state(&bundle).is_some() {
                 let started_at = st.map(|s| s.started_at).unwrap_or_default();
                 rec.view.state = ContainerState::Running { started_at };
-                rec.view.started = true;
-                rec.view.ready = true;
                 rec.running = true;
+                if !init {
+                    adopted.push((c.clone(), key.clone(), last));
+                }
                 self.spawn_waiter(key, last, bundle);
             } else if let Some(exit) = self.deps.runtime.exit(&bundle) {
                 let started_at = st.map(|s| s.started_at).unwrap_or_default();
@@ -242,6 +277,119 @@ impl PodWorker {
             tracing::info!(pod = %pod_name(pod), "re-adopted the pod's containers");
             if let Ok(sb) = Sandbox::open(&self.deps, pod).await {
                 self.sandbox = Some(sb);
+            }
+        }
+        for (c, key, attempt) in adopted {
+            self.start_probes(pod, &c, &key, attempt);
+        }
+    }
+
+    fn pod_ip(&self) -> String {
+        self.sandbox
+            .as_ref()
+            .and_then(|s| s.ip.clone())
+            .unwrap_or_default()
+    }
+
+    fn target(&self, key: &str, attempt: i32) -> probes::Target {
+        probes::Target {
+            runtime: self.deps.runtime.clone(),
+            bundle: self.bundle(key, attempt),
+        }
+    }
+
+    /// Starts the probes of a container instance that runs (and has passed postStart); until
+    /// they say otherwise it is started unless it has a startup probe, and ready unless it
+    /// has a readiness probe too.
+    fn start_probes(&mut self, pod: &Pod, c: &Container, key: &str, attempt: i32) {
+        let about = k1s_api::events::Involved::pod(&pod.metadata)
+            .with_field_path(format!("spec.containers{{{}}}", c.name));
+        let reporter = probes::Reporter {
+            key: key.to_string(),
+            attempt,
+            updates: self.probe_tx.clone(),
+            client: self.deps.client.clone(),
+            source: self.deps.event_source.clone(),
+            about,
+        };
+        let target = self.target(key, attempt);
+        let p = probes::spawn(
+            c,
+            &self.pod_ip(),
+            target,
+            reporter,
+            self.cancel.child_token(),
+        );
+        let rec = self.records.entry(key.to_string()).or_default();
+        rec.stop_probes();
+        rec.view.started = !p.has_startup;
+        rec.view.ready = rec.view.started && !p.has_readiness;
+        rec.readiness_ok = false;
+        rec.probes = Some(p);
+    }
+
+    /// A probe's result changed.
+    async fn on_probe(&mut self, u: probes::Update, pod: &Pod) {
+        let Some(rec) = self.records.get_mut(&u.key) else {
+            return;
+        };
+        if rec.attempt != Some(u.attempt) || !rec.running {
+            return;
+        }
+        let Some(p) = &rec.probes else { return };
+        let has_readiness = p.has_readiness;
+        match (u.kind, u.success) {
+            (Kind::Readiness, ok) => {
+                rec.readiness_ok = ok;
+                rec.view.ready = rec.view.started && ok;
+            }
+            (Kind::Startup, true) => {
+                rec.view.started = true;
+                rec.view.ready = !has_readiness || rec.readiness_ok;
+            }
+            (Kind::Liveness, true) => {}
+            (Kind::Liveness | Kind::Startup, false) => {
+                rec.stop_probes();
+                rec.view.ready = false;
+                let name = u.key.split_once('/').map_or(u.key.as_str(), |(_, n)| n);
+                let Some(c) = pod
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.containers.iter())
+                    .find(|c| c.name == name)
+                    .cloned()
+                else {
+                    return;
+                };
+                let probe = match u.kind {
+                    Kind::Liveness => c.liveness_probe.as_ref(),
+                    _ => c.startup_probe.as_ref(),
+                };
+                // The probe's own terminationGracePeriodSeconds wins over the pod's.
+                let grace = probe
+                    .and_then(|p| p.termination_grace_period_seconds)
+                    .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
+                    .unwrap_or(30)
+                    .max(0) as u64;
+                let what = if u.kind == Kind::Liveness {
+                    "liveness"
+                } else {
+                    "startup"
+                };
+                let msg = format!(
+                    "Container {} failed {what} probe, will be restarted",
+                    c.name
+                );
+                self.report(pod).await;
+                self.kill_container(
+                    pod,
+                    Some(&c),
+                    &u.key,
+                    u.attempt,
+                    Duration::from_secs(grace),
+                    Some(msg),
+                )
+                .await;
             }
         }
     }
@@ -270,6 +418,8 @@ impl PodWorker {
         }
         rec.running = false;
         rec.view.ready = false;
+        rec.view.started = false;
+        rec.stop_probes();
         if rec
             .since
             .is_some_and(|t| t.elapsed() >= self.deps.config.backoff_reset)
@@ -589,8 +739,8 @@ impl PodWorker {
                 rec.view.state = ContainerState::Running {
                     started_at: state.started_at,
                 };
-                rec.view.started = true;
-                rec.view.ready = true;
+                rec.view.started = false;
+                rec.view.ready = false;
                 // Back-off doubles on each restart and resets after a long healthy run; the
                 // next restart may come no sooner than the current back-off.
                 rec.backoff = next_backoff(rec.backoff, &cfg);
@@ -612,6 +762,19 @@ impl PodWorker {
                 )
                 .await;
                 self.spawn_waiter(key.to_string(), attempt, bundle);
+                // A failed postStart has killed the instance; its exit comes through the
+                // waiter. Init containers have no probes.
+                if self.post_start(pod, c, key, attempt).await {
+                    if key.starts_with("init/") {
+                        self.records
+                            .entry(key.to_string())
+                            .or_default()
+                            .view
+                            .started = true;
+                    } else {
+                        self.start_probes(pod, c, key, attempt);
+                    }
+                }
             }
             Err(e) => {
                 let msg = e.to_string();
@@ -783,51 +946,132 @@ impl PodWorker {
         }
     }
 
-    /// Stops every running container: preStop hooks, SIGTERM, the grace period, SIGKILL.
-    async fn terminate(&mut self, pod: &Pod, grace: Duration) {
-        let deadline = Instant::now() + grace;
-        let running: Vec<(String, i32)> = self
-            .records
-            .iter()
-            .filter(|(_, r)| r.running)
-            .filter_map(|(k, r)| Some((k.clone(), r.attempt?)))
-            .collect();
-        for (key, attempt) in &running {
-            let name = key.split_once('/').map_or(key.as_str(), |(_, n)| n);
-            let c = pod
-                .spec
-                .iter()
-                .flat_map(|s| {
-                    s.containers
-                        .iter()
-                        .chain(s.init_containers.iter().flatten())
-                })
-                .find(|c| c.name == name)
-                .cloned();
-            if let Some(c) = &c {
-                self.event(
-                    pod,
-                    Some(c),
-                    "Normal",
-                    "Killing",
-                    &format!("Stopping container {name}"),
-                )
+    /// Runs the container's postStart hook, if any; on failure records
+    /// `FailedPostStartHook` and kills the instance. True when the container may go on.
+    async fn post_start(&mut self, pod: &Pod, c: &Container, key: &str, attempt: i32) -> bool {
+        let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
+            return true;
+        };
+        let target = self.target(key, attempt);
+        let ip = self.pod_ip();
+        let who = pod_log_name(pod);
+        let res = tokio::select! {
+            _ = self.cancel.cancelled() => return false,
+            r = crate::hooks::run(h, c, &who, &ip, &target) => r,
+        };
+        let Err(msg) = res else { return true };
+        self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg)
+            .await;
+        let grace = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .unwrap_or(30)
+            .max(0) as u64;
+        self.kill_container(
+            pod,
+            Some(c),
+            key,
+            attempt,
+            Duration::from_secs(grace),
+            Some("FailedPostStartHook".into()),
+        )
+        .await;
+        false
+    }
+
+    /// Stops one container instance as upstream's `killContainer`: the Killing event
+    /// (`message`, or "Stopping container NAME"), the preStop hook within `grace`, SIGTERM,
+    /// what is left of the grace period (at least 2 s), SIGKILL. A zero `grace` (the pod is
+    /// gone) skips preStop and kills at once. Returns once the instance has ended.
+    async fn kill_container(
+        &self,
+        pod: &Pod,
+        c: Option<&Container>,
+        key: &str,
+        attempt: i32,
+        grace: Duration,
+        message: Option<String>,
+    ) {
+        let name = key.split_once('/').map_or(key, |(_, n)| n);
+        let message = message.unwrap_or_else(|| format!("Stopping container {name}"));
+        if let Some(c) = c {
+            self.event(pod, Some(c), "Normal", "Killing", &message)
                 .await;
+        }
+        let bundle = self.bundle(key, attempt);
+        let mut grace = grace;
+        let pre_stop = c.and_then(|c| Some((c, c.lifecycle.as_ref()?.pre_stop.as_ref()?)));
+        if let Some((c, h)) = pre_stop
+            && !grace.is_zero()
+        {
+            let started = Instant::now();
+            let target = self.target(key, attempt);
+            let ip = self.pod_ip();
+            let who = pod_log_name(pod);
+            let run = crate::hooks::run(h, c, &who, &ip, &target);
+            match tokio::time::timeout(grace, run).await {
+                Ok(Ok(())) => {}
+                Ok(Err(msg)) => {
+                    self.event(pod, Some(c), "Warning", "FailedPreStopHook", &msg)
+                        .await;
+                }
+                Err(_) => tracing::info!(
+                    pod = %pod_name(pod), container = name, grace = grace.as_secs(),
+                    "the preStop hook did not finish within the grace period"
+                ),
             }
-            let bundle = self.bundle(key, *attempt);
-            if let Err(e) = self.deps.runtime.kill(&bundle, libc::SIGTERM) {
-                tracing::warn!(error = %e, "sending SIGTERM");
+            // Upstream takes whole seconds off the grace period.
+            grace = grace.saturating_sub(Duration::from_secs(started.elapsed().as_secs()));
+        }
+        if !grace.is_zero() {
+            grace = grace.max(MIN_GRACE);
+        }
+        if let Err(e) = self.deps.runtime.kill(&bundle, libc::SIGTERM) {
+            tracing::warn!(error = %e, "sending SIGTERM");
+        }
+        let runtime = self.deps.runtime.clone();
+        if tokio::time::timeout(grace, runtime.wait(&bundle))
+            .await
+            .is_err()
+        {
+            let _ = runtime.kill(&bundle, libc::SIGKILL);
+            let _ = tokio::time::timeout(Duration::from_secs(10), runtime.wait(&bundle)).await;
+        }
+    }
+
+    /// Stops every running container at once, each as [`Self::kill_container`].
+    async fn terminate(&mut self, pod: &Pod, grace: Duration) {
+        let mut running: Vec<(String, i32)> = Vec::new();
+        for (k, r) in self.records.iter_mut() {
+            r.stop_probes();
+            if r.running
+                && let Some(a) = r.attempt
+            {
+                running.push((k.clone(), a));
             }
         }
-        for (key, attempt) in &running {
-            let bundle = self.bundle(key, *attempt);
-            let runtime = self.deps.runtime.clone();
-            let waited = tokio::time::timeout_at(deadline, runtime.wait(&bundle)).await;
-            if waited.is_err() {
-                let _ = self.deps.runtime.kill(&bundle, libc::SIGKILL);
-                let _ = tokio::time::timeout(Duration::from_secs(10), runtime.wait(&bundle)).await;
-            }
-        }
+        let containers: Vec<Option<Container>> = running
+            .iter()
+            .map(|(key, _)| {
+                let (kind, name) = key.split_once('/').unwrap_or(("main", key));
+                pod.spec
+                    .iter()
+                    .flat_map(|s| {
+                        if kind == "init" {
+                            s.init_containers.iter().flatten().collect::<Vec<_>>()
+                        } else {
+                            s.containers.iter().collect()
+                        }
+                    })
+                    .find(|c| c.name == name)
+                    .cloned()
+            })
+            .collect();
+        let kills = running.iter().zip(&containers).map(|((key, attempt), c)| {
+            self.kill_container(pod, c.as_ref(), key, *attempt, grace, None)
+        });
+        futures::future::join_all(kills).await;
         while let Ok(e) = self.exits_rx.try_recv() {
             self.on_exit(e, Some(pod));
         }

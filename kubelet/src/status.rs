@@ -168,7 +168,14 @@ pub fn phase(pod: &Pod, init: &[ContainerView], containers: &[ContainerView]) ->
     "Pending"
 }
 
-fn condition(type_: &str, ok: bool, reason: Option<&str>, now: &str, old: &Value) -> Value {
+fn condition(
+    type_: &str,
+    ok: bool,
+    reason: Option<&str>,
+    message: Option<&str>,
+    now: &str,
+    old: &Value,
+) -> Value {
     let status = if ok { "True" } else { "False" };
     // Keep the transition time while the status stays the same.
     let prev = old["conditions"]
@@ -183,6 +190,9 @@ fn condition(type_: &str, ok: bool, reason: Option<&str>, now: &str, old: &Value
     if let Some(r) = reason.filter(|_| !ok) {
         c["reason"] = json!(r);
     }
+    if let Some(m) = message.filter(|_| !ok) {
+        c["message"] = json!(m);
+    }
     c
 }
 
@@ -194,10 +204,20 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
         .unwrap_or_else(|| phase(v.pod, v.init, v.containers));
     let init_ok = initialized(v.init);
     let all_ready = !v.containers.is_empty() && v.containers.iter().all(|c| c.ready);
+    // Upstream: "containers with unready status: [a b]".
+    let unready: Vec<&str> = v
+        .containers
+        .iter()
+        .filter(|c| !c.ready)
+        .map(|c| c.name.as_str())
+        .collect();
+    let unready_msg = format!("containers with unready status: [{}]", unready.join(" "));
+    let unready_msg = (!unready.is_empty()).then_some(unready_msg.as_str());
     let mut conditions = vec![
         condition(
             "PodReadyToStartContainers",
             v.sandbox_ready,
+            None,
             None,
             v.now,
             &old,
@@ -206,6 +226,7 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
             "Initialized",
             init_ok,
             Some("ContainersNotInitialized"),
+            None,
             v.now,
             &old,
         ),
@@ -213,10 +234,18 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
             "ContainersReady",
             all_ready,
             Some("ContainersNotReady"),
+            unready_msg,
             v.now,
             &old,
         ),
-        condition("Ready", all_ready, Some("ContainersNotReady"), v.now, &old),
+        condition(
+            "Ready",
+            all_ready,
+            Some("ContainersNotReady"),
+            unready_msg,
+            v.now,
+            &old,
+        ),
     ];
     if let Some(cs) = old["conditions"].as_array() {
         for c in cs {
@@ -349,6 +378,29 @@ mod tests {
             ]
         );
         assert_eq!(s["conditions"][4]["status"], "True");
+        assert!(s["conditions"][4].get("message").is_none());
+        let mut not_ready = running();
+        not_ready.ready = false;
+        not_ready.name = "web".into();
+        let s2 = pod_status(&PodView {
+            pod: &p,
+            init: &[],
+            containers: &[not_ready, running()],
+            sandbox_ready: true,
+            pod_ip: None,
+            host_ip: "192.168.1.2".into(),
+            start_time: "t0",
+            terminal: None,
+            now: "t1",
+        });
+        for i in [3, 4] {
+            assert_eq!(s2["conditions"][i]["status"], "False");
+            assert_eq!(s2["conditions"][i]["reason"], "ContainersNotReady");
+            assert_eq!(
+                s2["conditions"][i]["message"],
+                "containers with unready status: [web]"
+            );
+        }
         assert_eq!(
             s["containerStatuses"][0]["state"]["running"]["startedAt"],
             "t"

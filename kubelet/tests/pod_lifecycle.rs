@@ -2,7 +2,9 @@
 //! file) with the OS edges faked: the scripted runtime, cgroups, network and image store.
 //! Covers the lifecycle rules: Running and Ready, restartPolicy with back-off and
 //! restartCount, init containers in order, RunContainerError, images that cannot be pulled,
-//! and graceful deletion (SIGTERM, the grace period, SIGKILL, then the final delete).
+//! graceful deletion (SIGTERM, the grace period, SIGKILL, then the final delete), probes
+//! (readiness flipping Ready, liveness restarting, startup gating) and lifecycle hooks
+//! (postStart failure, preStop before SIGTERM within the grace period).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -300,4 +302,370 @@ async fn start_and_pull_failures_are_reported() {
         .await["status"]["phase"],
         "Pending"
     );
+}
+
+async fn events_of(env: &Env, pod: &str) -> Vec<(String, String)> {
+    let r = ResourceRef::new("", "v1", "events", Some("default"));
+    let items = env
+        .client
+        .list(&r, &Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    items
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == pod)
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or_default().to_string(),
+                e["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn event_where(env: &Env, pod: &str, reason: &str, message: &str) {
+    eventually(&format!("a {reason} event {message:?}"), || async {
+        events_of(env, pod)
+            .await
+            .iter()
+            .any(|(r, m)| r == reason && m.contains(message))
+            .then_some(Value::Null)
+    })
+    .await;
+}
+
+fn cond(p: &Value, type_: &str) -> String {
+    p["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == type_)
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn exec_probe(cmd: &str, extra: Value) -> Value {
+    let mut p = json!({"exec": {"command": [cmd]}, "periodSeconds": 1, "failureThreshold": 1});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        p[k] = v.clone();
+    }
+    p
+}
+
+#[tokio::test]
+async fn readiness_probe_flips_ready() {
+    let env = env().await;
+    env.runtime.script_exec("ready?", 1, b"not yet");
+    create_pod(
+        &env,
+        pod(
+            "rp",
+            json!({"containers": [{"name": "c", "image": "busybox", "command": ["serve"],
+                "readinessProbe": exec_probe("ready?", json!({}))}]}),
+        ),
+    )
+    .await;
+    let p = pod_where(&env, "rp", "Running, not ready", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    assert_eq!(p["status"]["containerStatuses"][0]["ready"], false, "{p}");
+    assert_eq!(p["status"]["containerStatuses"][0]["started"], true, "{p}");
+    assert_eq!(cond(&p, "Ready"), "False");
+    event_where(&env, "rp", "Unhealthy", "Readiness probe failed: not yet").await;
+    env.runtime.script_exec("ready?", 0, b"");
+    let p = pod_where(&env, "rp", "Ready", |p| cond(p, "Ready") == "True").await;
+    assert_eq!(cond(&p, "ContainersReady"), "True");
+    assert_eq!(p["status"]["containerStatuses"][0]["ready"], true);
+    env.runtime.script_exec("ready?", 1, b"gone");
+    let p = pod_where(&env, "rp", "not Ready again", |p| {
+        cond(p, "Ready") == "False"
+    })
+    .await;
+    assert_eq!(p["status"]["containerStatuses"][0]["ready"], false);
+    // Readiness never restarts a container.
+    assert_eq!(p["status"]["containerStatuses"][0]["restartCount"], 0);
+    let execs = env.runtime.execs.lock().unwrap().clone();
+    assert!(execs.iter().all(|(_, cmd)| cmd == &["ready?"]), "{execs:?}");
+}
+
+#[tokio::test]
+async fn liveness_failure_restarts_the_container() {
+    let env = env().await;
+    env.runtime.script_exec("alive?", 1, b"dead");
+    create_pod(
+        &env,
+        pod(
+            "lp",
+            json!({"terminationGracePeriodSeconds": 30,
+                "containers": [{"name": "c", "image": "busybox", "command": ["serve"],
+                "livenessProbe": exec_probe("alive?", json!({"terminationGracePeriodSeconds": 1}))}]}),
+        ),
+    )
+    .await;
+    event_where(&env, "lp", "Unhealthy", "Liveness probe failed: dead").await;
+    event_where(
+        &env,
+        "lp",
+        "Killing",
+        "Container c failed liveness probe, will be restarted",
+    )
+    .await;
+    // The probe's grace (1 s, at least 2 s upstream) wins over the pod's 30 s.
+    let p = pod_where(&env, "lp", "a restart", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 1
+    })
+    .await;
+    let cs = &p["status"]["containerStatuses"][0];
+    assert_eq!(cs["lastState"]["terminated"]["exitCode"], 137, "{cs}");
+    let signals: Vec<i32> = env
+        .runtime
+        .signals
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.1)
+        .collect();
+    assert_eq!(&signals[..2], &[libc::SIGTERM, libc::SIGKILL]);
+    assert!(env.runtime.bundles_of("serve").len() >= 2);
+}
+
+#[tokio::test]
+async fn startup_probe_gates_liveness_and_readiness() {
+    let env = env().await;
+    env.runtime.script_exec("started?", 1, b"warming up");
+    create_pod(
+        &env,
+        pod(
+            "sp",
+            json!({"containers": [{"name": "c", "image": "busybox", "command": ["serve"],
+                "startupProbe": exec_probe("started?", json!({"failureThreshold": 1000})),
+                "livenessProbe": exec_probe("alive?", json!({})),
+                "readinessProbe": exec_probe("ready?", json!({}))}]}),
+        ),
+    )
+    .await;
+    event_where(&env, "sp", "Unhealthy", "Startup probe failed: warming up").await;
+    event_where(&env, "sp", "Unhealthy", "Startup probe failed: warming up").await;
+    let p = pod_where(&env, "sp", "Running", |p| p["status"]["phase"] == "Running").await;
+    let cs = &p["status"]["containerStatuses"][0];
+    assert_eq!(cs["started"], false, "{cs}");
+    assert_eq!(cs["ready"], false, "{cs}");
+    let ran = |cmd: &str| {
+        env.runtime
+            .execs
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(_, c)| c[0] == cmd)
+    };
+    assert!(!ran("alive?") && !ran("ready?"), "probed before started");
+    env.runtime.script_exec("started?", 0, b"");
+    let p = pod_where(&env, "sp", "started and ready", |p| {
+        p["status"]["containerStatuses"][0]["started"] == true
+            && p["status"]["containerStatuses"][0]["ready"] == true
+    })
+    .await;
+    assert_eq!(cond(&p, "Ready"), "True");
+    assert!(ran("ready?"));
+    eventually("the liveness probe to run", || async {
+        ran("alive?").then_some(Value::Null)
+    })
+    .await;
+    let starts = env
+        .runtime
+        .execs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, c)| c[0] == "started?")
+        .count();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later = env
+        .runtime
+        .execs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, c)| c[0] == "started?")
+        .count();
+    assert_eq!(starts, later, "the startup probe ran after it succeeded");
+}
+
+#[tokio::test]
+async fn failed_post_start_hook_kills_the_container() {
+    let env = env().await;
+    env.runtime.script_exec("hook", 2, b"no config");
+    create_pod(
+        &env,
+        pod(
+            "ps",
+            json!({"terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox", "command": ["serve"],
+                "lifecycle": {"postStart": {"exec": {"command": ["hook", "--now"]}}}}]}),
+        ),
+    )
+    .await;
+    event_where(
+        &env,
+        "ps",
+        "FailedPostStartHook",
+        "Exec lifecycle hook ([hook --now]) for Container \"c\" in Pod \"ps_default(",
+    )
+    .await;
+    event_where(&env, "ps", "Killing", "FailedPostStartHook").await;
+    let p = pod_where(&env, "ps", "a restart after the hook failed", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 1
+    })
+    .await;
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
+        137
+    );
+    // Never ready: it never got past its hook.
+    let evs = events_of(&env, "ps").await;
+    assert!(
+        evs.iter()
+            .any(|(r, m)| r == "FailedPostStartHook" && m.contains("no config")),
+        "{evs:?}"
+    );
+}
+
+/// A local HTTP server for preStop hooks: records, for each request, how many signals the
+/// fake runtime had sent by then.
+async fn hook_server(runtime: Arc<FakeRuntime>) -> (u16, Arc<std::sync::Mutex<Vec<usize>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let s2 = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf).await;
+            s2.lock()
+                .unwrap()
+                .push(runtime.signals.lock().unwrap().len());
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .await;
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test]
+async fn pre_stop_runs_before_sigterm_within_the_grace_period() {
+    let env = env().await;
+    let (port, seen) = hook_server(env.runtime.clone()).await;
+    env.runtime.script_exec("drain", 1, b"busy");
+    create_pod(
+        &env,
+        pod(
+            "stop",
+            json!({"terminationGracePeriodSeconds": 2,
+                "containers": [
+                {"name": "web", "image": "busybox", "command": ["serve"],
+                 "lifecycle": {"preStop": {"httpGet": {"host": "127.0.0.1", "port": port, "path": "/quit"}}}},
+                {"name": "db", "image": "busybox", "command": ["db"],
+                 "lifecycle": {"preStop": {"exec": {"command": ["drain"]}}}}]}),
+        ),
+    )
+    .await;
+    pod_where(&env, "stop", "Ready", |p| cond(p, "Ready") == "True").await;
+    env.client
+        .delete(&pods(), "stop", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the pod to be deleted", || async {
+        match env.client.get(&pods(), "stop").await {
+            Err(e) if e.is_not_found() => Some(Value::Null),
+            _ => None,
+        }
+    })
+    .await;
+    // `seen[0]` signals had been sent (to either container) when the web hook arrived.
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let web = env.runtime.bundles_of("serve")[0].clone();
+    let db = env.runtime.bundles_of("db")[0].clone();
+    let signals = env.runtime.signals.lock().unwrap().clone();
+    let of = |b: &std::path::Path| -> Vec<i32> {
+        signals
+            .iter()
+            .filter(|(x, _)| x == b)
+            .map(|(_, s)| *s)
+            .collect()
+    };
+    assert_eq!(of(&web), vec![libc::SIGTERM, libc::SIGKILL]);
+    assert_eq!(of(&db), vec![libc::SIGTERM, libc::SIGKILL]);
+    // The web hook ran before its container's SIGTERM: that came later in the list.
+    let web_term = signals
+        .iter()
+        .position(|(b, s)| b == &web && *s == libc::SIGTERM);
+    assert!(web_term.unwrap() >= seen[0], "{signals:?} {seen:?}");
+    let execs = env.runtime.execs.lock().unwrap().clone();
+    assert!(
+        execs.iter().any(|(b, c)| b == &db && c == &["drain"]),
+        "{execs:?}"
+    );
+    let evs = events_of(&env, "stop").await;
+    assert!(
+        evs.iter().any(|(r, m)| r == "FailedPreStopHook"
+            && m.contains("Exec lifecycle hook ([drain]) for Container \"db\"")),
+        "{evs:?}"
+    );
+    assert!(
+        evs.iter()
+            .any(|(r, m)| r == "Killing" && m == "Stopping container web"),
+        "{evs:?}"
+    );
+}
+
+#[tokio::test]
+async fn pre_stop_sleep_uses_the_grace_period_then_sigkill() {
+    let env = env().await;
+    create_pod(
+        &env,
+        pod(
+            "slow",
+            json!({"terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox", "command": ["serve"],
+                 "lifecycle": {"preStop": {"sleep": {"seconds": 600}}}}]}),
+        ),
+    )
+    .await;
+    pod_where(&env, "slow", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    env.client
+        .delete(&pods(), "slow", &DeleteParams::default())
+        .await
+        .unwrap();
+    // The 600 s sleep is cut at the grace period; then SIGTERM, 2 s, SIGKILL.
+    eventually("the pod to be deleted", || async {
+        match env.client.get(&pods(), "slow").await {
+            Err(e) if e.is_not_found() => Some(Value::Null),
+            _ => None,
+        }
+    })
+    .await;
+    let signals: Vec<i32> = env
+        .runtime
+        .signals
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.1)
+        .collect();
+    assert_eq!(signals, vec![libc::SIGTERM, libc::SIGKILL]);
 }

@@ -357,3 +357,177 @@ fn restarting_k1s_keeps_containers_running() {
         pids_with("keep me").is_empty()
     });
 }
+
+/// `kubectl get pod NAME`'s READY column.
+fn ready_column(c: &Cluster, name: &str) -> String {
+    let out = c.run(&["get", "pod", name, "--no-headers"]);
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A one-request-at-a-time HTTP server on the host for preStop hooks: for each request it
+/// records whether a process with `marker` in its command line still ran.
+fn hook_server(marker: &'static str) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<bool>>>) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf);
+            s2.lock().unwrap().push(!pids_with(marker).is_empty());
+            let _ =
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    (port, seen)
+}
+
+fn apply(c: &Cluster, manifest: &Value) {
+    let out = c.run_with(
+        &c.kubectl,
+        &["create", "-f", "-"],
+        Some(&manifest.to_string()),
+    );
+    assert!(
+        out.status.success(),
+        "kubectl create: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn probes_hooks_and_oom_on_real_containers() {
+    let Some(images) = images() else { return };
+    let flags = flags_for("probes", &images);
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(c) = start("probes", &flags) else {
+        return;
+    };
+    let image = format!("{}/busybox:latest", images.registry.host());
+
+    // Readiness: httpGet on busybox httpd, ready while /www-ready/ready exists.
+    apply(
+        &c,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ready"},
+        "spec": {"containers": [{"name": "web", "image": image,
+            "command": ["sh", "-c", "mkdir -p /www-ready && exec httpd -f -p 8080 -h /www-ready"],
+            "ports": [{"name": "http", "containerPort": 8080}],
+            "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"},
+                "periodSeconds": 1, "failureThreshold": 1}}]}}),
+    );
+    eventually("ready to run", 90, || {
+        pod(&c, "ready")["status"]["phase"] == "Running"
+    });
+    let pid = pids_with("/www-ready")[0];
+    assert_eq!(ready_column(&c, "ready"), "0/1");
+    let flag = format!("/proc/{pid}/root/www-ready/ready");
+    std::fs::write(&flag, "ok").unwrap();
+    eventually("READY 1/1", 30, || ready_column(&c, "ready") == "1/1");
+    let p = pod(&c, "ready");
+    assert!(
+        p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+        "{p}"
+    );
+    std::fs::remove_file(&flag).unwrap();
+    eventually("READY 0/1 again", 30, || ready_column(&c, "ready") == "0/1");
+    let events = c.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=ready",
+    ]);
+    assert!(
+        events.contains("Readiness probe failed: HTTP probe failed with statuscode: 404"),
+        "{events}"
+    );
+
+    // Liveness: nothing listens on 9999, so the container is killed and restarted.
+    apply(
+        &c,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "live"},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": image,
+            "command": ["sh", "-c", "echo live-probed; while true; do sleep 1; done"],
+            "livenessProbe": {"tcpSocket": {"port": 9999},
+                "periodSeconds": 1, "failureThreshold": 2}}]}}),
+    );
+    eventually("live to be restarted", 120, || {
+        pod(&c, "live")["status"]["containerStatuses"][0]["restartCount"]
+            .as_i64()
+            .unwrap_or(0)
+            >= 1
+    });
+    let events = c.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=live",
+    ]);
+    assert!(
+        events.contains("Container c failed liveness probe, will be restarted"),
+        "{events}"
+    );
+    assert!(
+        events.contains("Liveness probe failed: dial tcp"),
+        "{events}"
+    );
+
+    // Graceful deletion with a preStop httpGet (to a server on the host) and a grace period.
+    let (port, seen) = hook_server("prestop-victim");
+    apply(
+        &c,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stopper"},
+        "spec": {"terminationGracePeriodSeconds": 3, "containers": [{"name": "c", "image": image,
+            "command": ["sh", "-c", "echo prestop-victim; while true; do sleep 1; done"],
+            "lifecycle": {"preStop": {"httpGet": {"host": "127.0.0.1", "port": port,
+                "path": "/stop"}}}}]}}),
+    );
+    eventually("stopper to be Running", 90, || {
+        pod(&c, "stopper")["status"]["phase"] == "Running"
+    });
+    let started = Instant::now();
+    c.ok(&["delete", "pod", "stopper", "--wait=true"]);
+    // sh ignores SIGTERM: it goes only with the SIGKILL at the end of the grace period.
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "deleted before the grace period"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![true],
+        "the preStop hook ran once, before the kill"
+    );
+    eventually("the container process to be gone", 20, || {
+        pids_with("prestop-victim").is_empty()
+    });
+
+    // OOM: a memory hog over its limit is OOMKilled.
+    apply(
+        &c,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": image,
+            "command": ["tail", "/dev/zero"],
+            "resources": {"limits": {"memory": "16Mi"}}}]}}),
+    );
+    eventually("hog to fail", 90, || {
+        pod(&c, "hog")["status"]["phase"] == "Failed"
+    });
+    let p = pod(&c, "hog");
+    let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(t["reason"], "OOMKilled", "{p}");
+    assert_eq!(t["exitCode"], 137, "{p}");
+
+    for p in ["ready", "live", "hog"] {
+        c.ok(&["delete", "pod", p, "--grace-period=0", "--force"]);
+    }
+}
