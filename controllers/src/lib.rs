@@ -9,6 +9,9 @@
 //! - [`root_ca`]: the `kube-root-ca.crt` ConfigMap in every namespace.
 //! - [`replicaset`]: ReplicaSets (slow start, expectations, adoption, status).
 //! - [`deployment`]: Deployments (rolling update, Recreate, revisions, status).
+//! - [`statefulset`]: StatefulSets (ordinals, claims, ordered/parallel, rolling update).
+//! - [`daemonset`]: DaemonSets (one pod per eligible node, rolling update).
+//! - [`history`]: ControllerRevisions of StatefulSets and DaemonSets.
 //! - [`expectations`]: what a controller has asked for and not yet seen.
 //!
 //! [`run_all`] runs them all; [`run_elected`] runs them while holding the
@@ -16,14 +19,17 @@
 
 pub mod catalog;
 mod clock;
+pub mod daemonset;
 pub mod deployment;
 pub mod expectations;
 pub mod gc;
+pub mod history;
 pub mod namespace;
 pub mod replicaset;
 pub mod root_ca;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod statefulset;
 
 use std::sync::Arc;
 
@@ -54,6 +60,8 @@ pub async fn run_all(
     tracker.spawn(serviceaccount::run(client.clone(), cancel.clone()));
     tracker.spawn(replicaset::run(client.clone(), cancel.clone()));
     tracker.spawn(deployment::run(client.clone(), cancel.clone()));
+    tracker.spawn(statefulset::run(client.clone(), cancel.clone()));
+    tracker.spawn(daemonset::run(client.clone(), cancel.clone()));
     tracker.spawn(root_ca::run(client, ca_pem, cancel.clone()));
     tracker.close();
     tracker.wait().await;
