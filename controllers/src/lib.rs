@@ -12,24 +12,31 @@
 //! - [`statefulset`]: StatefulSets (ordinals, claims, ordered/parallel, rolling update).
 //! - [`daemonset`]: DaemonSets (one pod per eligible node, rolling update).
 //! - [`history`]: ControllerRevisions of StatefulSets and DaemonSets.
+//! - [`job`]: Jobs (completions, parallelism, Indexed, backoff, failure policy, tracking).
+//! - [`cronjob`]: CronJobs (schedules, time zones, concurrency, history).
+//! - [`ttl_after_finished`]: deletes finished Jobs after `ttlSecondsAfterFinished`.
+//! - [`clock`]: timestamps and the injectable clock.
 //! - [`expectations`]: what a controller has asked for and not yet seen.
 //!
 //! [`run_all`] runs them all; [`run_elected`] runs them while holding the
 //! `kube-system/kube-controller-manager` Lease.
 
 pub mod catalog;
-mod clock;
+pub mod clock;
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod expectations;
 pub mod gc;
 pub mod history;
+pub mod job;
 pub mod namespace;
 pub mod replicaset;
 pub mod root_ca;
 pub mod runtime;
 pub mod serviceaccount;
 pub mod statefulset;
+pub mod ttl_after_finished;
 
 use std::sync::Arc;
 
@@ -62,6 +69,9 @@ pub async fn run_all(
     tracker.spawn(deployment::run(client.clone(), cancel.clone()));
     tracker.spawn(statefulset::run(client.clone(), cancel.clone()));
     tracker.spawn(daemonset::run(client.clone(), cancel.clone()));
+    tracker.spawn(job::run(client.clone(), cancel.clone()));
+    tracker.spawn(cronjob::run(client.clone(), cancel.clone()));
+    tracker.spawn(ttl_after_finished::run(client.clone(), cancel.clone()));
     tracker.spawn(root_ca::run(client, ca_pem, cancel.clone()));
     tracker.close();
     tracker.wait().await;

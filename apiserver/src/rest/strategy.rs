@@ -51,7 +51,37 @@ pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
             None => *f = json!(["kubernetes"]),
         }
     }
+    if kind_of(res) == ("batch", "Job") {
+        generate_job_selector(obj);
+    }
     apply_defaults(res, obj);
+}
+
+/// Upstream's job `generateSelector`: unless `spec.manualSelector`, the selector is the new
+/// UID's `batch.kubernetes.io/controller-uid` label, and the template carries that label, the
+/// job name label and their legacy unprefixed forms.
+fn generate_job_selector(job: &mut Value) {
+    if job["spec"]["manualSelector"] == true || !job["spec"].is_object() {
+        return;
+    }
+    let (uid, name) = (
+        job["metadata"]["uid"].clone(),
+        job["metadata"]["name"].clone(),
+    );
+    let labels = [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ];
+    let template_labels = &mut job["spec"]["template"]["metadata"]["labels"];
+    if !template_labels.is_object() {
+        *template_labels = json!({});
+    }
+    for (k, v) in labels {
+        template_labels[k] = v.clone();
+    }
+    job["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
 }
 
 /// Upstream's defaulting (`SetDefaults_*`) of the fields components rely on; it runs on every
