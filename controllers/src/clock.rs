@@ -1,30 +1,37 @@
-//! Timestamps as the API writes them (RFC 3339, seconds, UTC).
+//! Time for controllers: timestamps as the API writes them (RFC 3339, seconds, UTC), and the
+//! injectable [`Clock`] that time-driven controllers (node lifecycle, pod GC, disruption, CronJob, TTL) read,
+//! so tests can move time instead of waiting for it.
+
+use std::sync::{Arc, Mutex};
+
+use time::OffsetDateTime;
 
 /// Now, as `metav1.Time` (`2006-01-02T15:04:05Z`).
 pub fn now() -> String {
-    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    time::OffsetDateTime::now_utc()
-        .format(&fmt)
-        .unwrap_or_default()
+    format(OffsetDateTime::now_utc())
 }
 
-/// `t` as `metav1.Time` (RFC 3339, seconds, UTC).
-pub fn format(t: time::OffsetDateTime) -> String {
+/// `t` as `metav1.Time`.
+pub fn format(t: OffsetDateTime) -> String {
     let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
     t.to_offset(time::UtcOffset::UTC)
         .format(&fmt)
         .unwrap_or_default()
 }
 
-/// A `metav1.Time` string, parsed.
-pub fn parse(t: &serde_json::Value) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(t.as_str()?, &time::format_description::well_known::Rfc3339).ok()
+/// A `metav1.Time` (any RFC 3339 time).
+pub fn parse(t: &serde_json::Value) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(t.as_str()?, &time::format_description::well_known::Rfc3339).ok()
 }
 
-/// The time source of controllers that act on the wall clock (CronJob, TTL), injectable so
-/// tests need not wait for minutes to pass.
+/// What time it is.
 pub trait Clock: Send + Sync + 'static {
-    fn now(&self) -> time::OffsetDateTime;
+    fn now(&self) -> OffsetDateTime;
+
+    /// [`Clock::now`] as `metav1.Time`.
+    fn now_text(&self) -> String {
+        format(self.now())
+    }
 }
 
 /// The system's clock.
@@ -32,41 +39,63 @@ pub trait Clock: Send + Sync + 'static {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    fn now(&self) -> time::OffsetDateTime {
-        time::OffsetDateTime::now_utc()
+    fn now(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc()
     }
 }
 
-/// A clock that moves only when told to.
-#[derive(Debug)]
-pub struct FakeClock(std::sync::Mutex<time::OffsetDateTime>);
+/// A clock that moves only when told to (tests).
+#[derive(Debug, Clone)]
+pub struct FakeClock(Arc<Mutex<OffsetDateTime>>);
 
 impl FakeClock {
-    pub fn new(at: time::OffsetDateTime) -> Self {
-        Self(std::sync::Mutex::new(at))
+    /// A fake clock at the system's current time (seconds), so objects the API server stamps
+    /// compare sensibly with it.
+    pub fn new() -> Self {
+        let now = OffsetDateTime::now_utc();
+        let now = now.replace_nanosecond(0).unwrap_or(now);
+        Self(Arc::new(Mutex::new(now)))
     }
 
-    pub fn set(&self, at: time::OffsetDateTime) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = at;
+    /// A fake clock at `at`.
+    pub fn at(at: OffsetDateTime) -> Self {
+        Self(Arc::new(Mutex::new(at)))
     }
 
-    pub fn advance(&self, by: time::Duration) {
-        let mut t = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pub fn set(&self, at: OffsetDateTime) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
+    }
+
+    pub fn advance(&self, by: std::time::Duration) {
+        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
         *t += by;
     }
 }
 
+impl Default for FakeClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Clock for FakeClock {
-    fn now(&self) -> time::OffsetDateTime {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn now(&self) -> OffsetDateTime {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fake_clock_moves_when_told_and_formats_as_the_api_does() {
+        let c = FakeClock::new();
+        let t0 = c.now();
+        c.advance(std::time::Duration::from_secs(41));
+        assert_eq!(c.now() - t0, time::Duration::seconds(41));
+        let text = c.now_text();
+        assert!(text.ends_with('Z') && text.len() == 20, "{text}");
+        assert_eq!(parse(&serde_json::json!(text)), Some(c.now()));
     }
 }
