@@ -580,7 +580,7 @@ mod tests {
     fn job_names_are_unix_minutes() {
         assert_eq!(
             job_name("hello", at("2024-01-01T00:01:00Z")),
-            "hello-28401181"
+            "hello-28401121"
         );
     }
 
@@ -614,7 +614,7 @@ mod tests {
             "metadata": {"labels": {"a": "b"}}, "spec": {"template": {"spec": {}}}}}});
         let ny = load_zone("America/New_York").unwrap();
         let j = job_from_template(&cj, at("2024-01-01T14:00:00Z"), &ny);
-        assert_eq!(j["metadata"]["name"], "hello-28402080");
+        assert_eq!(j["metadata"]["name"], "hello-28401960");
         assert_eq!(j["metadata"]["labels"]["a"], "b");
         assert_eq!(
             j["metadata"]["annotations"][SCHEDULED_TIMESTAMP],
