@@ -203,6 +203,13 @@ pub fn selected_pods(svc: &Value, pods: &Store) -> Vec<Arc<Value>> {
         .collect()
 }
 
+/// One EndpointSubset being built: the addresses that share a port list.
+struct Subset {
+    ready: Vec<Value>,
+    not_ready: Vec<Value>,
+    ports: Vec<Value>,
+}
+
 /// The Endpoints subsets for the Service and pods, repacked and sorted.
 pub fn subsets(svc: &Value, pods: &[Arc<Value>]) -> Vec<Value> {
     let publish = svc["spec"]["publishNotReadyAddresses"] == true;
@@ -237,7 +244,7 @@ pub fn subsets(svc: &Value, pods: &[Arc<Value>]) -> Vec<Value> {
         by_address.insert((ip, key::uid(pod).to_owned(), ready), (addr, ports));
     }
     // Repack: addresses with the same ports share a subset.
-    let mut by_ports: BTreeMap<String, (Vec<Value>, Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    let mut by_ports: BTreeMap<String, Subset> = BTreeMap::new();
     for ((_, _, ready), (addr, mut ports)) in by_address {
         ports.sort_by_key(|p| {
             (
@@ -246,30 +253,38 @@ pub fn subsets(svc: &Value, pods: &[Arc<Value>]) -> Vec<Value> {
             )
         });
         let k = serde_json::to_string(&ports).unwrap_or_default();
-        let entry = by_ports
-            .entry(k)
-            .or_insert_with(|| (Vec::new(), Vec::new(), ports));
+        let entry = by_ports.entry(k).or_insert_with(|| Subset {
+            ready: Vec::new(),
+            not_ready: Vec::new(),
+            ports,
+        });
         if ready {
-            entry.0.push(addr);
+            entry.ready.push(addr);
         } else {
-            entry.1.push(addr);
+            entry.not_ready.push(addr);
         }
     }
     by_ports
         .into_values()
-        .map(|(ready, not_ready, ports)| {
-            let mut s = json!({});
-            if !ready.is_empty() {
-                s["addresses"] = json!(ready);
-            }
-            if !not_ready.is_empty() {
-                s["notReadyAddresses"] = json!(not_ready);
-            }
-            if !ports.is_empty() {
-                s["ports"] = json!(ports);
-            }
-            s
-        })
+        .map(
+            |Subset {
+                 ready,
+                 not_ready,
+                 ports,
+             }| {
+                let mut s = json!({});
+                if !ready.is_empty() {
+                    s["addresses"] = json!(ready);
+                }
+                if !not_ready.is_empty() {
+                    s["notReadyAddresses"] = json!(not_ready);
+                }
+                if !ports.is_empty() {
+                    s["ports"] = json!(ports);
+                }
+                s
+            },
+        )
         .collect()
 }
 

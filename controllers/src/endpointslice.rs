@@ -584,7 +584,15 @@ mod tests {
             ]
         );
         let placeholder = Arc::new(json!({"metadata": {"name": "p"}, "endpoints": []}));
-        assert!(plan(&[placeholder.clone()], HashMap::new(), 100, |_| false).is_empty());
+        assert!(
+            plan(
+                std::slice::from_ref(&placeholder),
+                HashMap::new(),
+                100,
+                |_| false
+            )
+            .is_empty()
+        );
         // Endpoints arrive: the placeholder (other ports) goes, a slice is made.
         let changes = plan(&[placeholder], want(vec![ep("a")]), 100, |_| false);
         assert!(matches!(&changes[0], Change::Delete { name } if name == "p"));

@@ -353,33 +353,33 @@ impl Reconcile for NodeLifecycle {
         let mut node = (*cached).clone();
         let now = self.config.clock.now();
         let now_text = clock::format(now);
-        if self.timed_out(&node, now) {
-            if let Some(conds) = conditions_unknown(&node, &now_text) {
-                let was_ready = ready_status(&node) == "True";
-                node["status"]["conditions"] = conds;
-                node = match self
-                    .client
-                    .update(&nodes(), node, Some("status"), &WriteParams::default())
-                    .await
-                {
-                    Ok(n) => n,
-                    Err(e) if e.is_not_found() => return Ok(Action::await_change()),
-                    Err(e) => return Err(api(e)),
-                };
-                tracing::info!(node = %k.name, "node stopped posting status; marked Unknown");
-                if was_ready {
-                    let msg = format!("Node {} status is now: NodeNotReady", k.name);
-                    events::record(
-                        &*self.client,
-                        &source(),
-                        &node_involved(&node),
-                        "Normal",
-                        "NodeNotReady",
-                        "NodeNotReady",
-                        &msg,
-                    )
-                    .await;
-                }
+        if self.timed_out(&node, now)
+            && let Some(conds) = conditions_unknown(&node, &now_text)
+        {
+            let was_ready = ready_status(&node) == "True";
+            node["status"]["conditions"] = conds;
+            node = match self
+                .client
+                .update(&nodes(), node, Some("status"), &WriteParams::default())
+                .await
+            {
+                Ok(n) => n,
+                Err(e) if e.is_not_found() => return Ok(Action::await_change()),
+                Err(e) => return Err(api(e)),
+            };
+            tracing::info!(node = %k.name, "node stopped posting status; marked Unknown");
+            if was_ready {
+                let msg = format!("Node {} status is now: NodeNotReady", k.name);
+                events::record(
+                    &*self.client,
+                    &source(),
+                    &node_involved(&node),
+                    "Normal",
+                    "NodeNotReady",
+                    "NodeNotReady",
+                    &msg,
+                )
+                .await;
             }
         }
         if let Some(taints) = desired_taints(&node, &now_text) {

@@ -141,7 +141,7 @@ impl PodGc {
             .list(&nodes(), &ListParams::default())
             .await?
             .items;
-        let node_names: HashSet<&str> = node_list.iter().map(|n| key::name(n)).collect();
+        let node_names: HashSet<&str> = node_list.iter().map(key::name).collect();
         let now = self.config.clock.now();
 
         for pod in terminated_over_threshold(&all, self.config.terminated_threshold) {

@@ -338,6 +338,12 @@ async fn deadline_suspend_and_ttl() {
         c.clone(),
         env.cancel.clone(),
     ));
+    // The TTL controller deletes in the foreground, as upstream: the collector finishes it.
+    tokio::spawn(k1s_controllers::gc::run(
+        c.clone(),
+        env.catalog.clone(),
+        env.cancel.clone(),
+    ));
     // activeDeadlineSeconds: the running pod goes and the job fails.
     let j = create(
         &c,

@@ -31,12 +31,10 @@ fn leases() -> ResourceRef {
 }
 
 fn micro(clock: &FakeClock) -> String {
-    let t = clock.now();
-    format!(
-        "{}",
-        t.format(&time::format_description::well_known::Rfc3339)
-            .unwrap()
-    )
+    clock
+        .now()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
 }
 
 async fn bound_pod(c: &Arc<dyn Client>, name: &str, tolerations: Value) {

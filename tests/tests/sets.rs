@@ -163,8 +163,17 @@ fn statefulset_orders_updates_undoes_and_scales_down() {
                 .iter()
                 .all(|p| p["status"]["phase"] == "Running" && image(p) == "busybox:2")
     });
+    // kubectl reports any RollingUpdate with a partition (defaulted to 0) as "partitioned",
+    // as it does against kube-apiserver; the revisions show the roll finished.
     let out = c.ok(&["rollout", "status", "statefulset/web", "--timeout=60s"]);
-    assert!(out.contains("rolling update complete"), "{out}");
+    assert!(
+        out.contains("partitioned roll out complete: 3 new pods"),
+        "{out}"
+    );
+    eventually("currentRevision caught up", || {
+        let s = json(&c.ok(&["get", "statefulset", "web", "-o", "json"]));
+        s["status"]["currentRevision"] == s["status"]["updateRevision"]
+    });
     let history = c.ok(&["rollout", "history", "statefulset/web"]);
     assert!(
         history.contains("\n1 ") && history.contains("\n2 "),
@@ -194,7 +203,7 @@ fn statefulset_orders_updates_undoes_and_scales_down() {
         let ps = pods(&c, "app=web");
         let names: Vec<&str> = ps.iter().map(name).collect();
         assert!(
-            !(names.contains(&"web-2") && !names.contains(&"web-1")),
+            names.contains(&"web-1") || !names.contains(&"web-2"),
             "web-1 went before web-2: {names:?}"
         );
         names == ["web-0"]

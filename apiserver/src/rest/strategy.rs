@@ -252,11 +252,13 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
         _ => {}
     }
     match kind_of(res) {
-        ("apps", _) | ("batch", "Job") => validation::pod_spec(
-            "spec.template.spec",
-            &obj["spec"]["template"]["spec"],
-            &mut causes,
-        ),
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
+            validation::pod_spec(
+                "spec.template.spec",
+                &obj["spec"]["template"]["spec"],
+                &mut causes,
+            )
+        }
         ("batch", "CronJob") => validation::pod_spec(
             "spec.jobTemplate.spec.template.spec",
             &obj["spec"]["jobTemplate"]["spec"]["template"]["spec"],
@@ -283,7 +285,13 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
             ),
         ));
     }
-    if res.group == "apps" {
+    if matches!(
+        kind_of(res),
+        (
+            "apps",
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
+        )
+    ) {
         let selector = &obj["spec"]["selector"];
         let labels = &obj["spec"]["template"]["metadata"]["labels"];
         let match_labels = selector["matchLabels"].as_object();
@@ -499,6 +507,16 @@ mod tests {
             "selector": {"matchLabels": {"app": "x"}},
             "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
         assert_eq!(validate(&d, &obj, None).unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn controller_revisions_hold_data_not_a_template() {
+        let revs = Registry::new()
+            .get("apps", "v1", "controllerrevisions")
+            .unwrap();
+        let obj = json!({"metadata": {"name": "ds-1"}, "revision": 1,
+            "data": {"spec": {"template": {"$patch": "replace", "spec": {}}}}});
+        assert!(validate(&revs, &obj, None).is_ok());
     }
 
     #[test]

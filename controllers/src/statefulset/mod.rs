@@ -27,8 +27,8 @@ use crate::runtime::key::{self, ObjectKey};
 use crate::runtime::store::owner_uid_index;
 use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
 use identity::{
-    in_range, is_available, is_finished, is_healthy, is_running_and_ready, is_terminating,
-    ordinal_of, revision_of,
+    in_range, is_available, is_finished, is_running_and_ready, is_terminating, ordinal_of,
+    revision_of,
 };
 
 #[derive(Debug, thiserror::Error)]
