@@ -1,6 +1,8 @@
 //! What the API server asks of a kubelet for the streaming subresources of pods: `log`,
 //! `exec`, `attach` and `portforward`. The kubelet of the server's own node implements it in
-//! process; a remote node's kubelet is reached over HTTPS.
+//! process (today only `log` for real; the other three answer 501 until the kubelet runtime
+//! and the API server's wire protocols land); a remote node's kubelet will be reached over
+//! HTTPS on its port 10250.
 //!
 //! The wire protocols (websocket channels, SPDY) are the API server's business; this trait
 //! deals in plain byte channels, so a kubelet never sees them.

@@ -41,15 +41,17 @@ pub async fn controllers(
     registry: Arc<Registry>,
     ca_pem: String,
     identity: String,
+    options: k1s_controllers::Options,
     cancel: CancellationToken,
 ) {
     let catalog: Arc<dyn ResourceCatalog> = Arc::new(RegistryCatalog(registry));
     while !cancel.is_cancelled() {
-        let result = k1s_controllers::run_elected(
+        let result = k1s_controllers::run_elected_with(
             client.clone(),
             catalog.clone(),
             ca_pem.clone(),
             &identity,
+            options.clone(),
             cancel.clone(),
         )
         .await;

@@ -98,6 +98,13 @@ pub struct ServerArgs {
     pub disable_agent: bool,
     #[command(flatten)]
     pub kubelet: crate::agent::KubeletArgs,
+    /// How long a node may go without renewing its Lease or posting status before the node
+    /// lifecycle controller marks it Unknown (a Go duration: 40s, 1m, 500ms).
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub node_monitor_grace_period: Duration,
+    /// Terminated pods kept before the pod garbage collector deletes the oldest (0 disables).
+    #[arg(long, default_value_t = 12500)]
+    pub terminated_pod_gc_threshold: usize,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub write_kubeconfig_mode: u32,
@@ -108,6 +115,33 @@ fn parse_mode(s: &str) -> Result<u32, String> {
         .ok()
         .filter(|m| *m <= 0o777)
         .ok_or_else(|| format!("{s:?} is not an octal file mode such as 600 or 644"))
+}
+
+/// A Go-style duration (`40s`, `1m30s`, `500ms`; a bare number is seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?} is not a duration such as 40s, 1m or 500ms");
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        total += match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return Err(bad()),
+        };
+        rest = &rest[unit_len..];
+    }
+    if s.is_empty() { Err(bad()) } else { Ok(total) }
 }
 
 /// This machine's host name.
@@ -228,6 +262,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             state.registry.clone(),
             pki.ca.cert_pem.clone(),
             identity,
+            k1s_controllers::Options {
+                node_monitor_grace_period: args.node_monitor_grace_period,
+                terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
+            },
             cancel.clone(),
         ));
     }
@@ -298,4 +336,20 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("40s"), Ok(Duration::from_secs(40)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("s").is_err());
+    }
 }

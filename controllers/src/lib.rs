@@ -9,23 +9,46 @@
 //! - [`root_ca`]: the `kube-root-ca.crt` ConfigMap in every namespace.
 //! - [`replicaset`]: ReplicaSets (slow start, expectations, adoption, status).
 //! - [`deployment`]: Deployments (rolling update, Recreate, revisions, status).
+//! - [`statefulset`]: StatefulSets (ordinals, claims, ordered/parallel, rolling update).
+//! - [`daemonset`]: DaemonSets (one pod per eligible node, rolling update).
+//! - [`history`]: ControllerRevisions of StatefulSets and DaemonSets.
+//! - [`job`]: Jobs (completions, parallelism, Indexed, backoff, failure policy, tracking).
+//! - [`cronjob`]: CronJobs (schedules, time zones, concurrency, history).
+//! - [`ttl_after_finished`]: deletes finished Jobs after `ttlSecondsAfterFinished`.
 //! - [`expectations`]: what a controller has asked for and not yet seen.
+//! - [`node_lifecycle`]: node health from Leases, NotReady/unreachable taints, taint eviction.
+//! - [`podgc`]: terminated, orphaned and unscheduled terminating pods.
+//! - [`endpoints`], [`endpointslice`]: a selector Service's Endpoints and EndpointSlices.
+//! - [`disruption`]: PodDisruptionBudget status.
+//! - [`clock`]: the injectable clock of the time-driven controllers.
 //!
 //! [`run_all`] runs them all; [`run_elected`] runs them while holding the
 //! `kube-system/kube-controller-manager` Lease.
 
 pub mod catalog;
-mod clock;
+pub mod clock;
+pub mod cronjob;
+pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
+pub mod endpoints;
+pub mod endpointslice;
 pub mod expectations;
 pub mod gc;
+pub mod history;
+pub mod job;
 pub mod namespace;
+pub mod node_lifecycle;
+pub mod podgc;
 pub mod replicaset;
 pub mod root_ca;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod statefulset;
+pub mod ttl_after_finished;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k1s_api::client::Client;
 use tokio_util::sync::CancellationToken;
@@ -34,11 +57,42 @@ use tokio_util::task::TaskTracker;
 pub use catalog::{CatalogEntry, ResourceCatalog, StaticCatalog};
 pub use runtime::leader::LeaderError;
 
+/// Settings of the controllers, as `kube-controller-manager`'s flags.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--node-monitor-grace-period`: how long a node may go without renewing its Lease (or
+    /// posting status) before it is marked Unknown (40 s).
+    pub node_monitor_grace_period: Duration,
+    /// `--terminated-pod-gc-threshold`: terminated pods kept before the oldest are deleted
+    /// (12500; 0 disables).
+    pub terminated_pod_gc_threshold: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            node_monitor_grace_period: node_lifecycle::Config::default().grace_period,
+            terminated_pod_gc_threshold: podgc::Config::default().terminated_threshold,
+        }
+    }
+}
+
 /// Runs every controller until `cancel`; returns once all have stopped.
 pub async fn run_all(
     client: Arc<dyn Client>,
     catalog: Arc<dyn ResourceCatalog>,
     ca_pem: String,
+    cancel: CancellationToken,
+) {
+    run_all_with(client, catalog, ca_pem, Options::default(), cancel).await;
+}
+
+/// [`run_all`] with `options`.
+pub async fn run_all_with(
+    client: Arc<dyn Client>,
+    catalog: Arc<dyn ResourceCatalog>,
+    ca_pem: String,
+    options: Options,
     cancel: CancellationToken,
 ) {
     // Dropping this future stops the controllers too.
@@ -54,6 +108,34 @@ pub async fn run_all(
     tracker.spawn(serviceaccount::run(client.clone(), cancel.clone()));
     tracker.spawn(replicaset::run(client.clone(), cancel.clone()));
     tracker.spawn(deployment::run(client.clone(), cancel.clone()));
+    tracker.spawn(statefulset::run(client.clone(), cancel.clone()));
+    tracker.spawn(daemonset::run(client.clone(), cancel.clone()));
+    tracker.spawn(job::run(client.clone(), cancel.clone()));
+    tracker.spawn(cronjob::run(client.clone(), cancel.clone()));
+    tracker.spawn(ttl_after_finished::run(client.clone(), cancel.clone()));
+    tracker.spawn(node_lifecycle::run(
+        client.clone(),
+        node_lifecycle::Config {
+            grace_period: options.node_monitor_grace_period,
+            ..Default::default()
+        },
+        cancel.clone(),
+    ));
+    tracker.spawn(podgc::run(
+        client.clone(),
+        podgc::Config {
+            terminated_threshold: options.terminated_pod_gc_threshold,
+            ..Default::default()
+        },
+        cancel.clone(),
+    ));
+    tracker.spawn(endpoints::run(client.clone(), cancel.clone()));
+    tracker.spawn(endpointslice::run(client.clone(), cancel.clone()));
+    tracker.spawn(disruption::run(
+        client.clone(),
+        Arc::new(clock::SystemClock),
+        cancel.clone(),
+    ));
     tracker.spawn(root_ca::run(client, ca_pem, cancel.clone()));
     tracker.close();
     tracker.wait().await;
@@ -70,9 +152,31 @@ pub async fn run_elected(
     identity: &str,
     cancel: CancellationToken,
 ) -> Result<(), LeaderError> {
+    run_elected_with(
+        client,
+        catalog,
+        ca_pem,
+        identity,
+        Options::default(),
+        cancel,
+    )
+    .await
+}
+
+/// [`run_elected`] with `options`.
+pub async fn run_elected_with(
+    client: Arc<dyn Client>,
+    catalog: Arc<dyn ResourceCatalog>,
+    ca_pem: String,
+    identity: &str,
+    options: Options,
+    cancel: CancellationToken,
+) -> Result<(), LeaderError> {
     let config = runtime::leader::Config::new("kube-system", "kube-controller-manager", identity);
     let elector = runtime::leader::Elector::new(client.clone(), config);
     elector
-        .run(cancel, move |term| run_all(client, catalog, ca_pem, term))
+        .run(cancel, move |term| {
+            run_all_with(client, catalog, ca_pem, options, term)
+        })
         .await
 }

@@ -71,6 +71,16 @@ impl Server {
             // Only tests that ask for a kubelet (with `kubelet_flags`) get one: two kubelets
             // on one machine must not share a bridge, a cgroup tree or a pod CIDR.
             .args((!extra.contains(&"--bridge-name")).then_some("--disable-agent"))
+            // Without a kubelet, the Nodes tests create are stand-ins that renew no Lease;
+            // node lifecycle would taint them unreachable after 40 s, mid-test. Tests of
+            // node lifecycle itself pass their own grace period.
+            .args(
+                (!extra.contains(&"--bridge-name")
+                    && !extra
+                        .iter()
+                        .any(|a| a.starts_with("--node-monitor-grace-period")))
+                .then_some("--node-monitor-grace-period=1h"),
+            )
             .env("K1S_LOG", "info")
             .stderr(Stdio::piped())
             .spawn()

@@ -51,7 +51,37 @@ pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
             None => *f = json!(["kubernetes"]),
         }
     }
+    if kind_of(res) == ("batch", "Job") {
+        generate_job_selector(obj);
+    }
     apply_defaults(res, obj);
+}
+
+/// Upstream's job `generateSelector`: unless `spec.manualSelector`, the selector is the new
+/// UID's `batch.kubernetes.io/controller-uid` label, and the template carries that label, the
+/// job name label and their legacy unprefixed forms.
+fn generate_job_selector(job: &mut Value) {
+    if job["spec"]["manualSelector"] == true || !job["spec"].is_object() {
+        return;
+    }
+    let (uid, name) = (
+        job["metadata"]["uid"].clone(),
+        job["metadata"]["name"].clone(),
+    );
+    let labels = [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ];
+    let template_labels = &mut job["spec"]["template"]["metadata"]["labels"];
+    if !template_labels.is_object() {
+        *template_labels = json!({});
+    }
+    for (k, v) in labels {
+        template_labels[k] = v.clone();
+    }
+    job["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
 }
 
 /// Upstream's defaulting (`SetDefaults_*`) of the fields components rely on; it runs on every
@@ -222,11 +252,13 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
         _ => {}
     }
     match kind_of(res) {
-        ("apps", _) | ("batch", "Job") => validation::pod_spec(
-            "spec.template.spec",
-            &obj["spec"]["template"]["spec"],
-            &mut causes,
-        ),
+        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
+            validation::pod_spec(
+                "spec.template.spec",
+                &obj["spec"]["template"]["spec"],
+                &mut causes,
+            )
+        }
         ("batch", "CronJob") => validation::pod_spec(
             "spec.jobTemplate.spec.template.spec",
             &obj["spec"]["jobTemplate"]["spec"]["template"]["spec"],
@@ -253,7 +285,13 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
             ),
         ));
     }
-    if res.group == "apps" {
+    if matches!(
+        kind_of(res),
+        (
+            "apps",
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
+        )
+    ) {
         let selector = &obj["spec"]["selector"];
         let labels = &obj["spec"]["template"]["metadata"]["labels"];
         let match_labels = selector["matchLabels"].as_object();
@@ -469,6 +507,16 @@ mod tests {
             "selector": {"matchLabels": {"app": "x"}},
             "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
         assert_eq!(validate(&d, &obj, None).unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn controller_revisions_hold_data_not_a_template() {
+        let revs = Registry::new()
+            .get("apps", "v1", "controllerrevisions")
+            .unwrap();
+        let obj = json!({"metadata": {"name": "ds-1"}, "revision": 1,
+            "data": {"spec": {"template": {"$patch": "replace", "spec": {}}}}});
+        assert!(validate(&revs, &obj, None).is_ok());
     }
 
     #[test]

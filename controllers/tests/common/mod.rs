@@ -31,6 +31,11 @@ impl Drop for Env {
 }
 
 pub async fn env() -> Env {
+    // Logs go through the test harness's capture; set RUST_LOG to see them.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
     let state = ApiState::new(Arc::new(store), &ApiConfig::default()).unwrap();
@@ -48,6 +53,14 @@ pub async fn env() -> Env {
         client.clone(),
         cancel.clone(),
     ));
+    // Admission holds a pod create up to 5 s for its namespace's default ServiceAccount;
+    // tests with second-scale deadlines must not race that, so wait for it here.
+    let sas = ResourceRef::new("", "v1", "serviceaccounts", Some("default"));
+    eventually("the default ServiceAccount", || {
+        let (c, sas) = (client.clone(), sas.clone());
+        async move { c.get(&sas, "default").await.ok() }
+    })
+    .await;
     Env {
         client,
         rest: state.rest.clone(),

@@ -35,7 +35,8 @@ pub struct FakeRuntime {
 }
 
 impl FakeRuntime {
-    /// Makes containers whose `args[0]` is `cmd` fail to start.
+    /// Makes containers whose `args[0]` is `cmd` fail to start, and execs of `cmd` fail as an
+    /// executable that is not found.
     pub fn fail_start(&self, cmd: &str) {
         self.failing.lock().unwrap().push(cmd.into());
     }
