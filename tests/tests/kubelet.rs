@@ -86,14 +86,49 @@ impl Drop for HostCleanup {
             .args(["link", "del", &flag("--bridge-name")])
             .status();
         let top = flag("--cgroup-top");
-        for h in std::fs::read_dir("/sys/fs/cgroup")
+        let hierarchies: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
             .into_iter()
             .flatten()
             .flatten()
-        {
-            remove_cgroup_tree(&h.path().join(&top));
+            .map(|h| h.path().join(&top))
+            .collect();
+        // Containers outlive their kubelet (the shims keep them): a failed test must not
+        // leave them running into the next one.
+        for _ in 0..20 {
+            let mut any = false;
+            for h in &hierarchies {
+                any |= kill_cgroup_tree(h);
+            }
+            if !any {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for h in &hierarchies {
+            remove_cgroup_tree(h);
         }
     }
+}
+
+/// SIGKILLs every process in the cgroup tree at `dir`; whether there was any.
+fn kill_cgroup_tree(dir: &std::path::Path) -> bool {
+    let mut any = false;
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        for pid in procs.lines().filter(|l| !l.trim().is_empty()) {
+            any = true;
+            let _ = std::process::Command::new("kill")
+                .args(["-9", pid.trim()])
+                .status();
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                any |= kill_cgroup_tree(&e.path());
+            }
+        }
+    }
+    any
 }
 
 fn remove_cgroup_tree(dir: &std::path::Path) {
@@ -516,12 +551,20 @@ fn probes_hooks_and_oom_on_real_containers() {
         &c,
         &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog"},
         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": image,
-            "command": ["tail", "/dev/zero"],
+            // dd fills a 64 MiB block buffer: far over the limit. (The image has only
+            // /bin/sh and /bin/busybox; sh runs busybox's applets.)
+            "command": ["sh", "-c", "dd if=/dev/zero of=/dev/null bs=64M count=4"],
             "resources": {"limits": {"memory": "16Mi"}}}]}}),
     );
-    eventually("hog to fail", 90, || {
-        pod(&c, "hog")["status"]["phase"] == "Failed"
-    });
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while pod(&c, "hog")["status"]["phase"] != "Failed" {
+        assert!(
+            Instant::now() < deadline,
+            "hog never failed: {}",
+            pod(&c, "hog")["status"]
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let p = pod(&c, "hog");
     let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(t["reason"], "OOMKilled", "{p}");
