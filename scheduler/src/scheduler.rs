@@ -471,6 +471,7 @@ impl Scheduler {
                         snapshot: &snapshot,
                         statuses: &fit.diagnosis.node_to_status,
                         framework: &fw,
+                        nominated: &self.nominated_by_node(&pod.pod),
                     })
                     .await;
                 if !status.is_success() || nominated.is_some() {
@@ -750,19 +751,20 @@ impl Scheduler {
         ni: &Arc<NodeInfo>,
     ) -> Status {
         let nominated = self.nominated_for(ni.name(), &pod.pod);
-        if nominated.is_empty() {
-            return fw.run_filter(state, pod, ni);
-        }
-        let mut state = state.clone();
-        let mut with = (**ni).clone();
-        for p in nominated {
-            let s = fw.run_pre_filter_add_pod(&mut state, pod, &p, &with);
-            if !s.is_success() {
-                return s;
-            }
-            with.add_pod(p);
-        }
-        fw.run_filter(&state, pod, &with)
+        fw.run_filter_with_nominated(state, pod, ni, &nominated)
+    }
+
+    /// [`Self::nominated_for`] for every node that has nominated pods.
+    fn nominated_by_node(&self, pod: &Pod) -> HashMap<String, Vec<Arc<PodInfo>>> {
+        let nodes: Vec<String> = lock(&self.nominated).keys().cloned().collect();
+        nodes
+            .into_iter()
+            .map(|n| {
+                let pods = self.nominated_for(&n, pod);
+                (n, pods)
+            })
+            .filter(|(_, pods)| !pods.is_empty())
+            .collect()
     }
 
     /// The highest total; ties broken uniformly at random (reservoir sampling).

@@ -143,6 +143,9 @@ pub struct PostFilterContext<'a> {
     pub statuses: &'a HashMap<String, Status>,
     /// The framework of the pod's profile, to run Filter in what-if scenarios.
     pub framework: &'a Framework,
+    /// By node: other pods nominated there with at least the pod's priority, which the
+    /// what-if Filter runs count as running.
+    pub nominated: &'a HashMap<String, Vec<Arc<PodInfo>>>,
 }
 
 /// Runs when no node fits (preemption). On success it may nominate a node.

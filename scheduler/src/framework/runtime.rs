@@ -329,6 +329,31 @@ impl Framework {
         Status::success()
     }
 
+    /// Filter with `nominated` (pods of at least the pod's priority nominated to this node)
+    /// counted as if they ran there, as upstream's `RunFilterPluginsWithNominatedPods`: a
+    /// preemptor keeps the room it made, and another pod cannot claim it.
+    pub fn run_filter_with_nominated(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        nominated: &[Arc<PodInfo>],
+    ) -> Status {
+        if nominated.is_empty() {
+            return self.run_filter(state, pod, node);
+        }
+        let mut state = state.clone();
+        let mut with = node.clone();
+        for p in nominated {
+            let s = self.run_pre_filter_add_pod(&mut state, pod, p, &with);
+            if !s.is_success() {
+                return s;
+            }
+            with.add_pod(p.clone());
+        }
+        self.run_filter(&state, pod, &with)
+    }
+
     /// PostFilter plugins in order until one succeeds (or one is unresolvable).
     pub async fn run_post_filter(&self, ctx: &PostFilterContext<'_>) -> (Option<String>, Status) {
         let mut reasons = Vec::new();

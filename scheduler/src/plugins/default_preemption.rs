@@ -217,12 +217,15 @@ pub fn split_by_pdb_violation(
 }
 
 /// Upstream `SelectVictimsOnNode`: the fewest lower-priority pods whose removal lets the
-/// pod fit, and how many of them violate a PDB.
+/// pod fit, and how many of them violate a PDB. `nominated` (pods nominated to the node with
+/// at least the pod's priority) count as running there, so two preemptors do not both claim
+/// the room one of them made.
 pub fn select_victims_on_node(
     fw: &crate::framework::Framework,
     state: &CycleState,
     pod: &PodInfo,
     node: &NodeInfo,
+    nominated: &[Arc<PodInfo>],
     pdbs: &[Arc<PodDisruptionBudget>],
 ) -> Result<(Vec<Arc<PodInfo>>, usize), Status> {
     let mut state = state.clone();
@@ -242,7 +245,7 @@ pub fn select_victims_on_node(
     if potential.is_empty() {
         return Err(Status::unresolvable(NO_VICTIMS));
     }
-    let s = fw.run_filter(&state, pod, &ni);
+    let s = fw.run_filter_with_nominated(&state, pod, &ni, nominated);
     if !s.is_success() {
         return Err(s);
     }
@@ -257,7 +260,10 @@ pub fn select_victims_on_node(
                 return Err(s);
             }
             ni.add_pod(p.clone());
-            if fw.run_filter(state, pod, ni).is_success() {
+            if fw
+                .run_filter_with_nominated(state, pod, ni, nominated)
+                .is_success()
+            {
                 return Ok(true);
             }
             ni.remove_pod(&p.pod);
@@ -424,7 +430,8 @@ impl PostFilterPlugin for DefaultPreemption {
         let (mut violating, mut clean) = (Vec::new(), Vec::new());
         for i in 0..potential.len() {
             let ni = &potential[(offset + i) % potential.len()];
-            match select_victims_on_node(ctx.framework, ctx.state, ctx.pod, ni, &pdbs) {
+            let nominated = ctx.nominated.get(ni.name()).map_or(&[][..], Vec::as_slice);
+            match select_victims_on_node(ctx.framework, ctx.state, ctx.pod, ni, nominated, &pdbs) {
                 Ok((victims, n)) => {
                     let c = Candidate {
                         node: ni.name().to_owned(),
@@ -541,6 +548,7 @@ mod tests {
             snapshot: snap,
             statuses: &statuses,
             framework: fw,
+            nominated: &HashMap::new(),
         })
         .await
     }
@@ -699,6 +707,62 @@ mod tests {
             deleted.sort();
             assert_eq!(deleted, c.want_deleted, "{}", c.name);
         }
+    }
+
+    #[tokio::test]
+    async fn room_made_for_a_nominated_pod_is_not_taken_twice() {
+        // A first preemptor is nominated to n1, whose victim is still terminating. A second
+        // one of the same priority must preempt elsewhere, although n1's victim is cheaper.
+        let (client, _h, fw) = setup(vec![]);
+        let snap = Snapshot::new(
+            vec![
+                node_info(node("n1", "2"), vec![victim("a", "n1", "2", 5)]),
+                node_info(node("n2", "2"), vec![victim("b", "n2", "2", 10)]),
+            ],
+            Default::default(),
+        );
+        let first = Arc::new(
+            PodBuilder::new("first")
+                .container(&[("cpu", "2")])
+                .priority(100)
+                .info(),
+        );
+        let nominated = HashMap::from([("n1".to_owned(), vec![first])]);
+        let pod = PodInfo::new(Arc::new(
+            PodBuilder::new("second")
+                .container(&[("cpu", "2")])
+                .priority(100)
+                .build(),
+        ));
+        let mut state = CycleState::new();
+        let _ = fw.run_pre_filter(&mut state, &pod, &snap);
+        let statuses: HashMap<String, Status> = snap
+            .nodes
+            .iter()
+            .map(|n| {
+                let on = nominated.get(n.name()).map_or(&[][..], Vec::as_slice);
+                let s = fw.run_filter_with_nominated(&state, &pod, n, on);
+                (n.name().to_owned(), s)
+            })
+            .collect();
+        let (node, status) = fw
+            .run_post_filter(&PostFilterContext {
+                state: &state,
+                pod: &pod,
+                snapshot: &snap,
+                statuses: &statuses,
+                framework: &fw,
+                nominated: &nominated,
+            })
+            .await;
+        assert_eq!(node.as_deref(), Some("n2"), "{status}");
+        let deleted: Vec<String> = client
+            .calls()
+            .into_iter()
+            .filter(|c| c.verb == "delete")
+            .map(|c| c.path.rsplit('/').next().unwrap().to_owned())
+            .collect();
+        assert_eq!(deleted, ["b"]);
     }
 
     #[tokio::test]
