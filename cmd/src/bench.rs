@@ -22,6 +22,9 @@ pub enum BenchCommand {
     /// Pod start latency on a running server (create → Running, p50/p99), and container start
     /// time of the runtime beside runc's.
     Pods(crate::bench_pods::PodsBenchArgs),
+    /// Scheduling throughput in process (scheduler_perf's shapes on hollow nodes), and a
+    /// 1,000-replica Deployment with the controller manager.
+    Scheduler(crate::bench_scheduler::SchedulerBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -60,6 +63,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Store(args) => store(args).await,
         BenchCommand::Api(args) => crate::bench_api::run(args).await,
         BenchCommand::Pods(args) => crate::bench_pods::run(args).await,
+        BenchCommand::Scheduler(args) => crate::bench_scheduler::run(args).await,
     }
 }
 

@@ -5,6 +5,7 @@ mod agent;
 mod bench;
 mod bench_api;
 mod bench_pods;
+mod bench_scheduler;
 mod components;
 mod datastore;
 mod server;
