@@ -334,12 +334,9 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
-    /// Two preemptors on two full nodes. Fails today: the scheduler's preemption dry run
-    /// (`select_victims_on_node`) ignores the pods already nominated to a node, so the second
-    /// preemptor is nominated to the node the first one cleared, with no victims, and neither
-    /// ever fits there (nor is the other node ever preempted).
+    /// Two preemptors on two full nodes: each preempts its own node (the scheduler counts
+    /// the pods nominated to a node in its preemption dry run).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "scheduler bug: preemption ignores nominated pods (see docs/benchmarks.md)"]
     async fn preemptors_do_not_share_one_cleared_node() {
         let dir = tempfile::tempdir().unwrap();
         let mut args = args(dir.path());
