@@ -11,6 +11,7 @@
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use serde_json::{Value, json};
 
+use crate::runtime::Store;
 use crate::runtime::key;
 
 /// The label StatefulSet revisions carry their hash in.
@@ -256,6 +257,28 @@ pub async fn truncate(
         }
     }
     Ok(())
+}
+
+/// The revisions of `owner` (a DaemonSet or StatefulSet, from `revisions`, indexed by
+/// `owner-uid`), with the one its current template wants made sure of ([`ensure`]). On a
+/// hash collision ([`HistoryError::Collision`]) the caller bumps `status.collisionCount`.
+pub async fn sync(
+    client: &dyn Client,
+    revisions: &Store,
+    owner: &Value,
+    kind: &str,
+    hash_label: &str,
+) -> Result<Ensured, HistoryError> {
+    let uid = key::uid(owner);
+    let owned: Vec<Value> = revisions
+        .by_index("owner-uid", uid)
+        .into_iter()
+        .filter(|r| key::controller_ref(r).is_some_and(|c| c["uid"] == uid))
+        .map(|r| (*r).clone())
+        .collect();
+    let collisions = owner["status"]["collisionCount"].as_i64().unwrap_or(0);
+    let wanted = new_revision(owner, kind, patch_of(owner), hash_label, 0, collisions);
+    ensure(client, key::namespace(owner).unwrap_or(""), owned, wanted).await
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ pub mod history;
 pub mod job;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod owned_pods;
 pub mod podgc;
 pub mod replicaset;
 pub mod root_ca;

@@ -21,13 +21,14 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
-use k1s_api::selector::{LabelSelector, label_selector_text};
+use k1s_api::selector::LabelSelector;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
+use crate::owned_pods::{self, spec_selector};
 use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
+use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// Upstream's `BurstReplicas`: the most pods created or deleted in one pass.
 const BURST: usize = 500;
@@ -69,7 +70,11 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         ResourceRef::new("", "v1", "pods", None),
         watcher::Config::default(),
         Vec::new(),
-        Arc::new(move |pod: &Value, seen| pod_keys(pod, seen, &sets_for_pods, &exp)),
+        Arc::new(move |pod: &Value, seen| {
+            owned_pods::owner_keys("ReplicaSet", pod, seen, &sets_for_pods, Some(&exp), |_| {
+                true
+            })
+        }),
     );
     let reconciler = Arc::new(ReplicaSets {
         client,
@@ -78,47 +83,6 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         expectations,
     });
     ctrl.run(reconciler, cancel).await;
-}
-
-/// The ReplicaSets a pod event concerns; records what expectations it meets.
-fn pod_keys(pod: &Value, seen: Seen, sets: &Store, exp: &Expectations) -> Vec<ObjectKey> {
-    let ns = key::namespace(pod);
-    if let Some(r) = key::controller_ref(pod) {
-        if r["kind"] != "ReplicaSet"
-            || key::group_of(r["apiVersion"].as_str().unwrap_or("")) != "apps"
-        {
-            return Vec::new();
-        }
-        let k = ObjectKey::new(ns, r["name"].as_str().unwrap_or(""));
-        let uid = key::uid(pod);
-        // Deletion counts when it is marked, and again (harmlessly) when it goes.
-        match seen {
-            Seen::Deleted => exp.deletion_observed(&k, uid),
-            _ if key::is_deleting(pod) => exp.deletion_observed(&k, uid),
-            Seen::Applied => exp.creation_observed(&k, uid),
-            // Listed again after a relist: already counted when first seen.
-            Seen::Listed => {}
-        }
-        return vec![k];
-    }
-    // An orphan: every ReplicaSet that might adopt it.
-    let Some(ns) = ns else { return Vec::new() };
-    sets.list_namespace(ns)
-        .iter()
-        .filter(|rs| selector(rs).is_ok_and(|s| s.is_some_and(|s| s.matches_json(pod))))
-        .filter_map(|rs| ObjectKey::of(rs))
-        .collect()
-}
-
-/// The ReplicaSet's selector; `None` for an empty one (which selects nothing).
-fn selector(rs: &Value) -> Result<Option<LabelSelector>, String> {
-    let text = label_selector_text(Some(&rs["spec"]["selector"])).map_err(|e| e.to_string())?;
-    if text.is_empty() {
-        return Ok(None);
-    }
-    LabelSelector::parse(&text)
-        .map(Some)
-        .map_err(|e| e.to_string())
 }
 
 struct ReplicaSets {
@@ -228,7 +192,7 @@ impl Reconcile for ReplicaSets {
             source,
         };
         let needs_sync = self.expectations.satisfied(k);
-        let sel = selector(&rs).map_err(|message| ReplicaSetError::Selector {
+        let sel = spec_selector(&rs).map_err(|message| ReplicaSetError::Selector {
             key: k.to_string(),
             message,
         })?;

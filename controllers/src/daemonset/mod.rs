@@ -19,12 +19,13 @@ use std::time::Duration;
 use futures::future::join_all;
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use k1s_api::events::{self, Involved, Source};
-use k1s_api::selector::{LabelSelector, label_selector_text};
+use k1s_api::selector::LabelSelector;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
 use crate::history::{self, HistoryError, REVISION_LABEL};
+use crate::owned_pods::{self, spec_selector};
 use crate::runtime::key::{self, ObjectKey};
 use crate::runtime::store::owner_uid_index;
 use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
@@ -72,7 +73,9 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         ResourceRef::new("", "v1", "pods", None),
         watcher::Config::default(),
         Vec::new(),
-        Arc::new(move |pod: &Value, seen| pod_keys(pod, seen, &sets_for_pods, &exp)),
+        Arc::new(move |pod: &Value, seen| {
+            owned_pods::owner_keys("DaemonSet", pod, seen, &sets_for_pods, Some(&exp), |_| true)
+        }),
     );
     let sets_for_nodes = sets.clone();
     let nodes = ctrl.watches(
@@ -102,43 +105,6 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         expectations,
     });
     ctrl.run(reconciler, cancel).await;
-}
-
-/// The DaemonSets a pod event concerns; records what expectations it meets.
-fn pod_keys(pod: &Value, seen: Seen, sets: &Store, exp: &Expectations) -> Vec<ObjectKey> {
-    let ns = key::namespace(pod);
-    if let Some(r) = key::controller_ref(pod) {
-        if r["kind"] != "DaemonSet"
-            || key::group_of(r["apiVersion"].as_str().unwrap_or("")) != "apps"
-        {
-            return Vec::new();
-        }
-        let k = ObjectKey::new(ns, r["name"].as_str().unwrap_or(""));
-        let uid = key::uid(pod);
-        match seen {
-            Seen::Deleted => exp.deletion_observed(&k, uid),
-            _ if key::is_deleting(pod) => exp.deletion_observed(&k, uid),
-            Seen::Applied => exp.creation_observed(&k, uid),
-            Seen::Listed => {}
-        }
-        return vec![k];
-    }
-    let Some(ns) = ns else { return Vec::new() };
-    sets.list_namespace(ns)
-        .iter()
-        .filter(|s| selector(s).is_ok_and(|sel| sel.is_some_and(|sel| sel.matches_json(pod))))
-        .filter_map(|s| ObjectKey::of(s))
-        .collect()
-}
-
-fn selector(ds: &Value) -> Result<Option<LabelSelector>, String> {
-    let text = label_selector_text(Some(&ds["spec"]["selector"])).map_err(|e| e.to_string())?;
-    if text.is_empty() {
-        return Ok(None);
-    }
-    LabelSelector::parse(&text)
-        .map(Some)
-        .map_err(|e| e.to_string())
 }
 
 /// An int-or-percent of `total`, rounded up.
@@ -451,32 +417,25 @@ impl Reconcile for DaemonSets {
             source,
         };
         let needs_sync = self.expectations.satisfied(k);
-        let sel = selector(&ds).map_err(|message| DaemonSetError::Selector {
+        let sel = spec_selector(&ds).map_err(|message| DaemonSetError::Selector {
             key: k.to_string(),
             message,
         })?;
         let owned = self.claim(&ds, sel.as_ref(), &ns).await.map_err(api)?;
 
-        let collisions = ds["status"]["collisionCount"].as_i64().unwrap_or(0);
-        let revs: Vec<Value> = self
-            .revisions
-            .by_index("owner-uid", key::uid(&ds))
-            .into_iter()
-            .filter(|r| key::controller_ref(r).is_some_and(|c| c["uid"] == key::uid(&ds)))
-            .map(|r| (*r).clone())
-            .collect();
-        let wanted = history::new_revision(
+        let ensured = match history::sync(
+            self.client.as_ref(),
+            &self.revisions,
             &ds,
             "DaemonSet",
-            history::patch_of(&ds),
             REVISION_LABEL,
-            0,
-            collisions,
-        );
-        let ensured = match history::ensure(self.client.as_ref(), &ns, revs, wanted).await {
+        )
+        .await
+        {
             Ok(e) => e,
             Err(HistoryError::Collision(name)) => {
                 let mut s = (*ds).clone();
+                let collisions = ds["status"]["collisionCount"].as_i64().unwrap_or(0);
                 s["status"]["collisionCount"] = json!(collisions + 1);
                 self.write_status(&ns, s).await.map_err(api)?;
                 return Err(DaemonSetError::History {

@@ -18,14 +18,15 @@ use std::time::Duration;
 
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use k1s_api::events::{self, Involved, Source};
-use k1s_api::selector::{LabelSelector, label_selector_text};
+use k1s_api::selector::LabelSelector;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::history::{self, HistoryError, STATEFULSET_HASH_LABEL};
+use crate::owned_pods::{self, spec_selector};
 use crate::runtime::key::{self, ObjectKey};
 use crate::runtime::store::owner_uid_index;
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 use identity::{
     in_range, is_available, is_finished, is_running_and_ready, is_terminating, ordinal_of,
     revision_of,
@@ -103,34 +104,12 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
     ctrl.run(reconciler, cancel).await;
 }
 
-/// The sets a pod event concerns: its controller, or every set that might adopt it.
+/// The sets a pod event concerns: its controller, or every set that might adopt it (one
+/// whose name and an ordinal make the pod's).
 fn pod_keys(pod: &Value, sets: &Store) -> Vec<ObjectKey> {
-    let ns = key::namespace(pod);
-    if let Some(r) = key::controller_ref(pod) {
-        if r["kind"] != "StatefulSet"
-            || key::group_of(r["apiVersion"].as_str().unwrap_or("")) != "apps"
-        {
-            return Vec::new();
-        }
-        return vec![ObjectKey::new(ns, r["name"].as_str().unwrap_or(""))];
-    }
-    let Some(ns) = ns else { return Vec::new() };
-    sets.list_namespace(ns)
-        .iter()
-        .filter(|s| ordinal_of(key::name(s), key::name(pod)).is_some())
-        .filter(|s| selector(s).is_ok_and(|sel| sel.is_some_and(|sel| sel.matches_json(pod))))
-        .filter_map(|s| ObjectKey::of(s))
-        .collect()
-}
-
-fn selector(set: &Value) -> Result<Option<LabelSelector>, String> {
-    let text = label_selector_text(Some(&set["spec"]["selector"])).map_err(|e| e.to_string())?;
-    if text.is_empty() {
-        return Ok(None);
-    }
-    LabelSelector::parse(&text)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    owned_pods::owner_keys("StatefulSet", pod, Seen::Listed, sets, None, |s| {
+        ordinal_of(key::name(s), key::name(pod)).is_some()
+    })
 }
 
 struct StatefulSets {
@@ -176,33 +155,26 @@ impl Reconcile for StatefulSets {
             key: k.to_string(),
             source,
         };
-        let sel = selector(&set).map_err(|message| StatefulSetError::Selector {
+        let sel = spec_selector(&set).map_err(|message| StatefulSetError::Selector {
             key: k.to_string(),
             message,
         })?;
         let owned = self.claim(&set, sel.as_ref(), &ns).await.map_err(api)?;
 
         // Revisions: the current template's (update) and the one the pods came from (current).
-        let collisions = set["status"]["collisionCount"].as_i64().unwrap_or(0);
-        let revs: Vec<Value> = self
-            .revisions
-            .by_index("owner-uid", key::uid(&set))
-            .into_iter()
-            .filter(|r| key::controller_ref(r).is_some_and(|c| c["uid"] == key::uid(&set)))
-            .map(|r| (*r).clone())
-            .collect();
-        let wanted = history::new_revision(
+        let ensured = match history::sync(
+            self.client.as_ref(),
+            &self.revisions,
             &set,
             "StatefulSet",
-            history::patch_of(&set),
             STATEFULSET_HASH_LABEL,
-            0,
-            collisions,
-        );
-        let ensured = match history::ensure(self.client.as_ref(), &ns, revs, wanted).await {
+        )
+        .await
+        {
             Ok(e) => e,
             Err(HistoryError::Collision(name)) => {
                 let mut s = (*set).clone();
+                let collisions = set["status"]["collisionCount"].as_i64().unwrap_or(0);
                 s["status"]["collisionCount"] = json!(collisions + 1);
                 self.write_status(&ns, s).await.map_err(api)?;
                 return Err(StatefulSetError::History {
