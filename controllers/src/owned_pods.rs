@@ -1,10 +1,12 @@
 //! Which workload objects a pod event concerns, for the controllers that own pods through a
 //! selector (ReplicaSet, DaemonSet, StatefulSet): the pod's controller when it has one, else
 //! every object of the kind in its namespace whose selector matches and that may adopt it.
-//! Controllers that keep expectations have them met here as the events arrive.
+//! Controllers that keep expectations have them met here as the events arrive. Also the
+//! claiming of pods (adopt matching orphans, release what no longer matches).
 
+use k1s_api::client::{Client, ClientError, ResourceRef, WriteParams};
 use k1s_api::selector::{LabelSelector, label_selector_text};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::expectations::Expectations;
 use crate::runtime::key::{self, ObjectKey};
@@ -58,4 +60,91 @@ pub fn owner_keys(
         .filter(|s| spec_selector(s).is_ok_and(|sel| sel.is_some_and(|sel| sel.matches_json(pod))))
         .filter_map(|s| ObjectKey::of(s))
         .collect()
+}
+
+/// The controller whose pods [`claim`] sorts out.
+pub struct Claimant<'a> {
+    pub client: &'a dyn Client,
+    /// The controller object (a ReplicaSet, DaemonSet or StatefulSet).
+    pub owner: &'a Value,
+    /// Its resource, for the fresh read before adopting.
+    pub resource: ResourceRef,
+    /// Its `kind`, for the controller reference written on adopted pods.
+    pub kind: &'a str,
+}
+
+/// The reference an `apps/v1` controller puts on the pods it controls.
+pub fn controller_ref_to(kind: &str, owner: &Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": kind, "name": owner["metadata"]["name"],
+           "uid": owner["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true})
+}
+
+/// The pods in `pods` the owner controls, after adopting matching orphans (those for which
+/// `may_adopt` holds, and only while the owner, read afresh, is live) and releasing owned
+/// pods that no longer match its selector; as upstream's `ClaimPods`. An owner being
+/// deleted keeps what it has and adopts nothing.
+pub async fn claim(
+    c: &Claimant<'_>,
+    pods: &Store,
+    sel: Option<&LabelSelector>,
+    ns: &str,
+    may_adopt: impl Fn(&Value) -> bool,
+) -> Result<Vec<Value>, ClientError> {
+    let pods_in = ResourceRef::new("", "v1", "pods", Some(ns));
+    let uid = key::uid(c.owner);
+    let deleting = key::is_deleting(c.owner);
+    let mut owned = Vec::new();
+    let mut adoption_checked = false;
+    for pod in pods.list_namespace(ns) {
+        let matches = sel.is_some_and(|s| s.matches_json(&pod));
+        match key::controller_ref(&pod) {
+            Some(r) if r["uid"].as_str() == Some(uid) => {
+                if matches || deleting {
+                    owned.push((*pod).clone());
+                    continue;
+                }
+                // Release: drop our reference.
+                let mut p = (*pod).clone();
+                if let Some(refs) = p["metadata"]["ownerReferences"].as_array_mut() {
+                    refs.retain(|r| r["uid"].as_str() != Some(uid));
+                }
+                match c
+                    .client
+                    .update(&pods_in, p, None, &WriteParams::default())
+                    .await
+                {
+                    Err(e) if !e.is_not_found() => return Err(e),
+                    _ => {}
+                }
+            }
+            Some(_) => {}
+            None if matches && !deleting && !key::is_deleting(&pod) && may_adopt(&pod) => {
+                if !adoption_checked {
+                    let fresh = c.client.get(&c.resource, key::name(c.owner)).await?;
+                    if key::uid(&fresh) != uid || key::is_deleting(&fresh) {
+                        return Ok(owned);
+                    }
+                    adoption_checked = true;
+                }
+                let mut p = (*pod).clone();
+                let mut refs = p["metadata"]["ownerReferences"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                refs.push(controller_ref_to(c.kind, c.owner));
+                p["metadata"]["ownerReferences"] = json!(refs);
+                match c
+                    .client
+                    .update(&pods_in, p, None, &WriteParams::default())
+                    .await
+                {
+                    Ok(adopted) => owned.push(adopted),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            None => {}
+        }
+    }
+    Ok(owned)
 }

@@ -157,17 +157,12 @@ fn deletion_order(a: &Value, b: &Value) -> Ordering {
         .then(created(b).cmp(&created(a)))
 }
 
-fn controller_ref_to(rs: &Value) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs["metadata"]["name"],
-           "uid": rs["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true})
-}
-
 /// A pod from the ReplicaSet's template.
 fn pod_from_template(rs: &Value) -> Value {
     let t = &rs["spec"]["template"];
     let mut meta = json!({
         "generateName": format!("{}-", key::name(rs)),
-        "ownerReferences": [controller_ref_to(rs)],
+        "ownerReferences": [owned_pods::controller_ref_to("ReplicaSet", rs)],
     });
     for f in ["labels", "annotations", "finalizers"] {
         if !t["metadata"][f].is_null() {
@@ -239,75 +234,20 @@ impl Reconcile for ReplicaSets {
 }
 
 impl ReplicaSets {
-    /// The pods this ReplicaSet controls after adopting matching orphans and releasing owned
-    /// pods that no longer match.
+    /// The pods this ReplicaSet controls ([`owned_pods::claim`]).
     async fn claim(
         &self,
         rs: &Value,
         sel: Option<&LabelSelector>,
         ns: &str,
     ) -> Result<Vec<Value>, ClientError> {
-        let uid = key::uid(rs);
-        let deleting = key::is_deleting(rs);
-        let mut owned = Vec::new();
-        let mut adoption_checked = false;
-        for pod in self.pods.list_namespace(ns) {
-            let matches = sel.is_some_and(|s| s.matches_json(&pod));
-            match key::controller_ref(&pod) {
-                Some(r) if r["uid"].as_str() == Some(uid) => {
-                    if matches || deleting {
-                        owned.push((*pod).clone());
-                    } else {
-                        // Release: drop our reference.
-                        let mut p = (*pod).clone();
-                        if let Some(refs) = p["metadata"]["ownerReferences"].as_array_mut() {
-                            refs.retain(|r| r["uid"].as_str() != Some(uid));
-                        }
-                        match self
-                            .client
-                            .update(&pods(ns), p, None, &WriteParams::default())
-                            .await
-                        {
-                            Ok(_) => {}
-                            Err(e) if e.is_not_found() => {}
-                            Err(e) => return Err(e),
-                        }
-                    }
-                }
-                Some(_) => {}
-                None if matches && !deleting && !key::is_deleting(&pod) => {
-                    if !adoption_checked {
-                        // Adopt only for a ReplicaSet that is live and not being deleted.
-                        let fresh = self
-                            .client
-                            .get(&replicasets(Some(ns)), key::name(rs))
-                            .await?;
-                        if key::uid(&fresh) != uid || key::is_deleting(&fresh) {
-                            return Ok(owned);
-                        }
-                        adoption_checked = true;
-                    }
-                    let mut p = (*pod).clone();
-                    let mut refs = p["metadata"]["ownerReferences"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default();
-                    refs.push(controller_ref_to(rs));
-                    p["metadata"]["ownerReferences"] = json!(refs);
-                    match self
-                        .client
-                        .update(&pods(ns), p, None, &WriteParams::default())
-                        .await
-                    {
-                        Ok(adopted) => owned.push(adopted),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                None => {}
-            }
-        }
-        Ok(owned)
+        let claimant = owned_pods::Claimant {
+            client: self.client.as_ref(),
+            owner: rs,
+            resource: replicasets(Some(ns)),
+            kind: "ReplicaSet",
+        };
+        owned_pods::claim(&claimant, &self.pods, sel, ns, |_| true).await
     }
 
     /// Creates or deletes pods towards `spec.replicas`; returns the failure, if any, as the

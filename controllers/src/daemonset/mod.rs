@@ -647,78 +647,21 @@ impl DaemonSets {
         }
     }
 
-    /// The pods this set controls, after adopting matching orphans and releasing owned pods
-    /// that no longer match.
+    /// The pods this DaemonSet controls ([`owned_pods::claim`]).
     async fn claim(
         &self,
         ds: &Value,
         sel: Option<&LabelSelector>,
         ns: &str,
     ) -> Result<Vec<Value>, ClientError> {
-        let uid = key::uid(ds);
-        let deleting = key::is_deleting(ds);
-        let mut owned = Vec::new();
-        let mut adoption_checked = false;
-        for pod in self.pods.list_namespace(ns) {
-            let matches = sel.is_some_and(|s| s.matches_json(&pod));
-            match key::controller_ref(&pod) {
-                Some(r) if r["uid"].as_str() == Some(uid) => {
-                    if matches || deleting {
-                        owned.push((*pod).clone());
-                    } else {
-                        let mut p = (*pod).clone();
-                        if let Some(refs) = p["metadata"]["ownerReferences"].as_array_mut() {
-                            refs.retain(|r| r["uid"].as_str() != Some(uid));
-                        }
-                        match self
-                            .client
-                            .update(&pods(ns), p, None, &WriteParams::default())
-                            .await
-                        {
-                            Err(e) if !e.is_not_found() => return Err(e),
-                            _ => {}
-                        }
-                    }
-                }
-                Some(_) => {}
-                None if matches && !deleting && !key::is_deleting(&pod) => {
-                    if !adoption_checked {
-                        let fresh = self
-                            .client
-                            .get(&daemonsets(Some(ns)), key::name(ds))
-                            .await?;
-                        if key::uid(&fresh) != uid || key::is_deleting(&fresh) {
-                            return Ok(owned);
-                        }
-                        adoption_checked = true;
-                    }
-                    let mut p = (*pod).clone();
-                    let mut refs = p["metadata"]["ownerReferences"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default();
-                    refs.push(controller_ref_to(ds));
-                    p["metadata"]["ownerReferences"] = json!(refs);
-                    match self
-                        .client
-                        .update(&pods(ns), p, None, &WriteParams::default())
-                        .await
-                    {
-                        Ok(adopted) => owned.push(adopted),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                None => {}
-            }
-        }
-        Ok(owned)
+        let claimant = owned_pods::Claimant {
+            client: self.client.as_ref(),
+            owner: ds,
+            resource: daemonsets(Some(ns)),
+            kind: "DaemonSet",
+        };
+        owned_pods::claim(&claimant, &self.pods, sel, ns, |_| true).await
     }
-}
-
-fn controller_ref_to(ds: &Value) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": ds["metadata"]["name"],
-           "uid": ds["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true})
 }
 
 /// The daemon pod for `node`: the template with the revision hash label, the daemon
@@ -734,7 +677,7 @@ pub fn pod_for_node(ds: &Value, hash: &str, node: &str) -> Value {
         "generateName": format!("{}-", key::name(ds)),
         "namespace": ds["metadata"]["namespace"],
         "labels": labels,
-        "ownerReferences": [controller_ref_to(ds)],
+        "ownerReferences": [owned_pods::controller_ref_to("DaemonSet", ds)],
     });
     for f in ["annotations", "finalizers"] {
         if !t["metadata"][f].is_null() {

@@ -268,78 +268,23 @@ impl StatefulSets {
         }
     }
 
-    /// The pods this set controls, after adopting matching orphans named as its members and
-    /// releasing owned pods that no longer match.
+    /// The pods this StatefulSet controls ([`owned_pods::claim`]).
     async fn claim(
         &self,
         set: &Value,
         sel: Option<&LabelSelector>,
         ns: &str,
     ) -> Result<Vec<Value>, ClientError> {
-        let uid = key::uid(set);
-        let deleting = key::is_deleting(set);
-        let mut owned = Vec::new();
-        let mut adoption_checked = false;
-        for pod in self.pods.list_namespace(ns) {
-            let matches = sel.is_some_and(|s| s.matches_json(&pod));
-            match key::controller_ref(&pod) {
-                Some(r) if r["uid"].as_str() == Some(uid) => {
-                    if matches || deleting {
-                        owned.push((*pod).clone());
-                    } else {
-                        let mut p = (*pod).clone();
-                        if let Some(refs) = p["metadata"]["ownerReferences"].as_array_mut() {
-                            refs.retain(|r| r["uid"].as_str() != Some(uid));
-                        }
-                        match self
-                            .client
-                            .update(&pods(ns), p, None, &WriteParams::default())
-                            .await
-                        {
-                            Err(e) if !e.is_not_found() => return Err(e),
-                            _ => {}
-                        }
-                    }
-                }
-                Some(_) => {}
-                None if matches
-                    && !deleting
-                    && !key::is_deleting(&pod)
-                    && ordinal_of(key::name(set), key::name(&pod)).is_some() =>
-                {
-                    if !adoption_checked {
-                        let fresh = self
-                            .client
-                            .get(&statefulsets(Some(ns)), key::name(set))
-                            .await?;
-                        if key::uid(&fresh) != uid || key::is_deleting(&fresh) {
-                            return Ok(owned);
-                        }
-                        adoption_checked = true;
-                    }
-                    let mut p = (*pod).clone();
-                    let mut refs = p["metadata"]["ownerReferences"]
-                        .as_array()
-                        .cloned()
-                        .unwrap_or_default();
-                    refs.push(json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
-                        "name": set["metadata"]["name"], "uid": uid,
-                        "controller": true, "blockOwnerDeletion": true}));
-                    p["metadata"]["ownerReferences"] = json!(refs);
-                    match self
-                        .client
-                        .update(&pods(ns), p, None, &WriteParams::default())
-                        .await
-                    {
-                        Ok(adopted) => owned.push(adopted),
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                None => {}
-            }
-        }
-        Ok(owned)
+        let claimant = owned_pods::Claimant {
+            client: self.client.as_ref(),
+            owner: set,
+            resource: statefulsets(Some(ns)),
+            kind: "StatefulSet",
+        };
+        owned_pods::claim(&claimant, &self.pods, sel, ns, |pod| {
+            ordinal_of(key::name(set), key::name(pod)).is_some()
+        })
+        .await
     }
 }
 
