@@ -23,9 +23,10 @@ pub fn spec_selector(obj: &Value) -> Result<Option<LabelSelector>, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The `apps` objects of `kind` in `sets` that a pod event concerns. A controlled pod's
-/// creation or deletion meets its controller's expectations in `exp`; an orphan concerns
-/// every object that selects it and for which `may_adopt` holds.
+/// The `apps` objects of `kind` in `sets` that an event of a dependent (a pod, or a
+/// Deployment's ReplicaSet) concerns. A controlled pod's creation or deletion meets its
+/// controller's expectations in `exp`; an orphan concerns every object that selects it and
+/// for which `may_adopt` holds.
 pub fn owner_keys(
     kind: &str,
     pod: &Value,

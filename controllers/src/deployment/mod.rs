@@ -17,13 +17,14 @@ pub mod sync;
 use std::sync::Arc;
 
 use k1s_api::client::{Client, ClientError, ResourceRef, WriteParams};
-use k1s_api::selector::{LabelSelector, label_selector_text};
+use k1s_api::selector::LabelSelector;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::owned_pods::{self, spec_selector};
 use crate::runtime::key::{self, ObjectKey};
 use crate::runtime::store::owner_uid_index;
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeploymentError {
@@ -100,39 +101,12 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
 
 /// The Deployments a ReplicaSet concerns: its controller, or every one that could adopt it.
 fn owners_of(rs: &Value, ds: &Store) -> Vec<ObjectKey> {
-    if let Some(r) = key::controller_ref(rs) {
-        if r["kind"] != "Deployment" {
-            return Vec::new();
-        }
-        return vec![ObjectKey::new(
-            key::namespace(rs),
-            r["name"].as_str().unwrap_or(""),
-        )];
-    }
-    let Some(ns) = key::namespace(rs) else {
-        return Vec::new();
-    };
-    ds.list_namespace(ns)
-        .iter()
-        .filter(|d| selector(d).is_ok_and(|s| s.is_some_and(|s| s.matches_json(rs))))
-        .filter_map(|d| ObjectKey::of(d))
-        .collect()
+    owned_pods::owner_keys("Deployment", rs, Seen::Listed, ds, None, |_| true)
 }
 
-/// The Deployment's selector; `None` when empty (selects nothing).
-pub(crate) fn selector(d: &Value) -> Result<Option<LabelSelector>, String> {
-    let text = label_selector_text(Some(&d["spec"]["selector"])).map_err(|e| e.to_string())?;
-    if text.is_empty() {
-        return Ok(None);
-    }
-    LabelSelector::parse(&text)
-        .map(Some)
-        .map_err(|e| e.to_string())
-}
-
+/// The reference a Deployment puts on its ReplicaSets.
 pub(crate) fn controller_ref_to(d: &Value) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment", "name": d["metadata"]["name"],
-           "uid": d["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true})
+    owned_pods::controller_ref_to("Deployment", d)
 }
 
 pub(crate) struct Deployments {
@@ -156,7 +130,7 @@ impl Reconcile for Deployments {
             key: k.to_string(),
             source,
         };
-        let Some(sel) = selector(&d).map_err(|message| DeploymentError::Selector {
+        let Some(sel) = spec_selector(&d).map_err(|message| DeploymentError::Selector {
             key: k.to_string(),
             message,
         })?
