@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::runtime::ObjectKey;
+use serde_json::Value;
+
+use crate::runtime::key;
+use crate::runtime::{ObjectKey, Seen};
 
 /// Upstream's `ExpectationsTimeout`.
 pub const TIMEOUT: Duration = Duration::from_secs(300);
@@ -34,6 +37,19 @@ pub struct Expectations {
 impl Expectations {
     fn lock(&self) -> MutexGuard<'_, HashMap<ObjectKey, Entry>> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Meets what a watch event of `pod`, controlled by `key`, means for the expectations:
+    /// a deletion counts when it is marked and again (harmlessly) when it goes; a relisted
+    /// pod was already counted when first seen.
+    pub fn observe(&self, key: &ObjectKey, pod: &Value, seen: Seen) {
+        let uid = key::uid(pod);
+        match seen {
+            Seen::Deleted => self.deletion_observed(key, uid),
+            _ if key::is_deleting(pod) => self.deletion_observed(key, uid),
+            Seen::Applied => self.creation_observed(key, uid),
+            Seen::Listed => {}
+        }
     }
 
     /// Expects `n` creations (replacing earlier expectations).

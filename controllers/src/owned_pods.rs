@@ -42,15 +42,7 @@ pub fn owner_keys(
         }
         let k = ObjectKey::new(ns, r["name"].as_str().unwrap_or(""));
         if let Some(exp) = exp {
-            let uid = key::uid(pod);
-            // Deletion counts when it is marked, and again (harmlessly) when it goes.
-            match seen {
-                Seen::Deleted => exp.deletion_observed(&k, uid),
-                _ if key::is_deleting(pod) => exp.deletion_observed(&k, uid),
-                Seen::Applied => exp.creation_observed(&k, uid),
-                // Listed again after a relist: already counted when first seen.
-                Seen::Listed => {}
-            }
+            exp.observe(&k, pod, seen);
         }
         return vec![k];
     }

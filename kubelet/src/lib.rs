@@ -12,6 +12,7 @@ pub mod container;
 pub mod hooks;
 pub mod images;
 pub mod logs;
+mod mountinfo;
 pub mod network;
 pub mod node;
 pub mod pod_worker;

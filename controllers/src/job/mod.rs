@@ -126,15 +126,9 @@ fn pod_keys(pod: &Value, seen: Seen, exp: &Expectations, rm: &Removals) -> Vec<O
         return Vec::new();
     };
     let k = ObjectKey::new(key::namespace(pod), r["name"].as_str().unwrap_or(""));
-    let uid = key::uid(pod);
-    match seen {
-        Seen::Deleted => exp.deletion_observed(&k, uid),
-        _ if key::is_deleting(pod) => exp.deletion_observed(&k, uid),
-        Seen::Applied => exp.creation_observed(&k, uid),
-        Seen::Listed => {}
-    }
+    exp.observe(&k, pod, seen);
     if seen == Seen::Deleted || !has_finalizer(pod) {
-        rm.observed(&k, uid);
+        rm.observed(&k, key::uid(pod));
     }
     vec![k]
 }

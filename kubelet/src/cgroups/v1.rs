@@ -82,7 +82,7 @@ pub fn parse_mountinfo(text: &str, under: &Path) -> Vec<Hierarchy> {
             continue;
         }
         let opts = post.nth(1).unwrap_or("");
-        let mount = PathBuf::from(unescape_mountinfo(mount));
+        let mount = PathBuf::from(crate::mountinfo::unescape(mount));
         if !mount.starts_with(under) {
             continue;
         }
@@ -101,31 +101,6 @@ pub fn parse_mountinfo(text: &str, under: &Path) -> Vec<Hierarchy> {
         out.push(Hierarchy { controllers, mount });
     }
     out
-}
-
-/// Mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = u32::from(b[i + 1] - b'0') * 64
-                + u32::from(b[i + 2] - b'0') * 8
-                + u32::from(b[i + 3] - b'0');
-            if let Ok(v) = u8::try_from(v) {
-                out.push(v);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The cgroup v1 [`CgroupManager`].

@@ -320,30 +320,10 @@ pub fn cgroup_procs(proc_cgroup: &str, mountinfo: &str) -> Vec<PathBuf> {
         } else {
             continue;
         };
-        let dir = Path::new(&unescape(m.point)).join(rel.trim_start_matches('/'));
+        let dir = Path::new(&crate::mountinfo::unescape(m.point)).join(rel.trim_start_matches('/'));
         out.push(dir.join("cgroup.procs"));
     }
     out
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(s: &str) -> String {
-    let mut out = Vec::new();
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
-        {
-            out.push(v);
-            i += 4;
-            continue;
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The exec helper's report: `err MESSAGE` when the command never ran.
@@ -402,13 +382,6 @@ mod tests {
                 "/sys/fs/cgroup/kubepods.slice/c/cgroup.procs"
             )]
         );
-    }
-
-    #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape(r"/a\040b"), "/a b");
-        assert_eq!(unescape(r"/plain"), "/plain");
-        assert_eq!(unescape(r"/end\04"), r"/end\04");
     }
 
     #[test]

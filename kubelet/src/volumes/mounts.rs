@@ -14,29 +14,6 @@ pub(crate) struct MountEntry {
     pub fs_type: String,
 }
 
-/// Undoes the octal escapes (`\040` for a space, ...) the kernel writes in mountinfo paths.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            out.push((v & 0xff) as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Parses mountinfo text; malformed lines are skipped.
 pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
@@ -45,7 +22,7 @@ pub(crate) fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
             let mount_point = pre.split(' ').nth(4)?;
             let fs_type = post.split(' ').next()?;
             Some(MountEntry {
-                mount_point: PathBuf::from(unescape(mount_point)),
+                mount_point: PathBuf::from(crate::mountinfo::unescape(mount_point)),
                 fs_type: fs_type.to_string(),
             })
         })
