@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing k1s needs on Debian, idempotently:
 #   protobuf-compiler  protoc, for the etcd client's generated gRPC code
+#   libprotobuf-dev    the well-known types (google/protobuf/*.proto) that etcd's protos import
 #   etcd-server        a real etcd 3.4 that the store conformance suite and the bench compare against
 #   kubernetes-client  kubectl, where none is installed, for the end-to-end tests
 #   curl               raw HTTPS requests in the end-to-end tests (bad input, headers)
@@ -12,6 +13,7 @@ set -euo pipefail
 tools="${K1S_TEST_TOOLS:-/var/cache/k1s-test}"
 need=()
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+[ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # kubectl for the end-to-end tests: Debian's kubernetes-client (1.20) where none is installed.
@@ -27,6 +29,9 @@ command -v umoci >/dev/null 2>&1 || need+=(umoci)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+# k1s csi-hostpath (and its tests): ext4 images on loop devices.
+command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+command -v losetup >/dev/null 2>&1 || need+=(mount)
 if [ "${#need[@]}" -gt 0 ]; then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -1,10 +1,25 @@
 //! Event recording: core/v1 Events about an object, as `kubectl describe` lists them. Shared by
 //! every component that reports (scheduler, kubelet, controllers); a failed write is logged at
 //! debug level and dropped, as client-go's recorder does.
+//!
+//! Every event goes through one process-wide [`correlator::Correlator`] first, as client-go's
+//! broadcaster does: repeats patch the first Event's `count` and `lastTimestamp` instead of
+//! creating new ones, similar events are combined, and spam is dropped.
+
+pub mod correlator;
+
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 use serde_json::json;
 
-use crate::client::{Client, ResourceRef, WriteParams};
+use crate::client::{Client, Patch, ResourceRef, WriteParams};
+use correlator::{Correlator, Decision, EventKey};
+
+fn correlator() -> &'static Mutex<Correlator> {
+    static C: OnceLock<Mutex<Correlator>> = OnceLock::new();
+    C.get_or_init(Default::default)
+}
 
 /// Who reports.
 #[derive(Debug, Clone, Default)]
@@ -93,10 +108,64 @@ pub async fn record(
     } else {
         &about.namespace
     };
+    let r = ResourceRef::new("", "v1", "events", Some(ns));
+    let key = EventKey {
+        component: source.component.clone(),
+        host: source.host.clone().unwrap_or_default(),
+        object: [
+            about.kind.clone(),
+            about.namespace.clone(),
+            about.name.clone(),
+            about.uid.clone(),
+            about.api_version.clone(),
+            about.field_path.clone().unwrap_or_default(),
+        ],
+        type_: type_.into(),
+        reason: reason.into(),
+        message: message.into(),
+    };
+    let decision = correlator()
+        .lock()
+        .map(|mut c| c.observe(&key, Instant::now()))
+        .unwrap_or(Decision::Drop);
+    let (key, message) = match decision {
+        Decision::Drop => {
+            tracing::debug!(%reason, object = %about.name, "event dropped by the spam filter");
+            return;
+        }
+        Decision::Patch {
+            key,
+            name,
+            count,
+            message,
+        } => {
+            let patch = Patch::Merge(json!({
+                "count": count,
+                "lastTimestamp": now,
+                "message": message,
+            }));
+            match client
+                .patch(&r, &name, &patch, None, &WriteParams::default())
+                .await
+            {
+                Ok(_) => return,
+                Err(e) => {
+                    // Expired or deleted: start over with a new Event.
+                    tracing::debug!(error = %e, %reason, "updating a repeated event");
+                    if let Ok(mut c) = correlator().lock() {
+                        c.forget(&key);
+                    }
+                    (key, message)
+                }
+            }
+        }
+        Decision::Create { key, message } => (key, message),
+    };
+    let name = format!("{}.{:x}", about.name, nanos);
     let ev = json!({
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": format!("{}.{:x}", about.name, nanos), "namespace": ns},
+        "metadata": {"name": name, "namespace": ns},
         "involvedObject": involved,
         "reason": reason,
         "message": message,
@@ -109,8 +178,12 @@ pub async fn record(
         "lastTimestamp": now,
         "count": 1,
     });
-    let r = ResourceRef::new("", "v1", "events", Some(ns));
-    if let Err(e) = client.create(&r, ev, &WriteParams::default()).await {
-        tracing::debug!(error = %e, %reason, "recording event");
+    match client.create(&r, ev, &WriteParams::default()).await {
+        Ok(_) => {
+            if let Ok(mut c) = correlator().lock() {
+                c.created(key, name, Instant::now());
+            }
+        }
+        Err(e) => tracing::debug!(error = %e, %reason, "recording event"),
     }
 }

@@ -7,6 +7,7 @@
 //! - [`client`]: the [`client::Client`] trait (in-process and HTTP), typed [`client::Api`].
 //! - [`quantity`]: exact `resource.Quantity` values and resource lists.
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
+//! - [`volume`]: PV ↔ PVC matching shared by the scheduler and the PV controller.
 //! - `http_client` (feature `http`): the [`client::Client`] over HTTPS (rustls, pooled h2 or
 //!   HTTP/1.1 connections, client-certificate or bearer-token auth), for agents and tools.
 //! - `kubeconfig` (feature `http`): kubeconfig files resolved into a server URL and TLS
@@ -19,5 +20,7 @@ pub mod http_client;
 #[cfg(feature = "http")]
 pub mod kubeconfig;
 pub mod quantity;
+pub mod quota;
 pub mod selector;
 pub mod streams;
+pub mod volume;

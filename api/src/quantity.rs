@@ -497,6 +497,22 @@ impl ResourceList {
         Ok(out)
     }
 
+    /// [`ResourceList::from_json`] keeping only the entries that parse: for values validation
+    /// already checked, where one bad stored entry must not fail (or panic) the rest.
+    pub fn from_json_lenient(v: &serde_json::Value) -> Self {
+        v.as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, q)| {
+                let text = match q {
+                    serde_json::Value::String(s) => s.trim().to_string(),
+                    other => other.to_string(),
+                };
+                Quantity::parse(&text).ok().map(|q| (k.clone(), q))
+            })
+            .collect()
+    }
+
     /// A JSON object of canonical quantity strings.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::Value::Object(

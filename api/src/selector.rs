@@ -207,7 +207,18 @@ fn is_qualified_name_part(s: &str) -> bool {
 
 /// RFC 1123 subdomain: dot-separated labels of lowercase alphanumerics and `-`.
 pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+    // Upstream's IsDNS1123Subdomain limits the whole name, not each dot-separated part: the
+    // 68-character `csi-<sha256>` VolumeAttachment names are valid.
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !part.starts_with('-')
+                && !part.ends_with('-')
+        })
 }
 
 /// RFC 1123 label: at most 63 lowercase alphanumerics or `-`, alphanumeric at both ends.
@@ -394,6 +405,10 @@ mod tests {
     fn dns_names() {
         assert!(is_dns_subdomain("a.b-c.d"));
         assert!(!is_dns_subdomain("A"));
+        // A VolumeAttachment name: one 68-character part.
+        assert!(is_dns_subdomain(&format!("csi-{}", "a1".repeat(32))));
+        assert!(!is_dns_subdomain("a..b"));
+        assert!(!is_dns_subdomain("a.-b"));
         assert!(!is_dns_label("a.b"));
         assert!(!is_dns_label(&"a".repeat(64)));
     }

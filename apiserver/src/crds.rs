@@ -301,8 +301,9 @@ impl Rest {
             .await?;
         let mut custom = Vec::new();
         for kv in resp.kvs {
-            if let Ok(crd) = serde_json::from_slice::<Value>(&kv.value) {
-                custom.extend(resource_types(&crd));
+            match self.decode_stored(&crds, &kv.key, &kv.value, kv.mod_revision) {
+                Ok(crd) => custom.extend(resource_types(&crd)),
+                Err(e) => tracing::warn!(key = %kv.key, error = %e.message, "cannot read a CRD"),
             }
         }
         self.registry.set_custom(custom);

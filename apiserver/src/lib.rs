@@ -10,6 +10,7 @@
 //! - [`bootstrap`]: the system namespaces and the `kubernetes` Service, created at start.
 //! - [`crds`]: CustomResourceDefinitions made into served resources; CRD cleanup.
 //! - [`crd_schema`]: custom resource validation, pruning and defaulting from a CRD's schema.
+//! - [`encryption`]: encryption at rest (`EncryptionConfiguration`, AES-GCM, key rotation).
 //! - [`event_ttl`]: expiry of events after `--event-ttl`.
 //! - [`pki`]: the cluster CA, the serving and admin certificates, the admin kubeconfig.
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
@@ -32,6 +33,7 @@ pub mod authz;
 pub mod bootstrap;
 pub mod crd_schema;
 pub mod crds;
+pub mod encryption;
 pub mod event_ttl;
 pub mod http;
 pub mod local_client;
@@ -44,5 +46,6 @@ pub mod protobuf;
 pub mod registry;
 pub mod rest;
 pub mod server;
+pub mod snapshot_crds;
 pub mod status;
 pub mod table;

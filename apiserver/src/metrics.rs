@@ -79,7 +79,12 @@ pub struct Metrics {
     request_duration: Histograms<RequestInfo>,
     watchers: Family<WatcherLabels, Gauge>,
     store_duration: Histograms<StoreLabels>,
+    /// Text from other components of the process (the kubelet's volume stats), appended.
+    sources: std::sync::RwLock<Vec<MetricsSource>>,
 }
+
+/// Produces Prometheus text (without `# EOF`) for `/metrics`.
+pub type MetricsSource = Arc<dyn Fn() -> String + Send + Sync>;
 
 impl Metrics {
     pub fn new() -> Arc<Self> {
@@ -116,6 +121,7 @@ impl Metrics {
             request_duration,
             watchers,
             store_duration,
+            sources: Default::default(),
         })
     }
 
@@ -155,11 +161,29 @@ impl Metrics {
             .observe(started.elapsed().as_secs_f64());
     }
 
+    /// Adds the metrics of another component of this process to `/metrics`.
+    pub fn add_source(&self, source: MetricsSource) {
+        self.sources
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(source);
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text;
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = text::encode_registry(&mut out, &self.registry);
+        for source in self
+            .sources
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            out.push_str(&source());
+        }
+        let _ = text::encode_eof(&mut out);
         out
     }
 }
@@ -266,5 +290,14 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn other_sources_are_appended_before_eof() {
+        let metrics = Metrics::new();
+        metrics.add_source(Arc::new(|| "# TYPE kubelet_x gauge\nkubelet_x 1\n".into()));
+        let text = metrics.encode();
+        assert!(text.ends_with("kubelet_x 1\n# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1);
     }
 }

@@ -17,6 +17,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::encryption::Transformer;
+
 /// How often an idle mirror learns the store's revision (bounds how long [`Mirror::sync`]
 /// waits when nothing under its prefix changed).
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
@@ -122,15 +124,23 @@ pub async fn follow<F, Fut>(
 }
 
 /// Keeps `mirror` in step with the objects under `prefix` until `cancel` fires. `project`
-/// turns a stored object into what the mirror keeps (`None`: skip it).
+/// turns a stored object into what the mirror keeps (`None`: skip it). Values are read
+/// through `encryption`, so an encrypted resource mirrors as well as a plain one.
 pub async fn run<T: Send + Sync + 'static>(
     mirror: Arc<Mirror<T>>,
     store: Arc<dyn Store>,
+    encryption: Arc<Transformer>,
     prefix: String,
     project: fn(&Value) -> Option<T>,
     cancel: CancellationToken,
 ) {
-    let decode = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).ok();
+    let decode = |key: &str, bytes: &[u8]| match encryption.transform_from_storage(key, bytes) {
+        Ok(plain) => serde_json::from_slice::<Value>(&plain).ok(),
+        Err(e) => {
+            tracing::warn!(error = %e, "mirror: cannot read a stored object");
+            None
+        }
+    };
     loop {
         // List everything under the prefix from one snapshot.
         let mut fresh = HashMap::new();
@@ -143,7 +153,7 @@ pub async fn run<T: Send + Sync + 'static>(
             match store.list(req.clone()).await {
                 Ok(page) => {
                     for kv in &page.kvs {
-                        if let Some(t) = decode(&kv.value).as_ref().and_then(project) {
+                        if let Some(t) = decode(&kv.key, &kv.value).as_ref().and_then(project) {
                             fresh.insert(kv.key.clone(), t);
                         }
                     }
@@ -184,7 +194,9 @@ pub async fn run<T: Send + Sync + 'static>(
                 Some(Ok(WatchItem::Event(ev))) => {
                     at = ev.revision();
                     let projected = match ev.kind {
-                        EventKind::Put => decode(&ev.kv.value).as_ref().and_then(project),
+                        EventKind::Put => {
+                            decode(&ev.kv.key, &ev.kv.value).as_ref().and_then(project)
+                        }
                         EventKind::Delete => None,
                     };
                     {
@@ -233,6 +245,7 @@ mod tests {
         tokio::spawn(run(
             m.clone(),
             store.clone(),
+            Arc::new(Transformer::identity()),
             "/p/".into(),
             |v| v["n"].as_i64(),
             cancel.clone(),
@@ -253,6 +266,41 @@ mod tests {
             .await
             .unwrap();
         assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        cancel.cancel();
+    }
+
+    #[tokio::test]
+    async fn mirrors_encrypted_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(RedbStore::open(RedbConfig::new(dir.path().join("s.redb"))).unwrap());
+        let config = crate::encryption::config::EncryptionConfig::parse(
+            std::path::Path::new("t"),
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [pods]\n  providers: [{aesgcm: {keys: [{name: k, secret: MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=}]}}]\n",
+        )
+        .unwrap();
+        let t = Arc::new(Transformer::new(config));
+        let key = "/registry/core/pods/d/a";
+        let put = |n: &str| t.transform_to_storage(key, n.as_bytes().to_vec()).unwrap();
+        let rev = store.create(key, put(r#"{"n":1}"#).into()).await.unwrap();
+        let m: Arc<Mirror<i64>> = Mirror::new();
+        let cancel = CancellationToken::new();
+        tokio::spawn(run(
+            m.clone(),
+            store.clone(),
+            t.clone(),
+            "/registry/core/pods/".into(),
+            |v| v["n"].as_i64(),
+            cancel.clone(),
+        ));
+        assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        assert_eq!(m.read(|o| o.get(key).copied()), Some(1));
+        store
+            .update(key, put(r#"{"n":2}"#).into(), rev)
+            .await
+            .unwrap();
+        assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        assert_eq!(m.read(|o| o.get(key).copied()), Some(2));
         cancel.cancel();
     }
 }

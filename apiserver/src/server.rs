@@ -97,6 +97,10 @@ pub struct ApiConfig {
     pub service_account_key: Option<std::path::PathBuf>,
     /// The cluster PKI, for `/cacerts` and node certificates.
     pub pki: Option<crate::pki::Pki>,
+    /// `--admission-control-config-file`, loaded.
+    pub admission: crate::admission::config::AdmissionConfig,
+    /// Encryption at rest (`--encryption-provider-config`); identity when not configured.
+    pub encryption: Arc<crate::encryption::Transformer>,
 }
 
 impl Default for ApiConfig {
@@ -109,6 +113,8 @@ impl Default for ApiConfig {
             join_token: None,
             service_account_key: None,
             pki: None,
+            admission: Default::default(),
+            encryption: Arc::new(crate::encryption::Transformer::identity()),
         }
     }
 }
@@ -118,7 +124,10 @@ impl ApiState {
         let metrics = Metrics::new();
         let store: Arc<dyn Store> = Arc::new(InstrumentedStore::new(store, metrics.clone()));
         let registry = Arc::new(Registry::new());
-        let rest = Arc::new(Rest::new(store.clone(), registry.clone(), config.services));
+        let rest = Arc::new(
+            Rest::new(store.clone(), registry.clone(), config.services)
+                .with_encryption(config.encryption.clone()),
+        );
         let signer = match &config.service_account_key {
             Some(path) => Signer::load_or_create(path)?,
             None => {
@@ -133,9 +142,11 @@ impl ApiState {
             config.join_token.clone(),
             Some(tokens.clone()),
         );
-        let authz = Authorizer::new(store.clone());
-        let chain: Arc<dyn crate::admission::Admission> =
-            Arc::new(crate::admission::Chain::new(authz.clone()));
+        let authz = Authorizer::new(store.clone(), config.encryption.clone());
+        let chain: Arc<dyn crate::admission::Admission> = Arc::new(crate::admission::Chain::new(
+            authz.clone(),
+            config.admission.clone(),
+        ));
         let _ = rest.admission.set(chain);
         Ok(Arc::new(Self {
             rest,

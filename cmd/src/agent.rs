@@ -10,6 +10,7 @@ use clap::Args;
 use k1s_api::client::Client;
 use k1s_api::quantity::{Quantity, ResourceList};
 use k1s_api::streams::NodeStreams;
+use k1s_controllers::provisioner::ProvisionerSet;
 use k1s_kubelet::images::pull::RegistryImageService;
 use k1s_kubelet::images::registries::RegistriesConfig;
 use k1s_kubelet::{Config, Deps};
@@ -75,15 +76,26 @@ fn parse_reserved(flag: &str, s: Option<&str>) -> anyhow::Result<ResourceList> {
     Ok(out)
 }
 
-/// Starts the kubelet for this node on `client`.
+/// What the server's own node shares with the control plane in the same process.
+pub struct ServerSide {
+    /// The process's `/metrics`, which the kubelet's volume stats join.
+    pub metrics: Arc<k1s_apiserver::metrics::Metrics>,
+    /// The controllers' storage drivers: CSI plugins that register with this kubelet and
+    /// have a controller service are added (and removed when they go).
+    pub provisioners: ProvisionerSet,
+}
+
+/// Starts the kubelet for this node on `client` (with `server` on the server's own node),
+/// and, with `local_storage`, the `k1s csi-hostpath` plugin beside it.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
     args: &KubeletArgs,
     data_dir: &Path,
     hostname: &str,
     node_ip: IpAddr,
-    server: bool,
     client: Arc<dyn Client>,
+    server: Option<ServerSide>,
+    local_storage: bool,
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) -> anyhow::Result<Arc<dyn NodeStreams>> {
@@ -94,7 +106,7 @@ pub fn start(
     let root = data_dir.join("agent");
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let mut config = Config::new(&node_name, root.clone(), node_ip);
-    if server {
+    if server.is_some() {
         config.labels.insert(
             "node-role.kubernetes.io/control-plane".into(),
             "true".into(),
@@ -152,6 +164,27 @@ pub fn start(
         client.clone(),
         config.pods_dir(),
     ));
+    if let Some(server) = server {
+        let v = volumes.clone();
+        server
+            .metrics
+            .add_source(Arc::new(move || v.csi().metrics().encode()));
+        tasks.spawn(follow_drivers(
+            volumes.csi().drivers(),
+            server.provisioners,
+            cancel.clone(),
+        ));
+    }
+    if local_storage {
+        let exe = std::env::current_exe().context("finding the k1s binary for csi-hostpath")?;
+        tasks.spawn(crate::local_storage::supervise(
+            exe,
+            data_dir.to_path_buf(),
+            node_name.clone(),
+            Arc::new(crate::local_storage::PluginPaths::new(&root)),
+            cancel.clone(),
+        ));
+    }
     let deps = Arc::new(Deps {
         client,
         volumes,
@@ -177,4 +210,58 @@ pub fn start(
         k1s_kubelet::run(deps, cancel).await
     });
     Ok(streams)
+}
+
+/// Keeps `set` in step with the CSI plugins registered on this node: a plugin with a
+/// controller service becomes a storage driver of the controllers while it is registered.
+async fn follow_drivers(
+    drivers: Arc<k1s_kubelet::csi::CsiDrivers>,
+    set: ProvisionerSet,
+    cancel: CancellationToken,
+) {
+    use k1s_kubelet::csi::DriverEvent;
+    let mut events = drivers.subscribe();
+    for (name, endpoint) in drivers.endpoints() {
+        add_driver(&set, &name, &endpoint).await;
+    }
+    loop {
+        let event = tokio::select! {
+            _ = cancel.cancelled() => return,
+            e = events.recv() => e,
+        };
+        match event {
+            Ok(DriverEvent::Registered { name, endpoint }) => {
+                add_driver(&set, &name, &endpoint).await;
+            }
+            Ok(DriverEvent::Deregistered { name }) => {
+                if set.remove(&name).is_some() {
+                    tracing::info!(driver = %name, "storage driver removed from the controllers");
+                }
+            }
+            // Missed events: start over from what is registered now.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                for (name, endpoint) in drivers.endpoints() {
+                    add_driver(&set, &name, &endpoint).await;
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn add_driver(set: &ProvisionerSet, name: &str, endpoint: &Path) {
+    let probed = match k1s_csi::CsiClient::connect(endpoint).await {
+        Ok(client) => k1s_controllers::csi_driver::CsiDriver::probe(name, client).await,
+        Err(e) => Err(e),
+    };
+    match probed {
+        Ok(Some(driver)) => {
+            tracing::info!(driver = %name, "storage driver added to the controllers");
+            set.add(Arc::new(driver));
+        }
+        Ok(None) => tracing::debug!(driver = %name, "plugin has no controller service"),
+        Err(e) => {
+            tracing::warn!(driver = %name, error = %e, "cannot use the plugin's controller service")
+        }
+    }
 }

@@ -31,6 +31,14 @@ pub struct PodsBenchArgs {
     /// Pods created at once.
     #[arg(long, default_value_t = 100)]
     pub pods: usize,
+    /// Give each pod its own new PersistentVolumeClaim of this StorageClass (e.g.
+    /// `local-path`), created just before the pod; latency then runs from the claim's
+    /// creation to the pod's Running (provisioning, binding, staging, publishing).
+    #[arg(long)]
+    pub volume_class: Option<String>,
+    /// Size of each claim with `--volume-class`.
+    #[arg(long, default_value = "16Mi")]
+    pub volume_size: String,
     /// A root filesystem (with `/bin/true` or busybox's `true`) to time container starts on.
     #[arg(long)]
     pub rootfs: Option<PathBuf>,
@@ -52,7 +60,8 @@ fn summary(h: &Histogram<u64>) -> Value {
 }
 
 pub async fn run(args: PodsBenchArgs) -> anyhow::Result<()> {
-    let mut report = json!({"bench": "pods", "pods": args.pods, "image": args.image});
+    let mut report = json!({"bench": "pods", "pods": args.pods, "image": args.image,
+        "volume_class": args.volume_class});
     if args.pods > 0 {
         report["pod_start"] = pod_starts(&args).await?;
     }
@@ -125,19 +134,34 @@ async fn measure_pods(
     let started = Instant::now();
     let mut created: HashMap<String, Instant> = HashMap::new();
     let mut tasks = tokio::task::JoinSet::new();
+    let pvcs = ResourceRef::new("", "v1", "persistentvolumeclaims", Some(ns));
     for i in 0..args.pods {
         let name = format!("bench-{i}");
         created.insert(name.clone(), Instant::now());
-        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"terminationGracePeriodSeconds": 0, "automountServiceAccountToken": false,
                 "containers": [{"name": "c", "image": args.image, "imagePullPolicy": "IfNotPresent",
                     "command": ["sleep", "3600"]}]}});
-        let (client, pods) = (client.clone(), pods.clone());
-        tasks.spawn(async move { client.create(&pods, pod, &WriteParams::default()).await });
+        let claim = args.volume_class.as_ref().map(|class| {
+            pod["spec"]["volumes"] =
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": name}}]);
+            pod["spec"]["containers"][0]["volumeMounts"] =
+                json!([{"name": "data", "mountPath": "/data"}]);
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+                "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": args.volume_size}}}})
+        });
+        let (client, pods, pvcs) = (client.clone(), pods.clone(), pvcs.clone());
+        tasks.spawn(async move {
+            if let Some(claim) = claim {
+                client.create(&pvcs, claim, &WriteParams::default()).await?;
+            }
+            client.create(&pods, pod, &WriteParams::default()).await
+        });
     }
     while let Some(r) = tasks.join_next().await {
         r.context("a create task failed")?
-            .context("creating a pod")?;
+            .context("creating a pod (or its claim)")?;
     }
     let mut latency = histogram();
     let deadline = Instant::now() + Duration::from_secs(300);

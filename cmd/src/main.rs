@@ -7,7 +7,10 @@ mod bench_api;
 mod bench_pods;
 mod bench_scheduler;
 mod components;
+mod csi_hostpath;
 mod datastore;
+mod local_storage;
+mod secrets_encrypt;
 mod server;
 
 use clap::{Parser, Subcommand};
@@ -32,6 +35,10 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Encryption at rest: show the keys (`status`) or rotate them (`rotate-keys`).
+    SecretsEncrypt(secrets_encrypt::SecretsEncryptArgs),
+    /// Run the hostpath CSI plugin (hostpath.csi.k1s.io) on this node.
+    CsiHostpath(csi_hostpath::CsiHostpathArgs),
     /// Helpers k1s runs itself (the container shim); not for people.
     #[command(hide = true)]
     Internal {
@@ -89,6 +96,9 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(k1s_kubelet::runtime::exec::main(bundle, *tty, command));
     }
     init_logging(&cli.log_format);
+    if let Command::SecretsEncrypt(args) = cli.command {
+        return secrets_encrypt::run(args);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("k1s")
@@ -97,7 +107,10 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Server(args) => server::run(*args).await,
             Command::Bench { what } => bench::run(what).await,
-            Command::Internal { .. } => unreachable!("handled before the runtime starts"),
+            Command::CsiHostpath(args) => csi_hostpath::run(args).await,
+            Command::Internal { .. } | Command::SecretsEncrypt(_) => {
+                unreachable!("handled before the runtime starts")
+            }
         }
     })
 }

@@ -12,6 +12,8 @@ use clap::Args;
 use k1s_api::client::Client;
 use k1s_apiserver::auth::join_token::JoinToken;
 use k1s_apiserver::auth::token_file::TokenFile;
+use k1s_apiserver::encryption::Transformer;
+use k1s_apiserver::encryption::config::EncryptionConfig;
 use k1s_apiserver::local_client::LocalClient;
 use k1s_apiserver::pki::{Pki, PkiConfig};
 use k1s_apiserver::rest::ServiceNetwork;
@@ -80,6 +82,10 @@ pub struct ServerArgs {
     /// Static bearer tokens, one `token,user,uid[,"group1,group2"]` per line.
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    /// Upstream's AdmissionConfiguration file (YAML or JSON): PodSecurity defaults and
+    /// exemptions (usernames, namespaces, runtimeClasses).
+    #[arg(long)]
+    pub admission_control_config_file: Option<PathBuf>,
     /// The join token agents present (`K10<ca-hash>::<user>:<password>`, or just a password).
     /// Generated and saved to DATA_DIR/server/token when not given.
     #[arg(long, env = "K1S_TOKEN", hide_env_values = true)]
@@ -105,9 +111,35 @@ pub struct ServerArgs {
     /// Terminated pods kept before the pod garbage collector deletes the oldest (0 disables).
     #[arg(long, default_value_t = 12500)]
     pub terminated_pod_gc_threshold: usize,
+    /// An apiserver.config.k8s.io/v1 EncryptionConfiguration (YAML or JSON): which resources
+    /// are stored encrypted (aesgcm) and with which keys. Reloaded when the file changes.
+    #[arg(long)]
+    pub encryption_provider_config: Option<PathBuf>,
+    /// Encrypt Secrets at rest with a key generated on first start (in
+    /// DATA_DIR/server/cred/encryption-config.json), unless --encryption-provider-config is given.
+    #[arg(long)]
+    pub secrets_encryption: bool,
+    /// Do not deploy a packaged component (repeatable or comma-separated). Known:
+    /// `local-storage` (the `k1s csi-hostpath` plugin and the `local-path` StorageClass).
+    #[arg(long, value_delimiter = ',', value_parser = parse_component)]
+    pub disable: Vec<String>,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub write_kubeconfig_mode: u32,
+}
+
+/// The packaged components `--disable` knows.
+const COMPONENTS: &[&str] = &["local-storage"];
+
+fn parse_component(s: &str) -> Result<String, String> {
+    if COMPONENTS.contains(&s) {
+        Ok(s.to_owned())
+    } else {
+        Err(format!(
+            "unknown component {s:?}; known: {}",
+            COMPONENTS.join(", ")
+        ))
+    }
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -182,6 +214,19 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
     let services = ServiceNetwork::parse(&args.service_cidr, &args.service_node_port_range)
         .map_err(|e| anyhow::anyhow!("--service-cidr/--service-node-port-range: {e}"))?;
+    let encryption_config = crate::secrets_encrypt::server_config_path(
+        &args.data_dir,
+        args.encryption_provider_config.as_deref(),
+        args.secrets_encryption,
+    )?;
+    let encryption = match &encryption_config {
+        Some(path) => {
+            let config = EncryptionConfig::load(path).context("--encryption-provider-config")?;
+            tracing::info!(path = %path.display(), "encryption at rest enabled");
+            Transformer::new(config)
+        }
+        None => Transformer::identity(),
+    };
     let store = datastore::open(&args.data_dir, args.datastore_endpoint.as_deref(), &tls).await?;
     let revision = store.current_revision().await?;
     tracing::info!(revision, data_dir = %args.data_dir.display(), "datastore ready");
@@ -227,6 +272,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             Some(path) => Some(Arc::new(TokenFile::load(path)?)),
             None => None,
         },
+        admission: match &args.admission_control_config_file {
+            Some(path) => k1s_apiserver::admission::config::AdmissionConfig::load(path)?,
+            None => Default::default(),
+        },
         join_token: Some(JoinToken::load_or_create(
             &args.data_dir.join("server/token"),
             args.token.as_deref(),
@@ -234,6 +283,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         )?),
         service_account_key: Some(args.data_dir.join("tls/service-account.key")),
         pki: Some(pki.clone()),
+        encryption: Arc::new(encryption),
     };
     let state = ApiState::new(store.clone(), &config)?;
     k1s_apiserver::bootstrap::run(&state.rest, config.advertise_address, config.port)
@@ -245,7 +295,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .start(&tasks, &cancel)
         .await
         .map_err(|e| anyhow::anyhow!("reconciling the bootstrap RBAC policy: {}", e.message))?;
+    k1s_apiserver::snapshot_crds::ensure(&state.rest)
+        .await
+        .map_err(|e| anyhow::anyhow!("installing the volume snapshot CRDs: {}", e.message))?;
     tasks.spawn(k1s_apiserver::crds::run(state.rest.clone(), cancel.clone()));
+    tasks.spawn(k1s_apiserver::encryption::sweep::run(
+        state.rest.clone(),
+        encryption_config,
+        cancel.clone(),
+    ));
     tasks.spawn(k1s_apiserver::event_ttl::run(
         state.rest.clone(),
         Duration::from_secs(args.event_ttl_seconds),
@@ -255,6 +313,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         LocalClient::new(state.rest.clone(), "k1s-server", cancel.clone())
             .with_tokens(state.tokens.clone()),
     );
+    let provisioners = k1s_controllers::provisioner::ProvisionerSet::new();
+    let local_storage = !args.disable.iter().any(|c| c == "local-storage");
+    if local_storage {
+        crate::local_storage::ensure_objects(&*client).await?;
+    }
     if !args.disable_controller_manager {
         let identity = format!("{hostname}_{}", uuid::Uuid::new_v4());
         tasks.spawn(components::controllers(
@@ -265,6 +328,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             k1s_controllers::Options {
                 node_monitor_grace_period: args.node_monitor_grace_period,
                 terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
+                provisioners: provisioners.clone(),
             },
             cancel.clone(),
         ));
@@ -298,8 +362,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             &args.data_dir,
             &hostname,
             node_ip,
-            true,
             client.clone(),
+            Some(crate::agent::ServerSide {
+                metrics: state.metrics.clone(),
+                provisioners: provisioners.clone(),
+            }),
+            local_storage,
             &tasks,
             &cancel,
         )?;

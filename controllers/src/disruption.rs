@@ -26,6 +26,7 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{self, Clock};
+use crate::runtime::controller::all_in_namespace;
 use crate::runtime::key::{self, ObjectKey};
 use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
 
@@ -44,20 +45,6 @@ pub enum DisruptionError {
 
 fn pdbs(ns: Option<&str>) -> ResourceRef {
     ResourceRef::new("policy", "v1", "poddisruptionbudgets", ns)
-}
-
-/// Maps any object to every PDB in its namespace.
-fn all_in_namespace(pdbs: Store) -> crate::runtime::controller::Mapper {
-    Arc::new(move |o: &Value, _| {
-        key::namespace(o)
-            .map(|ns| {
-                pdbs.list_namespace(ns)
-                    .iter()
-                    .filter_map(|p| ObjectKey::of(p))
-                    .collect()
-            })
-            .unwrap_or_default()
-    })
 }
 
 /// Runs the disruption controller until `cancel`.

@@ -20,19 +20,30 @@
 //! - [`podgc`]: terminated, orphaned and unscheduled terminating pods.
 //! - [`endpoints`], [`endpointslice`]: a selector Service's Endpoints and EndpointSlices.
 //! - [`disruption`]: PodDisruptionBudget status.
+//! - [`resourcequota`]: ResourceQuota `status.hard` and `status.used` (usage back down after
+//!   deletes; admission charges it up).
+//! - [`volume_protection`]: the pvc-protection and pv-protection finalizers.
+//! - [`pv`]: the PersistentVolume controller (binding, phases, reclaim).
+//! - [`provisioner`]: dynamic provisioning and deletion through registered provisioners.
+//! - [`resizer`], [`snapshot`], [`attach`]: expansion, snapshots and attaching through the
+//!   same registered drivers; [`csi_driver`] is such a driver over a CSI plugin's socket.
+//! - [`ephemeral`]: the claims of generic ephemeral volumes.
 //! - [`clock`]: the injectable clock of the time-driven controllers.
 //!
 //! [`run_all`] runs them all; [`run_elected`] runs them while holding the
 //! `kube-system/kube-controller-manager` Lease.
 
+pub mod attach;
 pub mod catalog;
 pub mod clock;
 pub mod cronjob;
+pub mod csi_driver;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
+pub mod ephemeral;
 pub mod expectations;
 pub mod gc;
 pub mod history;
@@ -41,12 +52,18 @@ pub mod namespace;
 pub mod node_lifecycle;
 pub mod owned_pods;
 pub mod podgc;
+pub mod provisioner;
+pub mod pv;
 pub mod replicaset;
+pub mod resizer;
+pub mod resourcequota;
 pub mod root_ca;
 pub mod runtime;
 pub mod serviceaccount;
+pub mod snapshot;
 pub mod statefulset;
 pub mod ttl_after_finished;
+pub mod volume_protection;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,6 +84,9 @@ pub struct Options {
     /// `--terminated-pod-gc-threshold`: terminated pods kept before the oldest are deleted
     /// (12500; 0 disables).
     pub terminated_pod_gc_threshold: usize,
+    /// The volume provisioners (CSI drivers) registered now; the caller adds and removes them
+    /// as plugins come and go (empty by default).
+    pub provisioners: provisioner::ProvisionerSet,
 }
 
 impl Default for Options {
@@ -74,6 +94,7 @@ impl Default for Options {
         Self {
             node_monitor_grace_period: node_lifecycle::Config::default().grace_period,
             terminated_pod_gc_threshold: podgc::Config::default().terminated_threshold,
+            provisioners: provisioner::ProvisionerSet::default(),
         }
     }
 }
@@ -105,7 +126,33 @@ pub async fn run_all_with(
         catalog.clone(),
         cancel.clone(),
     ));
-    tracker.spawn(gc::run(client.clone(), catalog, cancel.clone()));
+    tracker.spawn(gc::run(client.clone(), catalog.clone(), cancel.clone()));
+    tracker.spawn(resourcequota::run(client.clone(), catalog, cancel.clone()));
+    tracker.spawn(volume_protection::run_pvc(client.clone(), cancel.clone()));
+    tracker.spawn(volume_protection::run_pv(client.clone(), cancel.clone()));
+    tracker.spawn(pv::run(client.clone(), cancel.clone()));
+    tracker.spawn(provisioner::run(
+        client.clone(),
+        options.provisioners.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(resizer::run(
+        client.clone(),
+        options.provisioners.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(snapshot::run(
+        client.clone(),
+        options.provisioners.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(attach::desired::run(client.clone(), cancel.clone()));
+    tracker.spawn(attach::attacher::run(
+        client.clone(),
+        options.provisioners.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(ephemeral::run(client.clone(), cancel.clone()));
     tracker.spawn(serviceaccount::run(client.clone(), cancel.clone()));
     tracker.spawn(replicaset::run(client.clone(), cancel.clone()));
     tracker.spawn(deployment::run(client.clone(), cancel.clone()));

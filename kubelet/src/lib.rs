@@ -9,6 +9,7 @@
 pub mod cgroups;
 pub mod config;
 pub mod container;
+pub mod csi;
 pub mod hooks;
 pub mod images;
 pub mod logs;
@@ -81,6 +82,7 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
         }
     }
     tracing::info!(node = %config.node_name, "node registered");
+    start_csi(&deps, &cancel);
     let hb = tokio::spawn(node::heartbeat(
         deps.client.clone(),
         config.clone(),
@@ -90,4 +92,57 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     ));
     pods::run(deps, cancel).await;
     let _ = hb.await;
+}
+
+/// The CSI side (issue #8): rebuilds the CSI volume state from disk, then runs the plugin
+/// watcher on `ROOT/plugins_registry`, the Probe loop and the cleanup of volumes staged for
+/// pods that are gone, and the refresh of the volume stats gauges.
+fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
+    let csi = deps.volumes.csi();
+    csi.set_node_name(&deps.config.node_name);
+    csi.reconstruct();
+    let registrar = Arc::new(csi::Registrar::new(
+        deps.client.clone(),
+        &deps.config.node_name,
+        csi.drivers(),
+        Arc::new(csi::GrpcConnector),
+    ));
+    tokio::spawn(k1s_csi::watcher::run(
+        csi.registry_dir(),
+        registrar,
+        cancel.clone(),
+    ));
+    tokio::spawn(csi::probe_loop(
+        csi.drivers(),
+        deps.client.clone(),
+        deps.event_source.clone(),
+        deps.config.node_name.clone(),
+        csi::PROBE_INTERVAL,
+        cancel.clone(),
+    ));
+    let volumes = deps.volumes.clone();
+    let stop = cancel.clone();
+    tokio::spawn(async move {
+        loop {
+            volumes.csi().refresh_metrics().await;
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(csi::STATS_INTERVAL) => {}
+            }
+        }
+    });
+    let volumes = deps.volumes.clone();
+    let cancel = cancel.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(std::time::Duration::from_secs(10)) => {}
+            }
+            volumes.retry_teardowns().await;
+            if let Err(e) = volumes.csi().unstage_unused().await {
+                tracing::debug!(error = %e, "unstaging unused CSI volumes");
+            }
+        }
+    });
 }

@@ -10,7 +10,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k1s_api::streams::{NodeStreams, StreamIo, StreamOptions, TerminalSize};
@@ -27,25 +27,9 @@ fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-/// The `k1s` binary: `$K1S_BIN`, or `target/<profile>/k1s`, built first with `cargo build
-/// -p k1s` (a no-op when current).
-fn k1s_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(p) = std::env::var("K1S_BIN") {
-            return PathBuf::from(p);
-        }
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_owned();
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "k1s"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "cargo build -p k1s failed");
-        profile_dir.join("k1s")
-    })
-    .clone()
-}
+#[path = "../../tests/src/build.rs"]
+mod build;
+use build::k1s_bin;
 
 fn busybox() -> Option<PathBuf> {
     let out = Command::new("sh")
@@ -413,7 +397,7 @@ async fn exec_with_a_terminal_applies_resizes() {
         &[
             "sh",
             "-c",
-            "read x; stty size; [ -t 0 ] && echo on-a-tty; echo $TERM; read y; exit 4",
+            "read x; stty size; [ -t 0 ] && echo on-a-tty; tty; ls /dev/pts; echo $TERM; read y; exit 4",
         ],
         true,
         true,
@@ -433,9 +417,10 @@ async fn exec_with_a_terminal_applies_resizes() {
         stdin.send(b"go\n".to_vec()).await.unwrap();
         let out = read_until(&mut client.stdout, "xterm").await;
         assert!(out.contains("30 100"), "{out}");
-        // A host pseudo-terminal: a terminal for the command, though its /dev/pts name is
-        // not one of the container's (docs/kubelet.md, "Not done").
+        // A terminal of the container's own devpts: `tty` names it and it is there.
         assert!(out.contains("on-a-tty"), "{out}");
+        assert!(out.contains("/dev/pts/0"), "{out}");
+        assert!(!out.contains("not a tty"), "{out}");
         stdin.send(b"bye\n".to_vec()).await.unwrap();
         read_all(&mut client.stdout).await;
     };

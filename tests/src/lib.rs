@@ -4,36 +4,23 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-/// The `k1s` binary of this workspace: `$K1S_BIN`, or `target/<profile>/k1s` beside the
-/// running test's executable, built first with `cargo build -p k1s` (a no-op when current).
-pub fn k1s_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Ok(p) = std::env::var("K1S_BIN") {
-            return PathBuf::from(p);
-        }
-        let exe = std::env::current_exe().unwrap();
-        let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_owned();
-        let release: &[&str] = if profile_dir.ends_with("release") {
-            &["--release"]
-        } else {
-            &[]
-        };
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "k1s"])
-            .args(release)
-            .status()
-            .unwrap();
-        assert!(status.success(), "cargo build -p k1s failed");
-        let bin = profile_dir.join("k1s");
-        assert!(bin.exists(), "{} missing after build", bin.display());
-        bin
-    })
-    .clone()
+mod build;
+pub mod host;
+#[path = "../../kubelet/tests/support/registry.rs"]
+pub mod registry;
+
+pub use build::k1s_bin;
+
+/// Polls `f` every 300 ms until it holds; panics naming `what` after `secs` seconds.
+pub fn eventually(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 /// A loopback port nobody listens on right now.
@@ -49,6 +36,8 @@ pub struct Server {
     child: Option<Child>,
     /// In a mutex so a `Server` can be shared with scoped threads.
     logs: std::sync::Mutex<Receiver<String>>,
+    /// Lines read while waiting for another one, still available to later waits.
+    pending: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
 impl Server {
@@ -95,6 +84,7 @@ impl Server {
         Server {
             child: Some(child),
             logs: std::sync::Mutex::new(logs),
+            pending: Default::default(),
         }
     }
 
@@ -105,8 +95,17 @@ impl Server {
         server
     }
 
-    /// Waits up to 60 s for a log line containing `needle`.
+    /// Waits up to 60 s for a log line containing `needle` and takes it. Lines that arrive
+    /// meanwhile stay available to later waits, so the order in which two things are logged
+    /// does not matter to a test that waits for both.
     pub fn wait_for_log(&self, needle: &str) {
+        {
+            let mut pending = self.pending.lock().unwrap();
+            if let Some(i) = pending.iter().position(|l| l.contains(needle)) {
+                pending.remove(i);
+                return;
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let line = self
@@ -118,6 +117,7 @@ impl Server {
             if line.contains(needle) {
                 return;
             }
+            self.pending.lock().unwrap().push_back(line);
         }
     }
 
@@ -153,7 +153,9 @@ impl Server {
         assert!(status.success(), "server exited with {status}");
         // The log thread ends with the process; collect what it still has.
         std::thread::sleep(Duration::from_millis(100));
-        self.logs.lock().unwrap().try_iter().collect()
+        let mut lines: Vec<String> = self.pending.lock().unwrap().drain(..).collect();
+        lines.extend(self.logs.lock().unwrap().try_iter());
+        lines
     }
 }
 

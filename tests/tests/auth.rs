@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
-use k1s_tests::Cluster;
+use k1s_tests::{Cluster, eventually};
 use rcgen::{
     CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
 };
@@ -844,9 +844,63 @@ fn quotas_limit_ranges_and_pod_security() {
     let q: Value =
         serde_json::from_str(&c.ok(&["get", "quota", "q1", "-n", "q", "-o", "json"])).unwrap();
     assert_eq!(q["status"]["used"]["pods"], "2", "{q}");
-    // Room again after a delete.
+    // Room again after a delete, once the ResourceQuota controller has recounted (admission
+    // only ever charges usage; the controller lowers it).
     c.ok(&["delete", "pod", "p2", "-n", "q", "--wait=false"]);
+    eventually(
+        "the quota controller to release the deleted pod",
+        30,
+        || {
+            let q: Value =
+                serde_json::from_str(&c.ok(&["get", "quota", "q1", "-n", "q", "-o", "json"]))
+                    .unwrap();
+            q["status"]["used"]["pods"] == "1"
+        },
+    );
     c.ok_stdin(&["create", "-f", "-"], &pod("p3", ""));
+
+    // Concurrent creates racing for the last slots: the quota is charged with a
+    // compare-and-swap before each object is stored, so exactly the room left is used.
+    c.ok(&["create", "namespace", "race"]);
+    wait_for_default_sa(&c, "race");
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "three", "namespace": "race"},
+            "spec": {"hard": {"secrets": "3"}}}"#,
+    );
+    eventually("the controller to fill in the quota's status", 30, || {
+        let q: Value =
+            serde_json::from_str(&c.ok(&["get", "quota", "three", "-n", "race", "-o", "json"]))
+                .unwrap();
+        q["status"]["used"]["secrets"] == "0"
+    });
+    let created = std::thread::scope(|scope| {
+        let tries: Vec<_> = (0..10)
+            .map(|i| {
+                let c = &c;
+                scope.spawn(move || {
+                    c.run(&[
+                        "create",
+                        "secret",
+                        "generic",
+                        &format!("s{i}"),
+                        "-n",
+                        "race",
+                    ])
+                    .status
+                    .success()
+                })
+            })
+            .collect();
+        tries
+            .into_iter()
+            .map(|t| t.join())
+            .filter(|r| matches!(r, Ok(true)))
+            .count()
+    });
+    assert_eq!(created, 3, "10 racing creates against room for 3");
+    let listed = c.ok(&["get", "secrets", "-n", "race", "-o", "name"]);
+    assert_eq!(listed.lines().count(), 3, "{listed}");
 
     // PodSecurity: restricted enforced by label.
     c.ok(&["create", "namespace", "locked"]);
@@ -870,4 +924,197 @@ fn quotas_limit_ranges_and_pod_security() {
           "containers": [{"name": "c", "image": "busybox", "securityContext": {
             "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}]}}"#;
     c.ok_stdin(&["create", "-f", "-"], ok_pod);
+}
+
+#[test]
+fn pod_security_defaults_and_exemptions_from_the_admission_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("admission.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  path: pod-security.yaml
+",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("pod-security.yaml"),
+        "apiVersion: pod-security.admission.config.k8s.io/v1
+kind: PodSecurityConfiguration
+defaults:
+  enforce: baseline
+  warn: restricted
+exemptions:
+  usernames: [ci-bot]
+  namespaces: [free]
+  runtimeClasses: [trusted]
+",
+    )
+    .unwrap();
+    let Some(c) = Cluster::start(&["--admission-control-config-file", config.to_str().unwrap()])
+    else {
+        return;
+    };
+    for ns in ["plain", "free", "open"] {
+        c.ok(&["create", "namespace", ns]);
+        wait_for_default_sa(&c, ns);
+    }
+    c.ok(&[
+        "label",
+        "namespace",
+        "open",
+        "pod-security.kubernetes.io/enforce=privileged",
+    ]);
+    let privileged = |name: &str, ns: &str, runtime_class: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}", "namespace": "{ns}"}},
+                "spec": {{{runtime_class}"containers": [{{"name": "c", "image": "busybox",
+                  "securityContext": {{"privileged": true}}}}]}}}}"#
+        )
+    };
+    // The configured default (baseline) applies to a namespace without labels.
+    let out = c.run_with(
+        &c.kubectl,
+        &["create", "-f", "-"],
+        Some(&privileged("p", "plain", "")),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("violates PodSecurity \"baseline:latest\": privileged"),
+        "{err}"
+    );
+    // A namespace label overrides the default; warnings still come from the default warn level.
+    let out = c.run_with(
+        &c.kubectl,
+        &["create", "-f", "-"],
+        Some(&privileged("p", "open", "")),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("would violate PodSecurity \"restricted:latest\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Exempt namespace, runtime class and user.
+    c.ok_stdin(&["create", "-f", "-"], &privileged("p", "free", ""));
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        &privileged("rc", "plain", r#""runtimeClassName": "trusted", "#),
+    );
+    c.ok(&[
+        "create",
+        "clusterrolebinding",
+        "ci-bot-admin",
+        "--clusterrole=cluster-admin",
+        "--user=ci-bot",
+    ]);
+    c.ok_stdin(
+        &["create", "--as=ci-bot", "-f", "-"],
+        &privileged("bot", "plain", ""),
+    );
+    let out = c.run_with(
+        &c.kubectl,
+        &["create", "--as=someone-else", "-f", "-"],
+        Some(&privileged("other", "plain", "")),
+    );
+    assert!(!out.status.success());
+}
+
+#[test]
+fn bad_admission_configuration_is_a_clear_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("admission.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: strict
+",
+    )
+    .unwrap();
+    let out = Command::new(k1s_tests::k1s_bin())
+        .args(["server", "--disable-agent", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .arg("--write-kubeconfig")
+        .arg(dir.path().join("k.yaml"))
+        .args(["--bind-address", "127.0.0.1", "--https-port"])
+        .arg(k1s_tests::free_port().to_string())
+        .arg("--admission-control-config-file")
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("defaults.enforce: Invalid value: \"strict\": must be one of privileged, baseline, restricted"),
+        "{err}"
+    );
+}
+
+#[test]
+fn claims_and_volumes_in_use_are_protected() {
+    let Some(c) = Cluster::start(&[]) else { return };
+    wait_for_default_sa(&c, "default");
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv1"},
+             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                      "hostPath": {"path": "/tmp/pv1"}}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                      "resources": {"requests": {"storage": "1Gi"}}}},
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"},
+             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "busybox"}],
+                      "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}}
+        ]}"#,
+    );
+    let get = |kind: &str, name: &str| -> Value {
+        let out = c.run(&["get", kind, name, "-o", "json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        get("pvc", "data")["metadata"]["finalizers"],
+        json!(["kubernetes.io/pvc-protection"])
+    );
+    assert_eq!(
+        get("pv", "pv1")["metadata"]["finalizers"],
+        json!(["kubernetes.io/pv-protection"])
+    );
+    // The PV controller binds the two; a Bound volume is held when deleted.
+    eventually("pv1 bound", 30, || {
+        get("pv", "pv1")["status"]["phase"] == "Bound"
+    });
+    c.ok(&["delete", "pv", "pv1", "--wait=false"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(get("pv", "pv1")["metadata"]["deletionTimestamp"].is_string());
+    // In use by a scheduled pod: deleting only marks the claim.
+    c.ok(&["delete", "pvc", "data", "--wait=false"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let pvc = get("pvc", "data");
+    assert!(pvc["metadata"]["deletionTimestamp"].is_string(), "{pvc}");
+    // The pod goes (no kubelet here: force it), and the claim follows; the volume, released,
+    // goes too.
+    c.ok(&["delete", "pod", "user", "--grace-period=0", "--force"]);
+    eventually("the released claim to be deleted", 30, || {
+        get("pvc", "data").is_null()
+    });
+    eventually("the released volume to be deleted", 30, || {
+        get("pv", "pv1").is_null()
+    });
 }

@@ -4,167 +4,15 @@
 //! the processes, their namespaces and cgroups. Needs root (CI runs as root); skips visibly
 //! otherwise.
 
-#[path = "../../kubelet/tests/support/registry.rs"]
-mod registry;
-
 use std::time::{Duration, Instant};
 
-use k1s_tests::{Cluster, kubelet_flags};
+use k1s_tests::host::{HostCleanup, Images, start_with_kubelet as start};
+use k1s_tests::{Cluster, eventually};
 use serde_json::Value;
-
-fn eventually(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
 
 fn pod(c: &Cluster, name: &str) -> Value {
     let out = c.run(&["get", "pod", name, "-o", "json"]);
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-/// A registry with `busybox:latest`, and the registries.yaml that makes it plain HTTP.
-struct Images {
-    _dir: tempfile::TempDir,
-    registry: registry::Registry,
-    config: std::path::PathBuf,
-}
-
-fn images() -> Option<Images> {
-    if !nix_is_root() {
-        eprintln!("SKIP: the kubelet tests need root (namespaces, cgroups, mounts)");
-        return None;
-    }
-    if !registry::ensure_tools() {
-        eprintln!(
-            "SKIP: docker-registry, skopeo, umoci or busybox-static missing and not installable"
-        );
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let layout = dir.path().join("layout");
-    registry::build_busybox_layout(&layout).unwrap();
-    let registry = registry::Registry::start(&dir.path().join("registry")).unwrap();
-    registry::push(
-        &layout,
-        "latest",
-        &format!("{}/busybox:latest", registry.host()),
-    )
-    .unwrap();
-    let config = dir.path().join("registries.yaml");
-    std::fs::write(&config, registry.registries_yaml()).unwrap();
-    Some(Images {
-        _dir: dir,
-        registry,
-        config,
-    })
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-}
-
-/// Removes what a test kubelet leaves on the host: its bridge and its cgroup tree.
-struct HostCleanup(Vec<String>);
-
-impl Drop for HostCleanup {
-    fn drop(&mut self) {
-        let flag = |name: &str| {
-            self.0
-                .iter()
-                .position(|f| f == name)
-                .and_then(|i| self.0.get(i + 1))
-                .cloned()
-                .unwrap_or_default()
-        };
-        let _ = std::process::Command::new("ip")
-            .args(["link", "del", &flag("--bridge-name")])
-            .status();
-        let top = flag("--cgroup-top");
-        let hierarchies: Vec<std::path::PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|h| h.path().join(&top))
-            .collect();
-        // Containers outlive their kubelet (the shims keep them): a failed test must not
-        // leave them running into the next one.
-        for _ in 0..20 {
-            let mut any = false;
-            for h in &hierarchies {
-                any |= kill_cgroup_tree(h);
-            }
-            if !any {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        for h in &hierarchies {
-            remove_cgroup_tree(h);
-        }
-    }
-}
-
-/// SIGKILLs every process in the cgroup tree at `dir`; whether there was any.
-fn kill_cgroup_tree(dir: &std::path::Path) -> bool {
-    let mut any = false;
-    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
-        for pid in procs.lines().filter(|l| !l.trim().is_empty()) {
-            any = true;
-            let _ = std::process::Command::new("kill")
-                .args(["-9", pid.trim()])
-                .status();
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                any |= kill_cgroup_tree(&e.path());
-            }
-        }
-    }
-    any
-}
-
-fn remove_cgroup_tree(dir: &std::path::Path) {
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_cgroup_tree(&e.path());
-            }
-        }
-        let _ = std::fs::remove_dir(dir);
-    }
-}
-
-fn flags_for(tag: &str, images: &Images) -> Vec<String> {
-    let mut flags = kubelet_flags(tag);
-    flags.push("--private-registry".into());
-    flags.push(images.config.display().to_string());
-    flags
-}
-
-fn start(tag: &str, flags: &[String]) -> Option<Cluster> {
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let c = Cluster::start(&flags)?;
-    let node = format!("node-{tag}");
-    eventually("the node to register and be Ready", 60, || {
-        let out = c.run(&["get", "node", &node, "-o", "json"]);
-        let n: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        n["status"]["conditions"].as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-    });
-    eventually("the default ServiceAccount", 30, || {
-        c.run(&["get", "sa", "default"]).status.success()
-    });
-    Some(c)
 }
 
 /// Host pids whose command line contains `needle`.
@@ -191,13 +39,15 @@ fn waiting_reason(p: &Value) -> String {
 
 #[test]
 fn pods_run_as_real_containers() {
-    let Some(images) = images() else { return };
-    let flags = flags_for("run", &images);
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let flags = images.kubelet_flags("run");
     let _cleanup = HostCleanup(flags.clone());
     let Some(c) = start("run", &flags) else {
         return;
     };
-    let image = format!("{}/busybox:latest", images.registry.host());
+    let image = images.busybox();
 
     // A long-running pod: Running and Ready, with a real address and IDs.
     c.ok(&[
@@ -303,6 +153,29 @@ fn pods_run_as_real_containers() {
         saw_backoff |= waiting_reason(&pod(&c, "crash")) == "CrashLoopBackOff";
         saw_backoff
     });
+    // Each restart's Started event is the same event again: one Event whose count grows, as
+    // client-go's correlator makes it.
+    let events: Value = serde_json::from_str(&c.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=crash",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let started: Vec<&Value> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "Started")
+        .collect();
+    assert_eq!(started.len(), 1, "{events}");
+    assert!(started[0]["count"].as_i64().unwrap_or(0) >= 2, "{events}");
+    assert_ne!(
+        started[0]["firstTimestamp"], started[0]["lastTimestamp"],
+        "{events}"
+    );
 
     // Bad input, each with a reason in the status.
     c.ok(&[
@@ -348,13 +221,15 @@ fn pods_run_as_real_containers() {
 
 #[test]
 fn restarting_k1s_keeps_containers_running() {
-    let Some(images) = images() else { return };
-    let flags = flags_for("restart", &images);
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let flags = images.kubelet_flags("restart");
     let _cleanup = HostCleanup(flags.clone());
     let Some(mut c) = start("restart", &flags) else {
         return;
     };
-    let image = format!("{}/busybox:latest", images.registry.host());
+    let image = images.busybox();
     c.ok(&[
         "run",
         "keep",
@@ -439,13 +314,15 @@ fn apply(c: &Cluster, manifest: &Value) {
 
 #[test]
 fn probes_hooks_and_oom_on_real_containers() {
-    let Some(images) = images() else { return };
-    let flags = flags_for("probes", &images);
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let flags = images.kubelet_flags("probes");
     let _cleanup = HostCleanup(flags.clone());
     let Some(c) = start("probes", &flags) else {
         return;
     };
-    let image = format!("{}/busybox:latest", images.registry.host());
+    let image = images.busybox();
 
     // Readiness: httpGet on busybox httpd, ready while /www-ready/ready exists.
     apply(

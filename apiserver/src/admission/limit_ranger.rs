@@ -12,7 +12,7 @@
 use k1s_api::quantity::{Quantity, ResourceList};
 use serde_json::{Map, Value};
 
-use super::quota::{pod_limits, pod_requests};
+use k1s_api::quota::{pod_limits, pod_requests};
 
 /// The annotation recording what was defaulted.
 pub const ANNOTATION: &str = "kubernetes.io/limit-ranger";
@@ -21,20 +21,8 @@ fn list(v: &Value) -> &[Value] {
     v.as_array().map_or(&[][..], Vec::as_slice)
 }
 
-/// The entries of a resource list that parse; bad entries were rejected by validation and
-/// are ignored rather than aborting admission.
 fn lenient(v: &Value) -> ResourceList {
-    v.as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, q)| {
-            let s = match q {
-                Value::String(s) => s.trim().to_string(),
-                other => other.to_string(),
-            };
-            Quantity::parse(&s).ok().map(|q| (k.clone(), q))
-        })
-        .collect()
+    ResourceList::from_json_lenient(v)
 }
 
 /// Applies upstream's LimitRangeItem defaulting in place (done when a LimitRange is stored):

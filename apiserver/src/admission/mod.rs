@@ -3,23 +3,26 @@
 //! the object; validating ones refuse it with upstream's 403 message.
 //!
 //! Order, as upstream's: NamespaceLifecycle (in [`crate::rest`]), LimitRanger, ServiceAccount,
-//! NodeRestriction, Priority, DefaultTolerationSeconds, DefaultStorageClass, the RBAC
-//! escalation checks (upstream does them in the RBAC storage), PodSecurity, ResourceQuota.
+//! NodeRestriction, Priority, DefaultTolerationSeconds, DefaultStorageClass,
+//! PersistentVolumeClaimResize, StorageObjectInUseProtection, the RBAC escalation checks (upstream does them in the RBAC
+//! storage), PodSecurity (defaults and exemptions from [`config`]), ResourceQuota.
 //! Requests without a user (the server's own components) skip the user-based checks only.
-//!
-//! Not here: StorageObjectInUseProtection (its finalizers need the protection controllers
-//! that release them, which come with storage, issue #8).
 
+pub mod config;
 pub mod default_storage_class;
 pub mod default_tolerations;
 pub mod limit_ranger;
 pub mod node_restriction;
 pub mod pod_security;
 pub mod priority;
-pub mod quota;
+pub mod pvc_resize;
+
 pub mod service_account;
+pub mod storage_protection;
 
 use std::sync::Arc;
+
+use k1s_api::quota;
 
 use serde_json::Value;
 
@@ -94,11 +97,12 @@ pub fn forbidden(res: &ResourceType, obj: &Value, why: impl std::fmt::Display) -
 /// The default chain.
 pub struct Chain {
     authz: Arc<Authorizer>,
+    config: config::AdmissionConfig,
 }
 
 impl Chain {
-    pub fn new(authz: Arc<Authorizer>) -> Self {
-        Self { authz }
+    pub fn new(authz: Arc<Authorizer>, config: config::AdmissionConfig) -> Self {
+        Self { authz, config }
     }
 }
 
@@ -142,6 +146,17 @@ impl Admission for Chain {
         if req.creating() && req.is("", "PersistentVolumeClaim") {
             default_storage_class::admit(rest, obj).await?;
         }
+        if req.operation == Operation::Update
+            && req.subresource.is_none()
+            && req.is("", "PersistentVolumeClaim")
+            && let Some(old) = old
+        {
+            pvc_resize::admit(rest, req, obj, old).await?;
+        }
+        if req.creating() && (req.is("", "PersistentVolumeClaim") || req.is("", "PersistentVolume"))
+        {
+            storage_protection::admit(&req.res.kind, obj);
+        }
         if let Some(user) = req.user
             && req.res.group == "rbac.authorization.k8s.io"
             && req.subresource.is_none()
@@ -151,7 +166,8 @@ impl Admission for Chain {
             crate::authz::escalation::check(&self.authz, user, &req.res.plural, ns, obj)?;
         }
         if !ns.is_empty() && req.subresource.is_none() {
-            warnings.extend(pod_security_check(rest, req, &ns, obj, old).await?);
+            let ps = &self.config.pod_security;
+            warnings.extend(pod_security_check(rest, req, ps, &ns, obj, old).await?);
             quota_check(rest, req, &ns, obj, old).await?;
         }
         Ok(warnings)
@@ -182,13 +198,21 @@ async fn list_in(
 async fn pod_security_check(
     rest: &Rest,
     req: &Request<'_>,
+    config: &config::PodSecurityConfig,
     ns: &str,
     obj: &Value,
     old: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
     let is_pod = req.is("", "Pod");
-    let template = pod_security::pod_template(&req.res.plural, obj).is_some();
-    if !is_pod && !template {
+    let template = pod_security::pod_template(&req.res.plural, obj);
+    if !is_pod && template.is_none() {
+        return Ok(Vec::new());
+    }
+    let spec = match template {
+        Some(t) => &t["spec"],
+        None => &obj["spec"],
+    };
+    if config.exempt(req.user.map(|u| u.name.as_str()), ns, spec) {
         return Ok(Vec::new());
     }
     if is_pod
@@ -207,19 +231,33 @@ async fn pod_security_check(
     };
     let labels = &namespace["metadata"]["labels"];
     if is_pod {
-        pod_security::admit_pod(labels, obj).map_err(|m| {
+        pod_security::admit_pod(&config.defaults, labels, obj).map_err(|m| {
             let mut e = forbidden(req.res, obj, "");
             e.message = m;
             e
         })
     } else {
-        Ok(pod_security::warn_template(labels, &req.res.plural, obj))
+        Ok(pod_security::warn_template(
+            &config.defaults,
+            labels,
+            &req.res.plural,
+            obj,
+        ))
     }
 }
 
-/// ResourceQuota: every quota of the namespace that tracks this write must have room. Usage
-/// is recomputed from the namespace's objects (there is no quota controller yet), then the
-/// write's cost is checked and charged to `status.used`.
+/// How often a charge is retried when another write charged the same quota first.
+const QUOTA_RETRIES: usize = 10;
+
+/// ResourceQuota, as upstream's admission plugin: every quota of the namespace that tracks
+/// this write must have room for it, and the write is charged to the quota's `status.used`
+/// *before* the object is stored, with a compare-and-swap on the quota's resourceVersion. Two
+/// writes racing for the last unit cannot both win: the second one's swap fails, and it is
+/// evaluated again against the usage that now includes the first. The ResourceQuota
+/// controller lowers `status.used` after deletes (and corrects charges of writes that failed
+/// later). A quota whose usage was never computed (new, or a new resource in `spec.hard`) is
+/// computed here from the namespace's objects instead of refusing the write as upstream does
+/// ("status unknown for quota") until the controller catches up.
 async fn quota_check(
     rest: &Rest,
     req: &Request<'_>,
@@ -236,58 +274,82 @@ async fn quota_check(
     if !quota::handles(resource, group, op) {
         return Ok(());
     }
-    let quotas = list_in(rest, "", "resourcequotas", ns).await?;
-    if quotas.is_empty() {
-        return Ok(());
-    }
-    let mut updates = Vec::new();
-    for q in quotas {
-        let mut current = q.clone();
-        current["status"]["hard"] = q["spec"]["hard"].clone();
-        if !quota::matches(&current, resource, group, obj) {
-            continue;
-        }
-        let mut lists = Vec::new();
-        for (g, r) in quota::needed_resources(&q) {
-            lists.push((r.clone(), g.clone(), list_in(rest, &g, &r, ns).await?));
-        }
-        let objects: Vec<(&str, &str, &[Value])> = lists
-            .iter()
-            .map(|(r, g, items)| (r.as_str(), g.as_str(), items.as_slice()))
-            .collect();
-        current["status"]["used"] = quota::recompute(&q, &objects).to_json();
-        match quota::admit(&current, resource, group, obj, old) {
-            Ok(Some(used)) => updates.push((current, used)),
-            Ok(None) => {}
-            Err(m) => return Err(forbidden(req.res, obj, m)),
-        }
-    }
-    if req.dry_run {
-        return Ok(());
-    }
     let Some(qres) = rest.registry.builtin_kind("", "ResourceQuota") else {
         return Ok(());
     };
-    for (q, used) in updates {
-        let name = q["metadata"]["name"].as_str().unwrap_or("").to_owned();
-        let status = serde_json::json!({"hard": q["status"]["hard"], "used": used.to_json()});
-        let written = rest
-            .read_modify_write(
-                &qres,
-                Some(ns),
-                &name,
-                Some("status"),
-                &Default::default(),
-                |cur| {
-                    let mut next = cur.clone();
-                    next["status"] = status.clone();
-                    Ok(next)
-                },
-            )
-            .await;
-        if let Err(e) = written {
-            tracing::warn!(quota = %name, error = %e.message, "cannot record quota usage");
+    // Quotas charged already (a retry only re-evaluates the ones whose swap failed).
+    let mut charged: Vec<String> = Vec::new();
+    for _ in 0..QUOTA_RETRIES {
+        let quotas = list_in(rest, "", "resourcequotas", ns).await?;
+        let mut conflicted = false;
+        for q in quotas {
+            let name = q["metadata"]["name"].as_str().unwrap_or("").to_owned();
+            if charged.contains(&name) {
+                continue;
+            }
+            let mut current = q.clone();
+            current["status"]["hard"] = q["spec"]["hard"].clone();
+            if !quota::matches(&current, resource, group, obj) {
+                continue;
+            }
+            if !quota::usage_known(&current, resource, group) {
+                current["status"]["used"] = recompute_usage(rest, &q, ns).await?.to_json();
+            }
+            let used = match quota::admit(&current, resource, group, obj, old) {
+                Ok(Some(used)) => used,
+                Ok(None) => continue,
+                Err(m) => return Err(forbidden(req.res, obj, m)),
+            };
+            if req.dry_run {
+                continue;
+            }
+            let mut next = q.clone();
+            next["status"] =
+                serde_json::json!({"hard": current["status"]["hard"], "used": used.to_json()});
+            match rest
+                .update(
+                    &qres,
+                    Some(ns),
+                    &name,
+                    next,
+                    Some("status"),
+                    &Default::default(),
+                )
+                .await
+            {
+                Ok(_) => charged.push(name),
+                Err(e) if e.code == 409 => conflicted = true,
+                // Deleted meanwhile: nothing to charge.
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !conflicted {
+            return Ok(());
         }
     }
-    Ok(())
+    let mut e = ApiError::new(
+        409,
+        "Conflict",
+        "Operation cannot be fulfilled on resourcequotas: too many concurrent writes charged the same quota; try again",
+    );
+    e.details = None;
+    Err(e)
+}
+
+/// A quota's usage from every object of the namespace it counts.
+async fn recompute_usage(
+    rest: &Rest,
+    q: &Value,
+    ns: &str,
+) -> Result<k1s_api::quantity::ResourceList, ApiError> {
+    let mut lists = Vec::new();
+    for (g, r) in quota::needed_resources(q) {
+        lists.push((r.clone(), g.clone(), list_in(rest, &g, &r, ns).await?));
+    }
+    let objects: Vec<(&str, &str, &[Value])> = lists
+        .iter()
+        .map(|(r, g, items)| (r.as_str(), g.as_str(), items.as_slice()))
+        .collect();
+    Ok(quota::recompute(q, &objects))
 }

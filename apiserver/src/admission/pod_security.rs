@@ -139,7 +139,13 @@ pub const WARN_VERSION_LABEL: &str = "pod-security.kubernetes.io/warn-version";
 /// level means `restricted`, an invalid warn or audit level means `privileged` (fail open), an
 /// invalid version means `latest`.
 pub fn policy_from_labels(labels: &Value) -> (Policy, Vec<(String, String)>) {
-    let mut p = Policy::default();
+    policy_over(Policy::default(), labels)
+}
+
+/// [`policy_from_labels`] over configured `defaults` (`--admission-control-config-file`):
+/// each label overrides its mode's default.
+pub fn policy_over(defaults: Policy, labels: &Value) -> (Policy, Vec<(String, String)>) {
+    let mut p = defaults;
     let mut errs = Vec::new();
     let mut err = |label: &str, value: &str, msg: &str| {
         errs.push((
@@ -269,8 +275,8 @@ pub fn warning_message(lv: LevelVersion, v: &[Violation]) -> String {
 /// Admission of a pod create (or a significant update, see [`is_significant_pod_update`])
 /// in a namespace with the given `metadata.labels`. `Ok` carries the warnings to return;
 /// `Err` the full Forbidden (403) message.
-pub fn admit_pod(ns_labels: &Value, pod: &Value) -> Result<Vec<String>, String> {
-    let (policy, _errs) = policy_from_labels(ns_labels);
+pub fn admit_pod(defaults: &Policy, ns_labels: &Value, pod: &Value) -> Result<Vec<String>, String> {
+    let (policy, _errs) = policy_over(*defaults, ns_labels);
     let meta = &pod["metadata"];
     let spec = &pod["spec"];
     let enforced = evaluate(policy.enforce, meta, spec);
@@ -307,11 +313,16 @@ pub fn pod_template<'a>(resource: &str, obj: &'a Value) -> Option<&'a Value> {
 /// Warnings for a workload (`resource` as in [`pod_template`], `obj` the whole object): its pod
 /// template is checked against the warn level, never enforced, as upstream does for pod
 /// controllers. Resources without a pod template give no warnings.
-pub fn warn_template(ns_labels: &Value, resource: &str, obj: &Value) -> Vec<String> {
+pub fn warn_template(
+    defaults: &Policy,
+    ns_labels: &Value,
+    resource: &str,
+    obj: &Value,
+) -> Vec<String> {
     let Some(template) = pod_template(resource, obj) else {
         return Vec::new();
     };
-    let (policy, _errs) = policy_from_labels(ns_labels);
+    let (policy, _errs) = policy_over(*defaults, ns_labels);
     let v = evaluate(policy.warn, &template["metadata"], &template["spec"]);
     if v.is_empty() {
         Vec::new()
@@ -1144,7 +1155,7 @@ mod tests {
     #[test]
     fn restricted_message_matches_upstream() {
         let p = pod(json!({"containers": [{"name": "c", "image": "nginx"}]}));
-        let err = admit_pod(&labels("restricted"), &p).unwrap_err();
+        let err = admit_pod(&Policy::default(), &labels("restricted"), &p).unwrap_err();
         assert_eq!(
             err,
             "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": \
@@ -1154,7 +1165,10 @@ mod tests {
              seccompProfile (pod or container \"c\" must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\")"
         );
         let ok = pod(json!({"containers": [restricted_ok_container("c")]}));
-        assert_eq!(admit_pod(&labels("restricted"), &ok), Ok(vec![]));
+        assert_eq!(
+            admit_pod(&Policy::default(), &labels("restricted"), &ok),
+            Ok(vec![])
+        );
         // Pod-level settings cover containers.
         let pod_level = pod(json!({
             "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "Localhost"}},
@@ -1162,7 +1176,10 @@ mod tests {
                 "allowPrivilegeEscalation": false,
                 "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}]
         }));
-        assert_eq!(admit_pod(&labels("restricted"), &pod_level), Ok(vec![]));
+        assert_eq!(
+            admit_pod(&Policy::default(), &labels("restricted"), &pod_level),
+            Ok(vec![])
+        );
     }
 
     #[test]
@@ -1296,25 +1313,25 @@ mod tests {
                            "containers": [{"name": "c", "securityContext": {"capabilities": {"drop": ["ALL"]}}}]}),
         );
         assert_eq!(
-            admit_pod(&ns, &p).unwrap(),
+            admit_pod(&Policy::default(), &ns, &p).unwrap(),
             vec!["would violate PodSecurity \"restricted:v1.33\": allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false)".to_string()]
         );
         let deploy = json!({"spec": {"template": {"metadata": {}, "spec": {"hostPID": true, "containers": [restricted_ok_container("c")]}}}});
         assert_eq!(
-            warn_template(&ns, "deployments", &deploy),
+            warn_template(&Policy::default(), &ns, "deployments", &deploy),
             vec![
                 "would violate PodSecurity \"restricted:v1.33\": host namespaces (hostPID=true)"
                     .to_string()
             ]
         );
         let cron = json!({"spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [restricted_ok_container("c")]}}}}}});
-        assert!(warn_template(&ns, "cronjobs", &cron).is_empty());
-        assert!(warn_template(&ns, "configmaps", &deploy).is_empty());
-        assert!(warn_template(&ns, "deployments", &json!({})).is_empty());
+        assert!(warn_template(&Policy::default(), &ns, "cronjobs", &cron).is_empty());
+        assert!(warn_template(&Policy::default(), &ns, "configmaps", &deploy).is_empty());
+        assert!(warn_template(&Policy::default(), &ns, "deployments", &json!({})).is_empty());
         // Generated names: no name in the message.
         let unnamed = json!({"spec": {"hostIPC": true, "containers": [{"name": "c"}]}});
         assert_eq!(
-            admit_pod(&ns, &unnamed).unwrap_err(),
+            admit_pod(&Policy::default(), &ns, &unnamed).unwrap_err(),
             "pods is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostIPC=true)"
         );
     }

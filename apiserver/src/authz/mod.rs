@@ -138,25 +138,34 @@ pub struct Authorizer {
     pub rbac: Arc<rbac::Rbac>,
     pub node: Arc<node::NodeAuthorizer>,
     store: Arc<dyn Store>,
+    /// How the mirrors read stored objects.
+    encryption: Arc<crate::encryption::Transformer>,
 }
 
 /// How long a refusal waits for the mirrors to catch up with writes just made.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Authorizer {
-    /// The chain over `store`; its mirrors are kept current by the tasks [`Self::run`] starts.
-    pub fn new(store: Arc<dyn Store>) -> Arc<Self> {
+    /// The chain over `store` (its values read through `encryption`); its mirrors are kept
+    /// current by the tasks [`Self::run`] starts.
+    pub fn new(
+        store: Arc<dyn Store>,
+        encryption: Arc<crate::encryption::Transformer>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             rbac: rbac::Rbac::new(),
             node: node::NodeAuthorizer::new(),
             store,
+            encryption,
         })
     }
 
     /// Runs the mirrors until `cancel`.
     pub fn run(&self, tasks: &tokio_util::task::TaskTracker, cancel: &CancellationToken) {
-        self.rbac.spawn(tasks, self.store.clone(), cancel);
-        self.node.spawn(tasks, self.store.clone(), cancel);
+        self.rbac
+            .spawn(tasks, self.store.clone(), self.encryption.clone(), cancel);
+        self.node
+            .spawn(tasks, self.store.clone(), self.encryption.clone(), cancel);
     }
 
     /// The decision on `a`, with the reason of a refusal. A refusal is only given once the

@@ -1,6 +1,7 @@
 //! The Node authorizer: what a kubelet identity (`system:node:NAME` in `system:nodes`) may
 //! reach. Its own Node and Lease and CSINode; pods bound to it (read, status, delete) and,
-//! through them, the Secrets, ConfigMaps, PVCs, PVs and ServiceAccount tokens those pods use;
+//! through them, the Secrets, ConfigMaps, PVCs, PVs and ServiceAccount tokens those pods use
+//! (and the CSI secrets of those PVs: nodeStage/nodePublish/nodeExpand/controller* refs);
 //! VolumeAttachments for it; events; and read access to the cluster information a kubelet
 //! needs (services, endpoints, CSIDrivers, RuntimeClasses).
 //!
@@ -13,6 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k1s_store::Store;
+
+use crate::encryption::Transformer;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -127,6 +130,32 @@ fn project_claim(pvc: &Value) -> Option<(String, String, String)> {
     ))
 }
 
+/// A PV's name and the CSI secrets (namespace, name) it references.
+type VolumeSecrets = (String, Vec<(String, String)>);
+
+/// A PV's name and the CSI secrets it references.
+fn project_volume(pv: &Value) -> Option<VolumeSecrets> {
+    let name = pv["metadata"]["name"].as_str()?.to_owned();
+    let csi = &pv["spec"]["csi"];
+    let secrets = [
+        "nodeStageSecretRef",
+        "nodePublishSecretRef",
+        "nodeExpandSecretRef",
+        "controllerPublishSecretRef",
+        "controllerExpandSecretRef",
+    ]
+    .iter()
+    .filter_map(|k| {
+        let r = &csi[*k];
+        Some((
+            r["namespace"].as_str()?.to_owned(),
+            r["name"].as_str().filter(|n| !n.is_empty())?.to_owned(),
+        ))
+    })
+    .collect();
+    Some((name, secrets))
+}
+
 /// A VolumeAttachment's (name, node).
 fn project_attachment(va: &Value) -> Option<(String, String)> {
     Some((
@@ -140,6 +169,7 @@ pub struct NodeAuthorizer {
     pods: Arc<Mirror<PodLinks>>,
     claims: Arc<Mirror<(String, String, String)>>,
     attachments: Arc<Mirror<(String, String)>>,
+    volumes: Arc<Mirror<VolumeSecrets>>,
 }
 
 fn no_relationship(node: &str) -> Decision {
@@ -154,6 +184,7 @@ impl NodeAuthorizer {
             pods: Mirror::new(),
             claims: Mirror::new(),
             attachments: Mirror::new(),
+            volumes: Mirror::new(),
         })
     }
 
@@ -161,11 +192,13 @@ impl NodeAuthorizer {
         &self,
         tasks: &tokio_util::task::TaskTracker,
         store: Arc<dyn Store>,
+        encryption: Arc<Transformer>,
         cancel: &CancellationToken,
     ) {
         tasks.spawn(mirror::run(
             self.pods.clone(),
             store.clone(),
+            encryption.clone(),
             "/registry/core/pods/".into(),
             project_pod,
             cancel.clone(),
@@ -173,13 +206,23 @@ impl NodeAuthorizer {
         tasks.spawn(mirror::run(
             self.claims.clone(),
             store.clone(),
+            encryption.clone(),
             "/registry/core/persistentvolumeclaims/".into(),
             project_claim,
             cancel.clone(),
         ));
         tasks.spawn(mirror::run(
+            self.volumes.clone(),
+            store.clone(),
+            encryption.clone(),
+            "/registry/core/persistentvolumes/".into(),
+            project_volume,
+            cancel.clone(),
+        ));
+        tasks.spawn(mirror::run(
             self.attachments.clone(),
             store,
+            encryption,
             "/registry/storage.k8s.io/volumeattachments/".into(),
             project_attachment,
             cancel.clone(),
@@ -188,12 +231,39 @@ impl NodeAuthorizer {
 
     /// Waits until the graph reflects the store as of now.
     pub async fn sync(&self, store: &dyn Store, timeout: Duration) -> bool {
-        let (a, b, c) = tokio::join!(
+        let (a, b, c, d) = tokio::join!(
             self.pods.sync(store, timeout),
             self.claims.sync(store, timeout),
             self.attachments.sync(store, timeout),
+            self.volumes.sync(store, timeout),
         );
-        a && b && c
+        a && b && c && d
+    }
+
+    /// Whether a PV referencing secret `ns/name` is bound to a claim a pod on `node` uses.
+    fn volume_secret(&self, node: &str, ns: &str, name: &str) -> bool {
+        let pvs: Vec<String> = self.volumes.read(|v| {
+            v.values()
+                .filter(|(_, secrets)| secrets.iter().any(|(sns, sn)| sns == ns && sn == name))
+                .map(|(pv, _)| pv.clone())
+                .collect()
+        });
+        pvs.iter().any(|pv| self.pv_used_by(node, pv))
+    }
+
+    /// Whether PV `pv` is bound to a claim a pod on `node` uses.
+    fn pv_used_by(&self, node: &str, pv: &str) -> bool {
+        let claims: Vec<(String, String)> = self.claims.read(|c| {
+            c.values()
+                .filter(|(_, _, vol)| vol == pv)
+                .map(|(ns, n, _)| (ns.clone(), n.clone()))
+                .collect()
+        });
+        claims.iter().any(|(cns, cname)| {
+            self.any_pod(node, |p| {
+                p.namespace == *cns && p.claims.iter().any(|c| c == cname)
+            })
+        })
     }
 
     /// Whether a pod bound to `node` satisfies `f`.
@@ -259,9 +329,9 @@ impl NodeAuthorizer {
             ("", "secrets", "") => allow(
                 matches!(verb, "get" | "list" | "watch")
                     && !name.is_empty()
-                    && self.any_pod(node, |p| {
+                    && (self.any_pod(node, |p| {
                         p.namespace == ns && p.secrets.iter().any(|s| s == name)
-                    }),
+                    }) || self.volume_secret(node, ns, name)),
             ),
             ("", "configmaps", "") => allow(
                 matches!(verb, "get" | "list" | "watch")
@@ -276,21 +346,7 @@ impl NodeAuthorizer {
                         p.namespace == ns && p.claims.iter().any(|c| c == name)
                     }),
             ),
-            ("", "persistentvolumes", "") => allow(
-                verb == "get" && {
-                    let claims: Vec<(String, String)> = self.claims.read(|c| {
-                        c.values()
-                            .filter(|(_, _, vol)| vol == name)
-                            .map(|(ns, n, _)| (ns.clone(), n.clone()))
-                            .collect()
-                    });
-                    claims.iter().any(|(cns, cname)| {
-                        self.any_pod(node, |p| {
-                            p.namespace == *cns && p.claims.iter().any(|c| c == cname)
-                        })
-                    })
-                },
-            ),
+            ("", "persistentvolumes", "") => allow(verb == "get" && self.pv_used_by(node, name)),
             ("", "serviceaccounts", "") => allow(
                 verb == "get"
                     && self.any_pod(node, |p| p.namespace == ns && p.service_account == name),
@@ -418,5 +474,50 @@ mod tests {
             authz.authorize(&req(&n1, "update", "nodes", "", "n2")),
             Decision::NoOpinion(_)
         ));
+    }
+
+    #[test]
+    fn csi_secrets_of_a_pv_in_use_on_the_node_are_readable() {
+        let pv = json!({"metadata": {"name": "pv1"}, "spec": {"csi": {
+            "driver": "d", "volumeHandle": "h",
+            "nodeStageSecretRef": {"namespace": "sec", "name": "stage"},
+            "nodePublishSecretRef": {"namespace": "sec", "name": "publish"}}}});
+        let (name, secrets) = project_volume(&pv).unwrap();
+        assert_eq!(name, "pv1");
+        assert_eq!(
+            secrets,
+            [
+                ("sec".into(), "stage".into()),
+                ("sec".into(), "publish".into())
+            ]
+        );
+        let authz = NodeAuthorizer::new();
+        authz.volumes.write_for_test("pv1", (name, secrets));
+        authz
+            .claims
+            .write_for_test("c", ("d".into(), "pvc1".into(), "pv1".into()));
+        let pod = json!({"metadata": {"namespace": "d", "name": "p"}, "spec": {
+            "nodeName": "n1",
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "pvc1"}}]}});
+        authz.pods.write_for_test("p", project_pod(&pod).unwrap());
+        let (n1, n2) = (node_user("n1"), node_user("n2"));
+        for s in ["stage", "publish"] {
+            assert_eq!(
+                authz.authorize(&req(&n1, "get", "secrets", "sec", s)),
+                Decision::Allow
+            );
+            assert!(matches!(
+                authz.authorize(&req(&n2, "get", "secrets", "sec", s)),
+                Decision::NoOpinion(_)
+            ));
+        }
+        assert!(matches!(
+            authz.authorize(&req(&n1, "get", "secrets", "d", "stage")),
+            Decision::NoOpinion(_)
+        ));
+        assert_eq!(
+            authz.authorize(&req(&n1, "get", "persistentvolumes", "", "pv1")),
+            Decision::Allow
+        );
     }
 }

@@ -197,11 +197,13 @@ impl Rbac {
         &self,
         tasks: &tokio_util::task::TaskTracker,
         store: Arc<dyn Store>,
+        encryption: Arc<crate::encryption::Transformer>,
         cancel: &CancellationToken,
     ) {
         tasks.spawn(mirror::run(
             self.mirror.clone(),
             store,
+            encryption,
             PREFIX.into(),
             project,
             cancel.clone(),

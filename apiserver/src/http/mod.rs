@@ -7,6 +7,7 @@ pub mod negotiate;
 pub mod openapi;
 pub mod request;
 pub mod resources;
+pub mod streaming;
 mod table_output;
 
 use http::{Method, Request, Response, StatusCode, header};
@@ -35,7 +36,7 @@ async fn serve(
     req: Request<Incoming>,
     user: &UserInfo,
 ) -> Result<Response<Body>, ApiError> {
-    let (parts, incoming) = req.into_parts();
+    let (mut parts, incoming) = req.into_parts();
     let path = parts.uri.path().to_owned();
     let catalog = state.registry.catalog();
     let accept = parts
@@ -105,6 +106,8 @@ async fn serve(
                 headers: &parts.headers,
                 body,
                 user,
+                raw_query: parts.uri.query(),
+                upgrade: parts.extensions.remove::<hyper::upgrade::OnUpgrade>(),
             };
             resources::handle(state, res, call).await
         }

@@ -34,6 +34,10 @@ pub struct Call<'a> {
     pub body: bytes::Bytes,
     /// Who asks (authorized for the request already).
     pub user: &'a UserInfo,
+    /// The query as sent (repeated keys such as exec's `command` kept).
+    pub raw_query: Option<&'a str>,
+    /// The connection's upgrade, for the streaming subresources.
+    pub upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
 
 fn header(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
@@ -232,6 +236,23 @@ pub async fn handle(
         }
         (&Method::GET, Some(name), Some("log")) if res.kind == "Pod" => {
             pod_log(rest, &res, ns.unwrap_or(""), name, q).await
+        }
+        (&Method::GET | &Method::POST, Some(name), Some(sub))
+            if res.kind == "Pod" && super::streaming::Kind::from_subresource(sub).is_some() =>
+        {
+            let kind = super::streaming::Kind::from_subresource(sub)
+                .unwrap_or(super::streaming::Kind::Exec);
+            super::streaming::serve(
+                state,
+                &res,
+                ns.unwrap_or(""),
+                name,
+                kind,
+                call.headers,
+                call.raw_query,
+                call.upgrade,
+            )
+            .await
         }
         (_, _, Some(sub)) if res.subresource(sub).is_none() => Err(ApiError::no_route()),
         (m, _, Some(sub)) => Err(ApiError::new(

@@ -4,6 +4,9 @@
 //!
 //! Objects are JSON (`serde_json::Value`) in the store, without `resourceVersion` (it is the
 //! key's modify revision and is filled in on every read, as upstream's etcd3 storage does).
+//! The JSON passes through the encryption [`Transformer`] on its way in and out
+//! ([`Rest::encode_stored`], [`Rest::decode_stored`]), so resources the encryption
+//! configuration names are stored encrypted.
 //! This layer knows nothing of HTTP: the HTTP handlers in [`crate::http`] and the in-process
 //! client both call it.
 
@@ -26,6 +29,7 @@ use k1s_api::selector::{FieldSelector, LabelSelector};
 use k1s_store::{ListRequest, Revision, Store, StoreError};
 use serde_json::Value;
 
+use crate::encryption::Transformer;
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
 
@@ -49,6 +53,8 @@ pub struct Rest {
     pub admission: std::sync::OnceLock<Arc<dyn crate::admission::Admission>>,
     /// The kubelet of this server's own node, for pods' log/exec/attach/portforward.
     pub node_streams: std::sync::OnceLock<Arc<dyn k1s_api::streams::NodeStreams>>,
+    /// Encryption at rest: what stands between objects and stored bytes.
+    pub encryption: Arc<Transformer>,
 }
 
 /// `resourceVersionMatch`.
@@ -129,7 +135,14 @@ impl Rest {
             services,
             admission: std::sync::OnceLock::new(),
             node_streams: std::sync::OnceLock::new(),
+            encryption: Arc::new(Transformer::identity()),
         }
+    }
+
+    /// The same storage, with objects stored through `encryption`.
+    pub fn with_encryption(mut self, encryption: Arc<Transformer>) -> Self {
+        self.encryption = encryption;
+        self
     }
 
     /// Reads one object.
@@ -155,7 +168,7 @@ impl Rest {
             .get(&res.key(ns, name))
             .await?
             .ok_or_else(|| ApiError::not_found(res, name))?;
-        let obj = decode_stored(res, &kv.value, kv.mod_revision)?;
+        let obj = self.decode_stored(res, &kv.key, &kv.value, kv.mod_revision)?;
         Ok((obj, kv.mod_revision))
     }
 
@@ -231,7 +244,7 @@ impl Rest {
                 if !is_direct_child(&prefix, &kv.key, res, ns) {
                     continue;
                 }
-                let obj = decode_stored(res, &kv.value, kv.mod_revision)?;
+                let obj = self.decode_stored(res, &kv.key, &kv.value, kv.mod_revision)?;
                 if opts.label_selector.matches_json(&obj)
                     && fields::matches(res, &opts.field_selector, &obj)
                 {
@@ -364,38 +377,48 @@ fn is_direct_child(prefix: &str, key: &str, res: &ResourceType, ns: Option<&str>
     }
 }
 
-/// Decodes a stored object and stamps its resourceVersion. A custom resource read through
-/// another served version of its CRD gets that version's `apiVersion` (conversion `None`).
-pub(crate) fn decode_stored(
-    res: &ResourceType,
-    bytes: &[u8],
-    rev: Revision,
-) -> Result<Value, ApiError> {
-    let mut obj: Value = serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::new(
-            500,
-            "InternalError",
-            format!("stored object is not valid JSON: {e}"),
-        )
-    })?;
-    meta::set_resource_version(&mut obj, rev);
-    if res.custom.is_some() {
-        obj["apiVersion"] = Value::String(res.api_version());
+impl Rest {
+    /// Decodes the value stored under `key` (decrypting it if it is encrypted) and stamps its
+    /// resourceVersion. A custom resource read through another served version of its CRD gets
+    /// that version's `apiVersion` (conversion `None`).
+    pub(crate) fn decode_stored(
+        &self,
+        res: &ResourceType,
+        key: &str,
+        bytes: &[u8],
+        rev: Revision,
+    ) -> Result<Value, ApiError> {
+        let plain = self.encryption.transform_from_storage(key, bytes)?;
+        let mut obj: Value = serde_json::from_slice(&plain).map_err(|e| {
+            ApiError::new(
+                500,
+                "InternalError",
+                format!("stored object is not valid JSON: {e}"),
+            )
+        })?;
+        meta::set_resource_version(&mut obj, rev);
+        if res.custom.is_some() {
+            obj["apiVersion"] = Value::String(res.api_version());
+        }
+        if events::needs_conversion(&obj, &res.kind, &res.api_version()) {
+            obj = events::convert(obj, &res.api_version());
+        }
+        Ok(obj)
     }
-    if events::needs_conversion(&obj, &res.kind, &res.api_version()) {
-        obj = events::convert(obj, &res.api_version());
-    }
-    Ok(obj)
-}
 
-/// Encodes an object for the store: without its resourceVersion.
-pub(crate) fn encode_stored(obj: &Value) -> bytes::Bytes {
-    let mut obj = obj.clone();
-    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        m.remove("selfLink");
+    /// Encodes an object for the store under `key`: without its resourceVersion, encrypted if
+    /// the encryption configuration says so.
+    pub(crate) fn encode_stored(&self, key: &str, obj: &Value) -> Result<bytes::Bytes, ApiError> {
+        let mut obj = obj.clone();
+        if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+            m.remove("selfLink");
+        }
+        let plain = serde_json::to_vec(&obj).unwrap_or_default();
+        Ok(bytes::Bytes::from(
+            self.encryption.transform_to_storage(key, plain)?,
+        ))
     }
-    bytes::Bytes::from(serde_json::to_vec(&obj).unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -409,7 +409,24 @@ pub fn pvc(obj: &Value, old: Option<&Value>, out: &mut Causes) {
     if let Some(old) = old {
         let mut a = old["spec"].clone();
         let b = &spec;
-        a["resources"]["requests"] = b["resources"]["requests"].clone();
+        // Requests may change only once the claim is bound; a decrease not below what it has
+        // (a request smaller than a bigger bound volume is fine while it does not shrink).
+        if !a["volumeName"].as_str().unwrap_or("").is_empty() {
+            a["resources"]["requests"] = b["resources"]["requests"].clone();
+            let size = |v: &Value| v.as_str().and_then(parse_quantity);
+            if let (Some(new), Some(prev), Some(cap)) = (
+                size(&b["resources"]["requests"]["storage"]),
+                size(&old["spec"]["resources"]["requests"]["storage"]),
+                size(&old["status"]["capacity"]["storage"]),
+            ) && new < prev
+                && new < cap
+            {
+                out.push((
+                    "spec.resources.requests.storage".into(),
+                    "Forbidden: field can not be less than status.capacity".into(),
+                ));
+            }
+        }
         a["volumeAttributesClassName"] = b["volumeAttributesClassName"].clone();
         if a["volumeName"].as_str().unwrap_or("").is_empty() {
             a["volumeName"] = b["volumeName"].clone();
@@ -533,8 +550,21 @@ mod tests {
         assert!(c.is_empty());
         let mut grown = claim.clone();
         grown["spec"]["resources"]["requests"]["storage"] = json!("2Gi");
+        // Not before binding.
         pvc(&grown, Some(&claim), &mut c);
+        assert_eq!(fields(&c), ["spec"]);
+        c.clear();
+        let mut bound = claim.clone();
+        bound["spec"]["volumeName"] = json!("pv");
+        bound["status"]["capacity"]["storage"] = json!("1Gi");
+        grown["spec"]["volumeName"] = json!("pv");
+        pvc(&grown, Some(&bound), &mut c);
         assert!(c.is_empty(), "{c:?}");
+        let mut shrunk = bound.clone();
+        shrunk["spec"]["resources"]["requests"]["storage"] = json!("1Mi");
+        pvc(&shrunk, Some(&bound), &mut c);
+        assert_eq!(fields(&c), ["spec.resources.requests.storage"]);
+        c.clear();
         let mut changed = claim.clone();
         changed["spec"]["accessModes"] = json!(["ReadWriteMany"]);
         pvc(&changed, Some(&claim), &mut c);

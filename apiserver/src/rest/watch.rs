@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{ListOptions, Rest, decode_stored, fields, is_direct_child, meta};
+use super::{ListOptions, Rest, fields, is_direct_child, meta};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
@@ -187,7 +187,9 @@ impl Rest {
                             && fields::matches(res, &req.field_selector, o)
                     };
                     let new = match e.kind {
-                        EventKind::Put => Some(decode_stored(res, &e.kv.value, rev)?),
+                        EventKind::Put => {
+                            Some(self.decode_stored(res, &e.kv.key, &e.kv.value, rev)?)
+                        }
                         EventKind::Delete => None,
                     };
                     // The previous value matters for selectors and for deletes; an update
@@ -195,7 +197,9 @@ impl Rest {
                     let unfiltered = req.label_selector.is_empty() && req.field_selector.is_empty();
                     let old = match &e.prev {
                         Some(_) if unfiltered && new.is_some() => None,
-                        Some(p) => Some(decode_stored(res, &p.value, p.mod_revision)?),
+                        Some(p) => {
+                            Some(self.decode_stored(res, &p.key, &p.value, p.mod_revision)?)
+                        }
                         None => None,
                     };
                     let old_match = if unfiltered {

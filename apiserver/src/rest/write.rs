@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
-use super::{Rest, encode_stored, meta, strategy};
+use super::{Rest, meta, strategy};
 use crate::admission::{Operation, Request as AdmissionRequest};
 use crate::registry::{DecodeError, ResourceType};
 use crate::status::ApiError;
@@ -186,17 +186,18 @@ impl Rest {
             });
         }
         let claims = self.allocate_service(res, None, &mut obj).await?;
-        let created = self
-            .store
-            .create(&res.key(meta::namespace(&obj), &name), encode_stored(&obj))
-            .await;
+        let key = res.key(meta::namespace(&obj), &name);
+        let created = match self.encode_stored(&key, &obj) {
+            Ok(value) => self.store.create(&key, value).await.map_err(|e| match e {
+                StoreError::AlreadyExists { .. } => ApiError::already_exists(res, &name),
+                other => other.into(),
+            }),
+            Err(e) => Err(e),
+        };
         if created.is_err() {
             self.release_all(&claims).await;
         }
-        let rev = created.map_err(|e| match e {
-            StoreError::AlreadyExists { .. } => ApiError::already_exists(res, &name),
-            other => other.into(),
-        })?;
+        let rev = created?;
         meta::set_resource_version(&mut obj, rev);
         self.after_write(res).await;
         Ok(Written {
@@ -602,7 +603,7 @@ impl Rest {
         }
         let rev = self
             .store
-            .update(&key, encode_stored(&obj), old_rev)
+            .update(&key, self.encode_stored(&key, &obj)?, old_rev)
             .await
             .map_err(|e| self.write_error(res, name, e))?;
         meta::set_resource_version(&mut obj, rev);
@@ -752,9 +753,10 @@ impl Rest {
                     gone: false,
                 });
             }
+            let key = res.key(ns, name);
             match self
                 .store
-                .update(&res.key(ns, name), encode_stored(&obj), old_rev)
+                .update(&key, self.encode_stored(&key, &obj)?, old_rev)
                 .await
             {
                 Ok(rev) => {

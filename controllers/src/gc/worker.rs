@@ -128,10 +128,19 @@ impl Workers {
                 .await;
         }
         if !waiting.is_empty() && !node.dependents.is_empty() {
-            // This object has dependents of its own: stop blocking the waiting owners and go
-            // in the foreground, so its dependents go first.
-            let unblock: Vec<String> = waiting.iter().map(|r| r.uid.clone()).collect();
-            self.modify(id, |o| unblock_owner_refs(o, &unblock)).await?;
+            // This object has dependents of its own: it goes in the foreground too, so its
+            // dependents go first and the waiting owners wait for all of them (a Deployment
+            // deleted in the foreground outlives its ReplicaSets' pods). Only when one of its
+            // dependents is itself waiting for dependents (a possible cycle) do the
+            // references to the waiting owners stop blocking them, as upstream does.
+            let cycle = node
+                .dependents
+                .iter()
+                .any(|d| self.node(d).is_some_and(|n| n.deleting_dependents));
+            if cycle {
+                let unblock: Vec<String> = waiting.iter().map(|r| r.uid.clone()).collect();
+                self.modify(id, |o| unblock_owner_refs(o, &unblock)).await?;
+            }
             return self.delete(id, "Foreground").await;
         }
         let policy = if key::has_finalizer(&latest, ORPHAN) {

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::join_all;
-use k1s_api::client::{Client, ClientError, DeleteParams, Patch, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use k1s_api::events::{self, Involved, Source};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -433,21 +433,19 @@ impl Jobs {
     ) -> Result<HashSet<String>, ClientError> {
         let results = join_all(list.iter().map(|p| async move {
             let uid = key::uid(p).to_owned();
-            let Some(i) = key::finalizers(p)
-                .iter()
-                .position(|f| f == TRACKING_FINALIZER)
-            else {
+            let Some(patch) = key::remove_finalizer_patch(p, TRACKING_FINALIZER) else {
                 return (uid, Ok(()));
             };
             self.removals.expect(k, &uid);
-            let patch = Patch::Json(json!([
-                {"op": "test", "path": "/metadata/uid", "value": uid},
-                {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": TRACKING_FINALIZER},
-                {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
-            ]));
             let r = self
                 .client
-                .patch(&pods(ns), key::name(p), &patch, None, &WriteParams::default())
+                .patch(
+                    &pods(ns),
+                    key::name(p),
+                    &patch,
+                    None,
+                    &WriteParams::default(),
+                )
                 .await;
             match r {
                 Ok(_) => (uid, Ok(())),

@@ -70,6 +70,22 @@ pub enum Seen {
 /// Maps a related object to the primary keys it concerns.
 pub type Mapper = Arc<dyn Fn(&Value, Seen) -> Vec<ObjectKey> + Send + Sync>;
 
+/// A mapper to every object of `primary` (a controller's own cache) in the watched object's
+/// namespace: for controllers whose objects sum up a namespace (PDBs, quotas).
+pub fn all_in_namespace(primary: super::Store) -> Mapper {
+    Arc::new(move |o: &Value, _| {
+        key::namespace(o)
+            .map(|ns| {
+                primary
+                    .list_namespace(ns)
+                    .iter()
+                    .filter_map(|p| ObjectKey::of(p))
+                    .collect()
+            })
+            .unwrap_or_default()
+    })
+}
+
 struct Watch {
     resource: ResourceRef,
     config: watcher::Config,

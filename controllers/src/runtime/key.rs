@@ -92,6 +92,37 @@ pub fn has_finalizer(obj: &Value, f: &str) -> bool {
         .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(f)))
 }
 
+/// A JSON patch that removes finalizer `f` from `obj`, testing the uid and the finalizer's
+/// position first so that a concurrent change to the list fails the patch instead of removing
+/// another entry; `None` when `obj` does not carry `f`.
+pub fn remove_finalizer_patch(obj: &Value, f: &str) -> Option<k1s_api::client::Patch> {
+    let i = finalizers(obj).iter().position(|x| x == f)?;
+    Some(k1s_api::client::Patch::Json(serde_json::json!([
+        {"op": "test", "path": "/metadata/uid", "value": uid(obj)},
+        {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": f},
+        {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
+    ])))
+}
+
+/// A JSON patch that appends finalizer `f` to `obj`'s list (creating it), testing the uid and
+/// the list as read.
+pub fn add_finalizer_patch(obj: &Value, f: &str) -> k1s_api::client::Patch {
+    let current = &obj["metadata"]["finalizers"];
+    let ops = if current.is_array() {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/uid", "value": uid(obj)},
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": f},
+        ])
+    } else {
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/uid", "value": uid(obj)},
+            {"op": "add", "path": "/metadata/finalizers", "value": [f]},
+        ])
+    };
+    k1s_api::client::Patch::Json(ops)
+}
+
 /// The controlling owner reference (`controller: true`), if any.
 pub fn controller_ref(obj: &Value) -> Option<&Value> {
     obj["metadata"]["ownerReferences"]

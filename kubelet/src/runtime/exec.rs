@@ -8,8 +8,10 @@
 //! mount namespace, becomes the container's user with its capabilities and `no_new_privs`,
 //! takes its environment and working directory from `config.json` and execs the command.
 //!
-//! Its stdin/stdout/stderr are the caller's (pipes, or the slave of a pseudo-terminal with
-//! `--tty`: the child then calls `setsid` and makes it its controlling terminal). A failure
+//! Its stdin/stdout/stderr are the caller's pipes. With `--tty` the child opens a
+//! pseudo-terminal in the container's own devpts (so `tty` names `/dev/pts/N` inside the
+//! container, as with runc), sends the master to the caller on descriptor [`TERMINAL_FD`] (a
+//! unix socket, SCM_RIGHTS), makes the slave its stdio and controlling terminal. A failure
 //! before the command runs ("executable file not found in $PATH") is written as
 //! `err MESSAGE` to descriptor [`REPORT_FD`] if the caller passed one; otherwise the process
 //! exits with the command's exit code, 128 + signal when a signal killed it.
@@ -31,13 +33,21 @@ use super::spec::{self, ContainerSpec, State};
 /// The descriptor a start failure is reported on.
 pub const REPORT_FD: i32 = 3;
 
+/// With `--tty`, the unix socket the terminal's master is sent on.
+pub const TERMINAL_FD: i32 = 4;
+
 /// Exit code of the helper when the command never ran (the report says why).
 pub const NOT_STARTED: i32 = 126;
 
 /// Entry point of `k1s internal exec BUNDLE [--tty] -- COMMAND...`.
 pub fn main(bundle: &Path, tty: bool, command: &[String]) -> i32 {
-    let report = report_fd();
-    match run(bundle, tty, command) {
+    let report = inherited(REPORT_FD);
+    let terminal = if tty { inherited(TERMINAL_FD) } else { None };
+    if tty && terminal.is_none() {
+        eprintln!("--tty needs a unix socket on descriptor {TERMINAL_FD} for the terminal");
+        return NOT_STARTED;
+    }
+    match run(bundle, terminal, command) {
         Ok(code) => code,
         Err(msg) => {
             match report {
@@ -51,17 +61,17 @@ pub fn main(bundle: &Path, tty: bool, command: &[String]) -> i32 {
     }
 }
 
-/// Descriptor [`REPORT_FD`], made close-on-exec so the command never sees it.
-fn report_fd() -> Option<File> {
+/// Descriptor `fd` passed by the caller, made close-on-exec so the command never sees it.
+fn inherited(fd: i32) -> Option<File> {
     // SAFETY: fcntl on a descriptor number; fails harmlessly if it is not open.
-    let flags = unsafe { libc::fcntl(REPORT_FD, libc::F_GETFD) };
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     if flags < 0 {
         return None;
     }
     // SAFETY: as above.
-    unsafe { libc::fcntl(REPORT_FD, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+    unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
     // SAFETY: the descriptor is open and this process owns it from here on.
-    Some(unsafe { File::from_raw_fd(REPORT_FD) })
+    Some(unsafe { File::from_raw_fd(fd) })
 }
 
 /// The running container of `bundle`: its spec and its init's pid.
@@ -78,7 +88,7 @@ fn running(bundle: &Path) -> Result<(ContainerSpec, State), String> {
     }
 }
 
-fn run(bundle: &Path, tty: bool, command: &[String]) -> Result<i32, String> {
+fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32, String> {
     if command.is_empty() {
         return Err("no command specified".into());
     }
@@ -128,13 +138,13 @@ fn run(bundle: &Path, tty: bool, command: &[String]) -> Result<i32, String> {
             let mut b = [0u8; 1];
             let _ = nix::unistd::read(&sync_r, &mut b);
             drop(sync_r);
-            let err = child(&spec, mnt, tty, command);
+            let err = child(&spec, mnt, terminal, command);
             let _ = File::from(fail_w).write_all(err.as_bytes());
             // SAFETY: leave without running the parent's destructors.
             unsafe { libc::_exit(127) }
         }
         ForkResult::Parent { child } => {
-            drop((sync_r, fail_w, mnt));
+            drop((sync_r, fail_w, mnt, terminal));
             // The caller's stdio now belongs to the command only, so that output ends (EOF,
             // or EIO on a terminal) when the command and its children are done with it.
             if let Ok(null) = File::options().read(true).write(true).open("/dev/null") {
@@ -175,7 +185,7 @@ fn run(bundle: &Path, tty: bool, command: &[String]) -> Result<i32, String> {
 
 /// In the forked child: the container's mount namespace, terminal, user and exec. Returns
 /// only on failure, with the message for the user.
-fn child(spec: &ContainerSpec, mnt: File, tty: bool, command: &[String]) -> String {
+fn child(spec: &ContainerSpec, mnt: File, terminal: Option<File>, command: &[String]) -> String {
     let fail = |e: String| {
         format!(
             "OCI runtime exec failed: exec failed: unable to start container process: {e}: unknown"
@@ -187,17 +197,11 @@ fn child(spec: &ContainerSpec, mnt: File, tty: bool, command: &[String]) -> Stri
         return fail(format!("joining the mount namespace: {e}"));
     }
     drop(mnt);
-    if tty {
-        if let Err(e) = nix::unistd::setsid() {
-            return fail(format!("setsid: {e}"));
-        }
-        // SAFETY: ioctl on stdin with an integer argument.
-        if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
-            return fail(format!(
-                "setting the controlling terminal: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+    let tty = terminal.is_some();
+    if let Some(socket) = terminal
+        && let Err(e) = container_terminal(spec, socket)
+    {
+        return fail(e);
     }
     match prepare(spec, tty, command) {
         Err(e) => fail(e),
@@ -207,6 +211,47 @@ fn child(spec: &ContainerSpec, mnt: File, tty: bool, command: &[String]) -> Stri
             fail(format!("exec: {:?}: {}", command[0], err.desc()))
         }
     }
+}
+
+/// In the child, inside the container's mount namespace: opens a terminal in its devpts,
+/// sends the master on `socket`, and makes the slave stdio and the controlling terminal.
+fn container_terminal(spec: &ContainerSpec, socket: File) -> Result<(), String> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let (master, slave) =
+        super::pty::open().map_err(|e| format!("opening a terminal in the container: {e}"))?;
+    // The command owns its terminal, as with a login (runc does the same for its console).
+    let _ = nix::unistd::fchown(
+        &slave,
+        Some(nix::unistd::Uid::from_raw(spec.process.uid)),
+        Some(nix::unistd::Gid::from_raw(spec.process.gid)),
+    );
+    let fds = [master.as_raw_fd()];
+    let iov = [std::io::IoSlice::new(b"t")];
+    sendmsg::<()>(
+        socket.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(|e| format!("sending the terminal: {e}"))?;
+    drop((master, socket));
+    for fd in 0..3 {
+        // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
+        if unsafe { libc::dup2(slave.as_raw_fd(), fd) } < 0 {
+            return Err(format!("dup2: {}", std::io::Error::last_os_error()));
+        }
+    }
+    drop(slave);
+    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+    // SAFETY: ioctl on stdin with an integer argument.
+    if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
+        return Err(format!(
+            "setting the controlling terminal: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 type Exec = (
@@ -403,8 +448,8 @@ mod tests {
     fn a_stopped_container_is_refused() {
         let d = tempfile::tempdir().unwrap();
         spec::write_json(d.path(), spec::CONFIG, &ContainerSpec::default()).unwrap();
-        let err = run(d.path(), false, &["true".into()]).unwrap_err();
+        let err = run(d.path(), None, &["true".into()]).unwrap_err();
         assert!(err.contains("not running"), "{err}");
-        assert!(run(d.path(), false, &[]).is_err());
+        assert!(run(d.path(), None, &[]).is_err());
     }
 }

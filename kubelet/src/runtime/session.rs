@@ -1,7 +1,8 @@
 //! The kubelet's side of an exec session: it starts the exec helper (`k1s internal exec`, see
-//! [`super::exec`]) and relays its stdin/stdout/stderr, or a pseudo-terminal and its
-//! resizes, to the [`StreamIo`] channels of the API server. Nothing here touches namespaces:
-//! that happens in the helper, a fresh single-threaded process.
+//! [`super::exec`]) and relays its stdin/stdout/stderr, or the pseudo-terminal it opened in
+//! the container (its master received over a unix socket) and its resizes, to the
+//! [`StreamIo`] channels of the API server. Nothing here touches namespaces: that happens in
+//! the helper, a fresh single-threaded process.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -36,20 +37,30 @@ pub async fn exec(
         cmd.arg("--tty");
     }
     cmd.arg("--").args(command);
+    // With a tty, the helper sends back the master of a terminal it opened in the container.
+    let terminal = if tty {
+        Some(std::os::unix::net::UnixStream::pair()?)
+    } else {
+        None
+    };
     let report_raw = report_w.as_raw_fd();
+    let terminal_raw = terminal.as_ref().map(|(_, theirs)| theirs.as_raw_fd());
     // SAFETY: the closure only calls dup2, which is async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
-            if libc::dup2(report_raw, super::exec::REPORT_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
+            let mut wanted = vec![(report_raw, super::exec::REPORT_FD)];
+            wanted.extend(terminal_raw.map(|t| (t, super::exec::TERMINAL_FD)));
+            for (from, to) in wanted {
+                if libc::dup2(from, to) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });
     }
-    let result = if tty {
-        exec_tty(cmd, report_w, io).await
-    } else {
-        exec_pipes(cmd, report_w, io).await
+    let result = match terminal {
+        Some((ours, theirs)) => exec_tty(cmd, report_w, ours, theirs, io).await,
+        None => exec_pipes(cmd, report_w, io).await,
     };
     let report = tokio::task::spawn_blocking(move || {
         use std::io::Read;
@@ -143,19 +154,55 @@ async fn exec_pipes(
 async fn exec_tty(
     mut cmd: tokio::process::Command,
     report_w: OwnedFd,
+    ours: std::os::unix::net::UnixStream,
+    theirs: std::os::unix::net::UnixStream,
     io: StreamIo,
 ) -> Result<i32, RuntimeError> {
-    let (master, slave) = super::pty::open()?;
-    cmd.stdin(Stdio::from(slave.try_clone()?));
-    cmd.stdout(Stdio::from(slave.try_clone()?));
-    cmd.stderr(Stdio::from(slave));
+    cmd.stdin(Stdio::null());
+    cmd.stdout(Stdio::null());
+    cmd.stderr(Stdio::null());
     let mut child = cmd.spawn()?;
-    // The command holds the only copies of the slave now: the master reads EIO once it and
-    // its children are done with the terminal.
     drop(cmd);
-    drop(report_w);
+    drop((report_w, theirs));
+    // The helper sends the master once the command's terminal is set up, or closes the
+    // socket when it failed before (the report then says why).
+    let master = tokio::task::spawn_blocking(move || receive_fd(&ours))
+        .await
+        .map_err(|e| RuntimeError::Start(format!("receiving the terminal: {e}")))??;
+    let Some(master) = master else {
+        return Ok(exit_code(child.wait().await?));
+    };
+    // The command holds the only copies of the slave: the master reads EIO once it and its
+    // children are done with the terminal.
     let code = relay_terminal(master, io, async move { child.wait().await }).await?;
     Ok(code)
+}
+
+/// Receives one descriptor sent with SCM_RIGHTS on `socket`; `None` at end of stream.
+fn receive_fd(socket: &std::os::unix::net::UnixStream) -> std::io::Result<Option<OwnedFd>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::FromRawFd;
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(std::io::Error::from)?;
+    let mut received = None;
+    for cmsg in msg.cmsgs().map_err(std::io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg {
+            for fd in fds {
+                // SAFETY: the kernel just installed this descriptor in this process for us.
+                let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+                received.get_or_insert(owned);
+            }
+        }
+    }
+    Ok(received)
 }
 
 /// Relays a terminal master to `io` until it reports EIO (every slave closed) and `done`

@@ -13,10 +13,13 @@
 //! - `projected.rs`: projected volumes and the service account token cache;
 //! - `atomic_writer.rs`: upstream's `..data` layout and its atomic swap;
 //! - `subpath.rs`: subPath / subPathExpr resolution inside a volume;
-//! - `mounts.rs`: tmpfs mounts and `/proc/self/mountinfo`.
+//! - `mounts.rs`: tmpfs mounts and `/proc/self/mountinfo`;
+//! - `csi.rs`: persistentVolumeClaim (csi, hostPath and local PVs), generic ephemeral and
+//!   inline csi volumes through the registered CSI drivers, and their actual state.
 //!
-//! Supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected. Other types
-//! (persistentVolumeClaim, csi, ephemeral, nfs, ...) fail with [`VolumeError::Unsupported`].
+//! Supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected,
+//! persistentVolumeClaim, ephemeral, csi. Other types (nfs, ...) fail with
+//! [`VolumeError::Unsupported`].
 //!
 //! Gaps (documented where they live): disk emptyDir sizeLimit is reported, not enforced;
 //! mount propagation (`mountPropagation`) and `recursiveReadOnly` are ignored (all mounts are
@@ -26,6 +29,7 @@
 
 mod atomic_writer;
 mod configmap_secret;
+pub mod csi;
 mod downward_api;
 mod empty_dir;
 mod host_path;
@@ -118,6 +122,9 @@ pub struct VolumeManager {
     client: Arc<dyn Client>,
     pods_dir: PathBuf,
     tokens: TokenCache,
+    csi: csi::CsiVolumes,
+    /// Pods whose CSI volumes still need tearing down.
+    pending_teardown: Mutex<std::collections::HashSet<String>>,
     /// Added to `Instant::now()`; moved forward by tests only.
     clock_offset: Mutex<Duration>,
 }
@@ -143,11 +150,18 @@ fn volume_kind(v: &Volume) -> String {
 impl VolumeManager {
     pub fn new(client: Arc<dyn Client>, pods_dir: PathBuf) -> Self {
         Self {
+            csi: csi::CsiVolumes::new(client.clone(), pods_dir.clone()),
+            pending_teardown: Mutex::default(),
             client,
             pods_dir,
             tokens: TokenCache::default(),
             clock_offset: Mutex::new(Duration::ZERO),
         }
+    }
+
+    /// The CSI side: registered drivers, actual state, volume stats.
+    pub fn csi(&self) -> &csi::CsiVolumes {
+        &self.csi
     }
 
     fn now(&self) -> Instant {
@@ -299,6 +313,20 @@ impl VolumeManager {
             write_volume(&d, &payload, true, ctx.fs_group).map_err(fail)?;
             return Ok(written(d));
         }
+        if let Some(resolved) = self.csi.resolve(ctx.pod, vol).await {
+            return match resolved.map_err(fail)? {
+                csi::Resolved::Path { path, read_only } => Ok(PodVolume {
+                    path,
+                    read_only,
+                    size_limit: None,
+                }),
+                csi::Resolved::Csi(spec) => self
+                    .csi
+                    .setup(ctx.pod, vol, &spec, ctx.fs_group)
+                    .await
+                    .map_err(fail),
+            };
+        }
         let other = volume_kind(vol);
         // A volume without a source is an emptyDir (the API's default).
         if vol.empty_dir.is_some() || other == "unknown" {
@@ -336,11 +364,43 @@ impl VolumeManager {
             return Err(fail(format!("invalid pod uid {pod_uid:?}")));
         }
         self.tokens.forget(pod_uid);
+        // CSI volumes first: once unpublished, nothing below is a mount of theirs.
+        if let Err(e) = self.csi.teardown(pod_uid).await {
+            // Retried by `retry_teardowns` (a driver that is not registered yet, ...).
+            self.pending_teardown
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(pod_uid.to_string());
+            return Err(fail(e));
+        }
         let dir = self.volumes_dir(pod_uid);
-        tokio::task::spawn_blocking(move || remove_volumes_dir(&dir))
+        let result = tokio::task::spawn_blocking(move || remove_volumes_dir(&dir))
             .await
             .map_err(|e| fail(format!("teardown task: {e}")))?
-            .map_err(fail)
+            .map_err(fail);
+        self.pending_teardown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(pod_uid);
+        result
+    }
+
+    /// Tears down again the pods whose CSI volumes could not be torn down (the kubelet's
+    /// cleanup loop calls this; upstream's reconciler retries the same way).
+    pub async fn retry_teardowns(&self) {
+        let pending: Vec<String> = self
+            .pending_teardown
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        for uid in pending {
+            match self.teardown(&uid).await {
+                Ok(()) => tracing::info!(pod_uid = %uid, "pod volumes torn down on retry"),
+                Err(e) => tracing::debug!(pod_uid = %uid, error = %e, "pod volumes teardown"),
+            }
+        }
     }
 }
 
@@ -475,6 +535,20 @@ pub fn container_mounts(
         let mut m = Mount::bind(&source, &vm.mount_path, read_only);
         // Sockets and devices are bound onto a file, like regular files.
         m.file = std::fs::metadata(&source).is_ok_and(|m| !m.is_dir());
+        out.push(m);
+    }
+    // Raw block volumes: the published device node, bound onto a file at devicePath.
+    for vd in container.volume_devices.iter().flatten() {
+        let v = volumes.get(&vd.name).ok_or_else(|| VolumeError::Mount {
+            container: container.name.clone(),
+            volume: vd.name.clone(),
+            cause: format!(
+                "cannot find volume {:?} to map into container {:?}",
+                vd.name, container.name
+            ),
+        })?;
+        let mut m = Mount::bind(&v.path, &vd.device_path, v.read_only);
+        m.file = true;
         out.push(m);
     }
     Ok(out)

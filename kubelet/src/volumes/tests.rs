@@ -1,5 +1,6 @@
 //! The volume manager against an in-memory API (a fake [`Client`] over a map of objects that
-//! answers TokenRequests with `token-1`, `token-2`, ...).
+//! answers TokenRequests with `token-1`, `token-2`, ... and records patches); the CSI
+//! volume tests use the same fake.
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -16,14 +17,16 @@ use serde_json::{Value, json};
 use super::*;
 
 #[derive(Default)]
-struct FakeClient {
+pub(super) struct FakeClient {
     objects: Mutex<HashMap<(String, String, String), Value>>,
     tokens: AtomicUsize,
     token_requests: Mutex<Vec<(String, String, Value)>>,
+    /// Patches received: (`resource/name`, body).
+    pub(super) patches: Mutex<Vec<(String, Value)>>,
 }
 
 impl FakeClient {
-    fn put(&self, resource: &str, ns: &str, obj: Value) {
+    pub(super) fn put(&self, resource: &str, ns: &str, obj: Value) {
         let name = obj["metadata"]["name"].as_str().unwrap().to_string();
         self.objects
             .lock()
@@ -72,13 +75,17 @@ impl Client for FakeClient {
     }
     async fn patch(
         &self,
-        _: &ResourceRef,
-        _: &str,
-        _: &Patch,
+        r: &ResourceRef,
+        name: &str,
+        p: &Patch,
         _: Option<&str>,
         _: &WriteParams,
     ) -> CResult<Value> {
-        Err(unsupported())
+        self.patches
+            .lock()
+            .unwrap()
+            .push((format!("{}/{name}", r.resource), p.body().clone()));
+        Ok(json!({}))
     }
     async fn delete(&self, _: &ResourceRef, _: &str, _: &DeleteParams) -> CResult<Value> {
         Err(unsupported())
@@ -495,13 +502,13 @@ async fn unsupported_and_invalid() {
     let e = env();
     let p = pod(
         "u1",
-        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}]),
+        json!([{"name": "data", "nfs": {"server": "s", "path": "/"}}]),
     );
     let err = e.vm.setup(&p).await.unwrap_err();
     assert!(matches!(err, VolumeError::Unsupported { .. }));
     assert_eq!(
         err.to_string(),
-        "MountVolume.SetUp failed for volume \"data\" : volume type persistentVolumeClaim is not supported by k1s yet"
+        "MountVolume.SetUp failed for volume \"data\" : volume type nfs is not supported by k1s yet"
     );
     let p = pod("../x", json!([{"name": "a", "emptyDir": {}}]));
     assert!(matches!(

@@ -89,7 +89,8 @@ pub fn run(cmd: &mut Command) -> io::Result<String> {
 }
 
 /// Builds an OCI layout at `layout` with one image, tag `latest`: a static busybox as
-/// `/bin/busybox`, `/bin/sh` a symlink to it, and `cmd` `["/bin/sh"]`.
+/// `/bin/busybox`, a symlink to it in `/bin` for each of its applets (`sh`, `tar` for
+/// `kubectl cp`, `nc`, ...) and a `/tmp` as in the busybox image, and `cmd` `["/bin/sh"]`.
 pub fn build_busybox_layout(layout: &Path) -> io::Result<PathBuf> {
     let parent = layout
         .parent()
@@ -109,9 +110,20 @@ pub fn build_busybox_layout(layout: &Path) -> io::Result<PathBuf> {
         .arg(&bundle))?;
     let bin = bundle.join("rootfs/bin");
     std::fs::create_dir_all(&bin)?;
+    let tmp = bundle.join("rootfs/tmp");
+    std::fs::create_dir_all(&tmp)?;
+    std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o1777))?;
     let busybox = which("busybox")?;
     std::fs::copy(&busybox, bin.join("busybox"))?;
-    std::os::unix::fs::symlink("busybox", bin.join("sh"))?;
+    let applets = run(Command::new(&busybox).arg("--list"))?;
+    for applet in applets.lines().map(str::trim).filter(|a| !a.is_empty()) {
+        if applet != "busybox" && !applet.contains('/') {
+            std::os::unix::fs::symlink("busybox", bin.join(applet))?;
+        }
+    }
+    if !bin.join("sh").exists() {
+        std::os::unix::fs::symlink("busybox", bin.join("sh"))?;
+    }
     run(Command::new("umoci")
         .args(["repack", "--image", &image])
         .arg(&bundle))?;

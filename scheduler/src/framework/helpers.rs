@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k1s_api::selector::{LabelSelector, Requirement};
+use k1s_api::selector::LabelSelector;
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorTerm, Pod, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as ApiLabelSelector;
 
@@ -71,81 +71,17 @@ pub fn taints(node: &Node) -> &[Taint] {
 /// A `metav1.LabelSelector` as a selector; `None` when it is invalid (upstream then matches
 /// nothing). An empty selector matches everything.
 pub fn label_selector(sel: &ApiLabelSelector) -> Option<LabelSelector> {
-    let mut reqs = Vec::new();
-    for (k, v) in sel.match_labels.iter().flatten() {
-        reqs.push(Requirement::Equals(k.clone(), v.clone()));
-    }
-    for e in sel.match_expressions.iter().flatten() {
-        let values = e.values.clone().unwrap_or_default();
-        reqs.push(match e.operator.as_str() {
-            "In" if !values.is_empty() => Requirement::In(e.key.clone(), values),
-            "NotIn" if !values.is_empty() => Requirement::NotIn(e.key.clone(), values),
-            "Exists" if values.is_empty() => Requirement::Exists(e.key.clone()),
-            "DoesNotExist" if values.is_empty() => Requirement::DoesNotExist(e.key.clone()),
-            _ => return None,
-        });
-    }
-    Some(LabelSelector(reqs))
+    k1s_api::volume::label_selector(sel)
 }
 
-/// One node selector term: all expressions and fields must match; a term with neither
-/// matches nothing. Invalid requirements make the term not match.
+/// One node selector term ([`k1s_api::volume::node_selector_term_matches`]).
 pub fn node_selector_term_matches(term: &NodeSelectorTerm, node: &Node) -> bool {
-    let exprs = term.match_expressions.as_deref().unwrap_or(&[]);
-    let fields = term.match_fields.as_deref().unwrap_or(&[]);
-    if exprs.is_empty() && fields.is_empty() {
-        return false;
-    }
-    let labels = node_labels(node);
-    for r in exprs {
-        let Some(req) = node_requirement(&r.key, &r.operator, r.values.as_deref()) else {
-            return false;
-        };
-        if !LabelSelector(vec![req]).matches(labels) {
-            return false;
-        }
-    }
-    for f in fields {
-        // Only metadata.name is a supported field, with In and NotIn.
-        if f.key != "metadata.name" {
-            return false;
-        }
-        let values = f.values.as_deref().unwrap_or(&[]);
-        if values.len() != 1 {
-            return false;
-        }
-        let name = node_name(node);
-        let ok = match f.operator.as_str() {
-            "In" => values.iter().any(|v| v == name),
-            "NotIn" => values.iter().all(|v| v != name),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
+    k1s_api::volume::node_selector_term_matches(term, node)
 }
 
 /// A node selector: its terms are ORed.
 pub fn node_selector_matches(sel: &NodeSelector, node: &Node) -> bool {
-    sel.node_selector_terms
-        .iter()
-        .any(|t| node_selector_term_matches(t, node))
-}
-
-fn node_requirement(key: &str, op: &str, values: Option<&[String]>) -> Option<Requirement> {
-    let values = values.unwrap_or(&[]);
-    let k = key.to_owned();
-    Some(match op {
-        "In" if !values.is_empty() => Requirement::In(k, values.to_vec()),
-        "NotIn" if !values.is_empty() => Requirement::NotIn(k, values.to_vec()),
-        "Exists" if values.is_empty() => Requirement::Exists(k),
-        "DoesNotExist" if values.is_empty() => Requirement::DoesNotExist(k),
-        "Gt" if values.len() == 1 => Requirement::GreaterThan(k, values[0].parse().ok()?),
-        "Lt" if values.len() == 1 => Requirement::LessThan(k, values[0].parse().ok()?),
-        _ => return None,
-    })
+    k1s_api::volume::node_selector_matches(sel, node)
 }
 
 /// Whether the pod's `nodeSelector` and required node affinity both match `node`.

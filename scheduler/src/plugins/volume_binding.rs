@@ -78,18 +78,7 @@ pub fn bound_volume(pvc: &PersistentVolumeClaim) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
-/// Whether a PV's node affinity admits the node.
-pub fn pv_matches_node(pv: &PersistentVolume, node: &Node) -> bool {
-    match pv
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_affinity.as_ref())
-        .and_then(|a| a.required.as_ref())
-    {
-        Some(sel) => helpers::node_selector_matches(sel, node),
-        None => true,
-    }
-}
+pub use k1s_api::volume::pv_matches_node;
 
 /// Whether the StorageClass's `allowedTopologies` admit the node (none: every node).
 pub fn class_allows_node(sc: &StorageClass, node: &Node) -> bool {
@@ -104,96 +93,6 @@ pub fn class_allows_node(sc: &StorageClass, node: &Node) -> bool {
                 .is_some_and(|v| r.values.iter().any(|x| x == v))
         })
     })
-}
-
-fn storage_request(pvc: &PersistentVolumeClaim) -> i64 {
-    pvc.spec
-        .as_ref()
-        .and_then(|s| s.resources.as_ref())
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("storage"))
-        .and_then(|q| {
-            k1s_api::quantity::Quantity::parse(q.0.trim())
-                .ok()
-                .map(|q| q.value())
-        })
-        .unwrap_or(0)
-}
-
-fn pv_capacity(pv: &PersistentVolume) -> i64 {
-    pv.spec
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref())
-        .and_then(|c| c.get("storage"))
-        .and_then(|q| {
-            k1s_api::quantity::Quantity::parse(q.0.trim())
-                .ok()
-                .map(|q| q.value())
-        })
-        .unwrap_or(0)
-}
-
-/// Whether `pv` can be bound to `pvc` on `node`.
-fn pv_fits(pv: &PersistentVolume, pvc: &PersistentVolumeClaim, ns: &str, node: &Node) -> bool {
-    let (Some(ps), Some(cs)) = (pv.spec.as_ref(), pvc.spec.as_ref()) else {
-        return false;
-    };
-    if pv.metadata.deletion_timestamp.is_some() {
-        return false;
-    }
-    if let Some(r) = &ps.claim_ref {
-        let same =
-            r.namespace.as_deref() == Some(ns) && r.name.as_deref() == pvc.metadata.name.as_deref();
-        if !same {
-            return false;
-        }
-    } else if pv
-        .status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .is_some_and(|p| p != "Available" && p != "Pending")
-    {
-        return false;
-    }
-    if ps.storage_class_name.as_deref().unwrap_or("")
-        != cs.storage_class_name.as_deref().unwrap_or("")
-    {
-        return false;
-    }
-    if pv_capacity(pv) < storage_request(pvc) {
-        return false;
-    }
-    let modes: HashSet<&str> = ps
-        .access_modes
-        .iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
-    if !cs
-        .access_modes
-        .iter()
-        .flatten()
-        .all(|m| modes.contains(m.as_str()))
-    {
-        return false;
-    }
-    if ps.volume_mode.as_deref().unwrap_or("Filesystem")
-        != cs.volume_mode.as_deref().unwrap_or("Filesystem")
-    {
-        return false;
-    }
-    if let Some(sel) = &cs.selector {
-        match helpers::label_selector(sel) {
-            Some(s) => {
-                let empty = Default::default();
-                if !s.matches(pv.metadata.labels.as_ref().unwrap_or(&empty)) {
-                    return false;
-                }
-            }
-            None => return false,
-        }
-    }
-    pv_matches_node(pv, node)
 }
 
 #[derive(Debug, Clone, Default)]
@@ -281,20 +180,23 @@ impl VolumeBinding {
         let mut out = PodVolumes::default();
         if !st.delayed.is_empty() {
             let assumed = self.assumed().clone();
-            let mut pvs = self.lister.pvs();
-            // Smallest fitting volume first, as upstream.
-            pvs.sort_by_key(|p| pv_capacity(p));
+            let pvs = self.lister.pvs();
             let mut taken: HashSet<String> = HashSet::new();
             let mut bind_ok = true;
             for pvc in &st.delayed {
-                let ns = pvc.metadata.namespace.as_deref().unwrap_or("");
                 let key = Self::claim_key(pvc);
-                let found = pvs.iter().find(|pv| {
-                    let name = pv.metadata.name.clone().unwrap_or_default();
-                    !taken.contains(&name)
-                        && assumed.get(&name).is_none_or(|c| *c == key)
-                        && pv_fits(pv, pvc, ns, node)
-                });
+                // The smallest fitting volume, as upstream (shared with the PV controller).
+                let found = k1s_api::volume::find_matching_volume(
+                    pvc,
+                    pvs.iter().map(|p| p.as_ref()),
+                    Some(node),
+                    true,
+                    |pv| {
+                        let name = pv.metadata.name.as_deref().unwrap_or_default();
+                        !taken.contains(name) && assumed.get(name).is_none_or(|c| *c == key)
+                    },
+                )
+                .and_then(|pv| pvs.iter().find(|p| std::ptr::eq(p.as_ref(), pv)).cloned());
                 if let Some(pv) = found {
                     taken.insert(pv.metadata.name.clone().unwrap_or_default());
                     out.static_bindings.push((pvc.clone(), pv.clone()));

@@ -2,10 +2,11 @@
 //! fits, with upstream's evaluators (`pkg/quota/v1/evaluator/core`, `pkg/quota/v1/generic`)
 //! and the messages of the ResourceQuota admission plugin.
 //!
-//! Owns the arithmetic only. The write path lists the namespace's ResourceQuotas, calls
-//! [`admit`] for each, and on success writes the returned `status.used` back (with the quota's
-//! resourceVersion, retrying on conflict); a controller calls [`recompute`] with the objects
-//! it lists. Nothing here reads or writes the store.
+//! Owns the arithmetic only, shared by the API server's admission and the ResourceQuota
+//! controller. Admission lists the namespace's ResourceQuotas, calls [`admit`] for each, and
+//! on success writes the returned `status.used` back with the quota's resourceVersion
+//! (re-evaluating on conflict); the controller calls [`recompute`] with the objects it lists.
+//! Nothing here reads or writes the store.
 //!
 //! Evaluators: pods (compute resources, `pods`, `count/pods`, hugepages, extended
 //! `requests.<name>`), services, persistentvolumeclaims (with per-storage-class usage),
@@ -20,7 +21,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use k1s_api::quantity::{Format, Quantity, ResourceList};
+use crate::quantity::{Format, Quantity, ResourceList};
 use serde_json::Value;
 
 /// The compute and count resources the pod evaluator tracks by exact name.
@@ -72,20 +73,8 @@ fn list(v: &Value) -> &[Value] {
     v.as_array().map_or(&[][..], Vec::as_slice)
 }
 
-/// A resource list from JSON, skipping entries that do not parse (validation rejects them
-/// earlier; a bad stored value must not make admission panic or fail closed on others).
 fn lenient(v: &Value) -> ResourceList {
-    v.as_object()
-        .into_iter()
-        .flatten()
-        .filter_map(|(k, q)| {
-            let s = match q {
-                Value::String(s) => s.trim().to_string(),
-                other => other.to_string(),
-            };
-            Quantity::parse(&s).ok().map(|q| (k.clone(), q))
-        })
-        .collect()
+    ResourceList::from_json_lenient(v)
 }
 
 /// `count/<resource>` for the core group, `count/<resource>.<group>` otherwise.
@@ -561,6 +550,17 @@ pub fn admit(
     old: Option<&Value>,
 ) -> Result<Option<ResourceList>, String> {
     admit_at(quota, resource, group, obj, old, now_unix())
+}
+
+/// Whether `quota.status.used` has a figure for every resource of `status.hard` that a write
+/// of `resource`/`group` would be charged (otherwise [`admit`] answers "status unknown").
+pub fn usage_known(quota: &Value, resource: &str, group: &str) -> bool {
+    let hard = lenient(&quota["status"]["hard"]);
+    let used = lenient(&quota["status"]["used"]);
+    let names: Vec<&str> = hard.names().collect();
+    matching_resources(resource, group, &names)
+        .iter()
+        .all(|r| used.contains(r))
 }
 
 /// [`admit`] at `now` (Unix seconds).

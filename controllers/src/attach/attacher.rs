@@ -1,0 +1,267 @@
+//! The external-attacher, in process: VolumeAttachments of registered drivers get
+//! `ControllerPublishVolume` and `status.attached`; deleted ones get
+//! `ControllerUnpublishVolume` before their finalizer goes. The node id is the one the
+//! node's kubelet recorded for the driver (the `csi.volume.kubernetes.io/nodeid` annotation).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k1s_api::client::{Client, ClientError, Patch, ResourceRef, WriteParams};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{PublishRequest, attachments, finalizer};
+use crate::provisioner::ProvisionerSet;
+use crate::runtime::key::{self, ObjectKey};
+use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+
+pub use crate::provisioner::DriverError as AttacherError;
+
+/// Runs the attacher until `cancel`.
+pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: CancellationToken) {
+    let ctrl = Controller::new(
+        "csi-attacher",
+        client.clone(),
+        attachments(),
+        watcher::Config::default(),
+    )
+    .rate_limit(crate::provisioner::claims::retry_limit());
+    crate::provisioner::run_with_set(ctrl, set.clone(), cancel, |store| Attacher {
+        client,
+        set,
+        store,
+    })
+    .await;
+}
+
+struct Attacher {
+    client: Arc<dyn Client>,
+    set: ProvisionerSet,
+    store: Store,
+}
+
+/// The node id the kubelet of `node` recorded for `driver`.
+fn node_id(node: &Value, driver: &str) -> Option<String> {
+    let ann = node["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"].as_str()?;
+    let ids: BTreeMap<String, String> = serde_json::from_str(ann).ok()?;
+    ids.get(driver).cloned()
+}
+
+impl Attacher {
+    fn api(k: &ObjectKey) -> impl Fn(ClientError) -> AttacherError + '_ {
+        move |source| AttacherError::Api {
+            key: format!("volumeattachment {}", k.name),
+            source,
+        }
+    }
+
+    fn failed(k: &ObjectKey, message: String) -> AttacherError {
+        AttacherError::Failed {
+            key: format!("volumeattachment {}", k.name),
+            message,
+        }
+    }
+
+    async fn patch(
+        &self,
+        va: &Value,
+        patch: Patch,
+        sub: Option<&str>,
+        k: &ObjectKey,
+    ) -> Result<(), AttacherError> {
+        match self
+            .client
+            .patch(
+                &attachments(),
+                key::name(va),
+                &patch,
+                sub,
+                &WriteParams::default(),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(Self::api(k)(e)),
+        }
+    }
+
+    /// The PV and its CSI source, and the node id, for `va`.
+    async fn target(
+        &self,
+        va: &Value,
+        driver: &str,
+        k: &ObjectKey,
+    ) -> Result<(Value, String), AttacherError> {
+        let pv_name = va["spec"]["source"]["persistentVolumeName"]
+            .as_str()
+            .unwrap_or("");
+        let pv = self
+            .client
+            .get(
+                &ResourceRef::new("", "v1", "persistentvolumes", None),
+                pv_name,
+            )
+            .await
+            .map_err(Self::api(k))?;
+        let node_name = va["spec"]["nodeName"].as_str().unwrap_or("");
+        let node = self
+            .client
+            .get(&ResourceRef::new("", "v1", "nodes", None), node_name)
+            .await
+            .map_err(Self::api(k))?;
+        let id = node_id(&node, driver).ok_or_else(|| {
+            Self::failed(
+                k,
+                format!("node {node_name:?} has no ID annotation for driver {driver}"),
+            )
+        })?;
+        Ok((pv, id))
+    }
+
+    async fn secrets(
+        &self,
+        pv: &Value,
+        k: &ObjectKey,
+    ) -> Result<BTreeMap<String, String>, AttacherError> {
+        let r = &pv["spec"]["csi"]["controllerPublishSecretRef"];
+        match (r["namespace"].as_str(), r["name"].as_str()) {
+            (Some(ns), Some(name)) => {
+                crate::provisioner::request::secret_data(&*self.client, ns, name)
+                    .await
+                    .map_err(|m| Self::failed(k, m))
+            }
+            _ => Ok(BTreeMap::new()),
+        }
+    }
+
+    async fn attach(
+        &self,
+        va: &Value,
+        driver: &str,
+        k: &ObjectKey,
+    ) -> Result<Action, AttacherError> {
+        let fin = finalizer(driver);
+        if !key::has_finalizer(va, &fin) {
+            self.patch(va, key::add_finalizer_patch(va, &fin), None, k)
+                .await?;
+            return Ok(Action::await_change());
+        }
+        let Some(p) = self.set.get(driver) else {
+            return Ok(Action::await_change());
+        };
+        let (pv, node_id) = self.target(va, driver, k).await?;
+        let csi = &pv["spec"]["csi"];
+        let req = PublishRequest {
+            volume_id: csi["volumeHandle"].as_str().unwrap_or("").to_owned(),
+            node_id,
+            capability: crate::provisioner::request::capability_of_pv(&pv),
+            readonly: csi["readOnly"].as_bool().unwrap_or(false),
+            secrets: self.secrets(&pv, k).await?,
+            volume_context: csi["volumeAttributes"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                .collect(),
+        };
+        match p.publish(req).await {
+            Ok(context) => {
+                let status =
+                    json!({"attached": true, "attachmentMetadata": context, "attachError": null});
+                self.patch(
+                    va,
+                    Patch::Merge(json!({"status": status})),
+                    Some("status"),
+                    k,
+                )
+                .await?;
+                Ok(Action::await_change())
+            }
+            Err(e) => {
+                let status = json!({"attached": false, "attachError": {
+                    "message": e.to_string(), "time": k1s_api::events::now_rfc3339()}});
+                self.patch(
+                    va,
+                    Patch::Merge(json!({"status": status})),
+                    Some("status"),
+                    k,
+                )
+                .await?;
+                Err(Self::failed(k, format!("attaching: {e}")))
+            }
+        }
+    }
+
+    async fn detach(
+        &self,
+        va: &Value,
+        driver: &str,
+        k: &ObjectKey,
+    ) -> Result<Action, AttacherError> {
+        let fin = finalizer(driver);
+        if !key::has_finalizer(va, &fin) {
+            return Ok(Action::await_change());
+        }
+        let Some(p) = self.set.get(driver) else {
+            return Ok(Action::await_change());
+        };
+        if va["status"]["attached"] == true || va["status"]["attachError"].is_object() {
+            let (pv, node_id) = self.target(va, driver, k).await?;
+            let volume_id = pv["spec"]["csi"]["volumeHandle"].as_str().unwrap_or("");
+            let secrets = self.secrets(&pv, k).await?;
+            if let Err(e) = p.unpublish(volume_id, &node_id, secrets).await {
+                let status = json!({"detachError": {"message": e.to_string(),
+                    "time": k1s_api::events::now_rfc3339()}});
+                self.patch(
+                    va,
+                    Patch::Merge(json!({"status": status})),
+                    Some("status"),
+                    k,
+                )
+                .await?;
+                return Err(Self::failed(k, format!("detaching: {e}")));
+            }
+        }
+        if let Some(patch) = key::remove_finalizer_patch(va, &fin) {
+            self.patch(va, patch, None, k).await?;
+        }
+        Ok(Action::await_change())
+    }
+}
+
+#[async_trait::async_trait]
+impl Reconcile for Attacher {
+    type Error = AttacherError;
+
+    async fn reconcile(&self, k: &ObjectKey) -> Result<Action, AttacherError> {
+        let Some(va) = self.store.get(k) else {
+            return Ok(Action::await_change());
+        };
+        let driver = va["spec"]["attacher"].as_str().unwrap_or("").to_owned();
+        if self.set.get(&driver).is_none() {
+            return Ok(Action::await_change());
+        }
+        if key::is_deleting(&va) {
+            return self.detach(&va, &driver, k).await;
+        }
+        if va["status"]["attached"] == true {
+            return Ok(Action::await_change());
+        }
+        self.attach(&va, &driver, k).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_ids_come_from_the_kubelet_annotation() {
+        let node = json!({"metadata": {"annotations": {
+            "csi.volume.kubernetes.io/nodeid": "{\"a.csi\":\"n-1\",\"b.csi\":\"x\"}"}}});
+        assert_eq!(node_id(&node, "a.csi").as_deref(), Some("n-1"));
+        assert_eq!(node_id(&node, "c.csi"), None);
+        assert_eq!(node_id(&json!({}), "a.csi"), None);
+    }
+}

@@ -1,0 +1,504 @@
+//! The `CreateVolume` request for a claim, as external-provisioner builds it: capacity from
+//! the claim, one capability per access mode, the class's parameters without the reserved
+//! `csi.storage.k8s.io/` keys, secrets named by those keys (with `${pvc.name}`-style
+//! templates), and the data source (a VolumeSnapshot or another claim).
+//!
+//! Pure functions, except the lookups of secrets and data sources through the client.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use k1s_api::client::{Client, ResourceRef};
+use serde_json::Value;
+
+use super::{AccessMode, AccessType, ContentSource, VolumeCapability};
+use crate::runtime::key;
+
+/// The reserved prefix of class parameters the provisioner consumes itself.
+pub const PREFIX: &str = "csi.storage.k8s.io/";
+/// The file system of `Filesystem` volumes.
+pub const FSTYPE: &str = "csi.storage.k8s.io/fstype";
+/// The file system when the class names none.
+pub const DEFAULT_FSTYPE: &str = "ext4";
+
+/// Which secret a pair of class parameters names, and where the PV records it.
+#[derive(Debug, Clone, Copy)]
+pub struct SecretParams {
+    /// `provisioner`, `node-publish`, ...
+    pub kind: &'static str,
+    /// The PV's `spec.csi` field for the reference (none for the provisioner secret).
+    pub pv_field: Option<&'static str>,
+    /// Whether `${pvc.annotations['KEY']}` may be used in the name.
+    pub pvc_annotations: bool,
+}
+
+impl SecretParams {
+    pub fn name_key(&self) -> String {
+        format!("{PREFIX}{}-secret-name", self.kind)
+    }
+    pub fn namespace_key(&self) -> String {
+        format!("{PREFIX}{}-secret-namespace", self.kind)
+    }
+}
+
+pub const PROVISIONER_SECRET: SecretParams = SecretParams {
+    kind: "provisioner",
+    pv_field: None,
+    pvc_annotations: false,
+};
+
+/// The secrets the PV references for the other CSI calls.
+pub const PV_SECRETS: [SecretParams; 5] = [
+    SecretParams {
+        kind: "controller-publish",
+        pv_field: Some("controllerPublishSecretRef"),
+        pvc_annotations: true,
+    },
+    SecretParams {
+        kind: "node-stage",
+        pv_field: Some("nodeStageSecretRef"),
+        pvc_annotations: true,
+    },
+    SecretParams {
+        kind: "node-publish",
+        pv_field: Some("nodePublishSecretRef"),
+        pvc_annotations: true,
+    },
+    SecretParams {
+        kind: "controller-expand",
+        pv_field: Some("controllerExpandSecretRef"),
+        pvc_annotations: true,
+    },
+    SecretParams {
+        kind: "node-expand",
+        pv_field: Some("nodeExpandSecretRef"),
+        pvc_annotations: true,
+    },
+];
+
+/// The class's parameters for the driver: the reserved keys removed; an unknown reserved
+/// key is an error, as upstream.
+pub fn driver_parameters(
+    params: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut known: Vec<String> = vec![FSTYPE.to_owned()];
+    for s in std::iter::once(&PROVISIONER_SECRET).chain(PV_SECRETS.iter()) {
+        known.push(s.name_key());
+        known.push(s.namespace_key());
+    }
+    let mut out = BTreeMap::new();
+    for (k, v) in params {
+        if let Some(_rest) = k.strip_prefix(PREFIX) {
+            if !known.contains(k) {
+                return Err(format!(
+                    "found unknown parameter key \"{k}\" with reserved namespace {PREFIX}"
+                ));
+            }
+        } else {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Replaces `${token}`s in `template` from `vars`; an unknown token is an error.
+fn resolve(template: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    let mut bad = Vec::new();
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("unterminated token in {template:?}"));
+        };
+        let token = &after[..end];
+        match vars.get(token) {
+            Some(v) => out.push_str(v),
+            None => bad.push(token.to_owned()),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    if bad.is_empty() {
+        Ok(out)
+    } else {
+        Err(format!("invalid tokens: {bad:?}"))
+    }
+}
+
+/// The secret (`namespace`, `name`) the class names for `sp`, with its templates resolved
+/// for the claim `pvc` and the volume `pv_name`; `None` when the class names none.
+pub fn secret_ref(
+    params: &BTreeMap<String, String>,
+    sp: &SecretParams,
+    pv_name: &str,
+    pvc: &Value,
+) -> Result<Option<(String, String)>, String> {
+    let (name_t, ns_t) = (params.get(&sp.name_key()), params.get(&sp.namespace_key()));
+    let (name_t, ns_t) = match (name_t, ns_t) {
+        (None, None) => return Ok(None),
+        (Some(n), Some(ns)) => (n, ns),
+        _ => {
+            return Err(format!(
+                "either name and namespace for {} secret must be specified, or neither",
+                sp.kind
+            ));
+        }
+    };
+    let pvc_ns = key::namespace(pvc).unwrap_or("").to_owned();
+    let mut ns_vars = BTreeMap::from([
+        ("pv.name".to_owned(), pv_name.to_owned()),
+        ("pvc.namespace".to_owned(), pvc_ns),
+    ]);
+    let namespace =
+        resolve(ns_t, &ns_vars).map_err(|e| format!("error resolving value {ns_t:?}: {e}"))?;
+    if !k1s_api::selector::is_dns_label(&namespace) {
+        return Err(format!(
+            "{:?} resolved to {namespace:?} which is not a valid namespace name",
+            sp.namespace_key()
+        ));
+    }
+    ns_vars.insert("pvc.name".into(), key::name(pvc).to_owned());
+    if sp.pvc_annotations
+        && let Some(a) = pvc["metadata"]["annotations"].as_object()
+    {
+        for (k, v) in a {
+            ns_vars.insert(
+                format!("pvc.annotations['{k}']"),
+                v.as_str().unwrap_or("").to_owned(),
+            );
+        }
+    }
+    let name =
+        resolve(name_t, &ns_vars).map_err(|e| format!("error resolving value {name_t:?}: {e}"))?;
+    if !k1s_api::selector::is_dns_subdomain(&name) {
+        return Err(format!(
+            "{:?} resolved to {name:?} which is not a valid secret name",
+            sp.name_key()
+        ));
+    }
+    Ok(Some((namespace, name)))
+}
+
+/// The data of a Secret, decoded (values that are not UTF-8 are taken lossily).
+pub async fn secret_data(
+    client: &dyn Client,
+    namespace: &str,
+    name: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    let r = ResourceRef::new("", "v1", "secrets", Some(namespace));
+    let secret = client
+        .get(&r, name)
+        .await
+        .map_err(|e| format!("failed to get secret {namespace}/{name}: {}", e.message))?;
+    let mut out = BTreeMap::new();
+    for (k, v) in secret["data"].as_object().into_iter().flatten() {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(v.as_str().unwrap_or(""))
+            .map_err(|e| format!("secret {namespace}/{name} key {k}: {e}"))?;
+        out.insert(k.clone(), String::from_utf8_lossy(&bytes).into_owned());
+    }
+    Ok(out)
+}
+
+/// One capability per access mode of the claim (`Block` or `Mount` with `fs_type` and the
+/// class's mount options).
+pub fn capabilities(
+    pvc: &Value,
+    fs_type: &str,
+    mount_options: &[String],
+) -> Result<Vec<VolumeCapability>, String> {
+    let block = pvc["spec"]["volumeMode"] == "Block";
+    let access_type = if block {
+        AccessType::Block
+    } else {
+        AccessType::Mount {
+            fs_type: fs_type.to_owned(),
+            mount_flags: mount_options.to_vec(),
+        }
+    };
+    let mut out: Vec<VolumeCapability> = Vec::new();
+    for m in pvc["spec"]["accessModes"].as_array().into_iter().flatten() {
+        let m = m.as_str().unwrap_or("");
+        let access_mode =
+            AccessMode::from_k8s(m).ok_or_else(|| format!("unknown access mode {m:?}"))?;
+        if out.iter().all(|c| c.access_mode != access_mode) {
+            out.push(VolumeCapability {
+                access_type: access_type.clone(),
+                access_mode,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err("the claim has no access modes".into());
+    }
+    Ok(out)
+}
+
+fn quantity_bytes(v: &Value) -> i64 {
+    v.as_str()
+        .and_then(|s| k1s_api::quantity::Quantity::parse(s.trim()).ok())
+        .map(|q| q.value())
+        .unwrap_or(0)
+}
+
+/// The data source of a claim (`dataSourceRef`, else `dataSource`) as a content source: a
+/// ready VolumeSnapshot's snapshot handle, or the volume handle of a bound claim of the same
+/// class and driver. `required` is the new volume's size, which must hold the source.
+pub async fn content_source(
+    client: &dyn Client,
+    pvc: &Value,
+    driver: &str,
+    required: i64,
+) -> Result<Option<ContentSource>, String> {
+    let spec = &pvc["spec"];
+    let src = if spec["dataSourceRef"].is_object() {
+        &spec["dataSourceRef"]
+    } else {
+        &spec["dataSource"]
+    };
+    if !src.is_object() {
+        return Ok(None);
+    }
+    let ns = key::namespace(pvc).unwrap_or("");
+    let name = src["name"].as_str().unwrap_or("");
+    let group = src["apiGroup"].as_str().unwrap_or("");
+    match (group, src["kind"].as_str().unwrap_or("")) {
+        ("snapshot.storage.k8s.io", "VolumeSnapshot") => {
+            let snaps =
+                ResourceRef::new("snapshot.storage.k8s.io", "v1", "volumesnapshots", Some(ns));
+            let snap = client.get(&snaps, name).await.map_err(|e| {
+                format!(
+                    "error getting snapshot {name} from api server: {}",
+                    e.message
+                )
+            })?;
+            if snap["status"]["readyToUse"] != true {
+                return Err(format!("snapshot {name} is not Ready"));
+            }
+            let content_name = snap["status"]["boundVolumeSnapshotContentName"]
+                .as_str()
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| format!("snapshot {name} not bound"))?;
+            let contents = ResourceRef::new(
+                "snapshot.storage.k8s.io",
+                "v1",
+                "volumesnapshotcontents",
+                None,
+            );
+            let content = client.get(&contents, content_name).await.map_err(|e| {
+                format!("error getting snapshotcontent {content_name} for snapshot {ns}/{name} from api server: {}", e.message)
+            })?;
+            if content["spec"]["driver"]
+                .as_str()
+                .is_some_and(|d| d != driver)
+            {
+                return Err(format!(
+                    "VolumeSnapshotContent {content_name} belongs to driver {}, not {driver}",
+                    content["spec"]["driver"].as_str().unwrap_or("")
+                ));
+            }
+            let restore = quantity_bytes(&snap["status"]["restoreSize"])
+                .max(content["status"]["restoreSize"].as_i64().unwrap_or(0));
+            if restore > required {
+                return Err(format!(
+                    "requested volume size {required} is less than the size {restore} for the source snapshot {name}"
+                ));
+            }
+            let handle = content["status"]["snapshotHandle"]
+                .as_str()
+                .filter(|h| !h.is_empty())
+                .ok_or_else(|| format!("snapshot handle of {content_name} is not set yet"))?;
+            Ok(Some(ContentSource::Snapshot {
+                snapshot_id: handle.to_owned(),
+            }))
+        }
+        ("", "PersistentVolumeClaim") => {
+            let claims = ResourceRef::new("", "v1", "persistentvolumeclaims", Some(ns));
+            let source = client.get(&claims, name).await.map_err(|e| {
+                format!(
+                    "error getting PVC {ns}/{name} from api server: {}",
+                    e.message
+                )
+            })?;
+            if source["status"]["phase"] != "Bound" {
+                return Err(format!("the PVC {name} not yet bound to a PV"));
+            }
+            if source["spec"]["storageClassName"] != spec["storageClassName"] {
+                return Err(
+                    "the source PVC and destination PVCs must be in the same storage class for cloning"
+                        .into(),
+                );
+            }
+            let size = quantity_bytes(&source["status"]["capacity"]["storage"]).max(
+                quantity_bytes(&source["spec"]["resources"]["requests"]["storage"]),
+            );
+            if size > required {
+                return Err(format!(
+                    "error, new PVC request must be greater than or equal in size to the specified PVC data source, requested {required} but source is {size}"
+                ));
+            }
+            let pv_name = source["spec"]["volumeName"].as_str().unwrap_or("");
+            let pvs = ResourceRef::new("", "v1", "persistentvolumes", None);
+            let pv = client.get(&pvs, pv_name).await.map_err(|e| {
+                format!("error getting PV {pv_name} from api server: {}", e.message)
+            })?;
+            if pv["spec"]["csi"]["driver"] != driver {
+                return Err(format!(
+                    "the source PVC {name} is not provisioned by the driver {driver}"
+                ));
+            }
+            let handle = pv["spec"]["csi"]["volumeHandle"].as_str().unwrap_or("");
+            Ok(Some(ContentSource::Volume {
+                volume_id: handle.to_owned(),
+            }))
+        }
+        (g, k) => Err(format!(
+            "the data source {g}/{k} {name} is not supported by this provisioner"
+        )),
+    }
+}
+
+/// The capability of an existing PV: `Block` or `Mount` (its `csi.fsType` and mount
+/// options) with its first access mode; `None` without a known access mode.
+pub fn capability_of_pv(pv: &Value) -> Option<VolumeCapability> {
+    let spec = &pv["spec"];
+    let access_mode = spec["accessModes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|m| AccessMode::from_k8s(m.as_str()?))?;
+    let access_type = if spec["volumeMode"] == "Block" {
+        AccessType::Block
+    } else {
+        AccessType::Mount {
+            fs_type: spec["csi"]["fsType"].as_str().unwrap_or("").to_owned(),
+            mount_flags: spec["mountOptions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|o| o.as_str().map(str::to_owned))
+                .collect(),
+        }
+    };
+    Some(VolumeCapability {
+        access_type,
+        access_mode,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(p: &[(&str, &str)]) -> BTreeMap<String, String> {
+        p.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn claim() -> Value {
+        json!({"metadata": {"name": "data", "namespace": "team-a", "uid": "u1",
+            "annotations": {"example.com/secret": "s-from-ann"}},
+            "spec": {"accessModes": ["ReadWriteOnce", "ReadOnlyMany"]}})
+    }
+
+    #[test]
+    fn reserved_parameters_are_removed() {
+        let p = params(&[
+            ("type", "fast"),
+            (FSTYPE, "xfs"),
+            ("csi.storage.k8s.io/provisioner-secret-name", "s"),
+            ("csi.storage.k8s.io/provisioner-secret-namespace", "ns"),
+            ("csi.storage.k8s.io/node-publish-secret-name", "s"),
+        ]);
+        assert_eq!(driver_parameters(&p).unwrap(), params(&[("type", "fast")]));
+        let bad = params(&[("csi.storage.k8s.io/bogus", "x")]);
+        assert!(
+            driver_parameters(&bad)
+                .unwrap_err()
+                .contains("unknown parameter key")
+        );
+    }
+
+    #[test]
+    fn secret_templates() {
+        let p = params(&[
+            (
+                "csi.storage.k8s.io/provisioner-secret-name",
+                "${pvc.name}-creds",
+            ),
+            (
+                "csi.storage.k8s.io/provisioner-secret-namespace",
+                "${pvc.namespace}",
+            ),
+            (
+                "csi.storage.k8s.io/node-publish-secret-name",
+                "${pvc.annotations['example.com/secret']}",
+            ),
+            ("csi.storage.k8s.io/node-publish-secret-namespace", "fixed"),
+            ("csi.storage.k8s.io/node-stage-secret-name", "${pv.name}"),
+            (
+                "csi.storage.k8s.io/node-stage-secret-namespace",
+                "${pvc.name}",
+            ),
+        ]);
+        let pvc = claim();
+        assert_eq!(
+            secret_ref(&p, &PROVISIONER_SECRET, "pvc-u1", &pvc).unwrap(),
+            Some(("team-a".into(), "data-creds".into()))
+        );
+        assert_eq!(
+            secret_ref(&p, &PV_SECRETS[2], "pvc-u1", &pvc).unwrap(),
+            Some(("fixed".into(), "s-from-ann".into()))
+        );
+        // The namespace may not depend on the claim's name.
+        assert!(
+            secret_ref(&p, &PV_SECRETS[1], "pvc-u1", &pvc)
+                .unwrap_err()
+                .contains("invalid tokens")
+        );
+        // No secret named: none.
+        assert_eq!(
+            secret_ref(&p, &PV_SECRETS[0], "pvc-u1", &pvc).unwrap(),
+            None
+        );
+        // The provisioner secret may not use the claim's annotations.
+        let ann = params(&[
+            (
+                "csi.storage.k8s.io/provisioner-secret-name",
+                "${pvc.annotations['example.com/secret']}",
+            ),
+            ("csi.storage.k8s.io/provisioner-secret-namespace", "x"),
+        ]);
+        assert!(secret_ref(&ann, &PROVISIONER_SECRET, "pvc-u1", &pvc).is_err());
+        // Both or neither.
+        let half = params(&[("csi.storage.k8s.io/provisioner-secret-name", "s")]);
+        assert!(
+            secret_ref(&half, &PROVISIONER_SECRET, "pvc-u1", &pvc)
+                .unwrap_err()
+                .contains("must be specified")
+        );
+    }
+
+    #[test]
+    fn capabilities_per_access_mode() {
+        let caps = capabilities(&claim(), "ext4", &["noatime".into()]).unwrap();
+        assert_eq!(caps.len(), 2);
+        assert_eq!(caps[0].access_mode, AccessMode::SingleNodeWriter);
+        assert_eq!(caps[1].access_mode, AccessMode::MultiNodeReaderOnly);
+        assert_eq!(
+            caps[0].access_type,
+            AccessType::Mount {
+                fs_type: "ext4".into(),
+                mount_flags: vec!["noatime".into()]
+            }
+        );
+        let mut block = claim();
+        block["spec"]["volumeMode"] = json!("Block");
+        let caps = capabilities(&block, "", &[]).unwrap();
+        assert_eq!(caps[0].access_type, AccessType::Block);
+    }
+}

@@ -1,0 +1,210 @@
+//! What end-to-end tests with real containers need from the host: a root check, a local
+//! registry serving the busybox test image, and [`HostCleanup`], which removes what a test
+//! kubelet leaves behind (its containers, bridge and cgroup tree) even when the test fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::{Cluster, eventually, registry};
+
+/// Whether this process runs as root (containers need it; CI runs as root).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// A local registry with `busybox:latest`, and the registries.yaml that makes it plain HTTP.
+pub struct Images {
+    _dir: tempfile::TempDir,
+    pub registry: registry::Registry,
+    pub config: PathBuf,
+}
+
+impl Images {
+    /// Builds and serves the test image, or says visibly why the test skips (not root, or the
+    /// registry tools missing and not installable) and returns `None`.
+    pub fn start() -> Option<Images> {
+        if !is_root() {
+            eprintln!("SKIP: tests with real containers need root (namespaces, cgroups, mounts)");
+            return None;
+        }
+        if !registry::ensure_tools() {
+            eprintln!(
+                "SKIP: docker-registry, skopeo, umoci or busybox-static missing and not installable"
+            );
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let layout = dir.path().join("layout");
+        registry::build_busybox_layout(&layout).unwrap();
+        let registry = registry::Registry::start(&dir.path().join("registry")).unwrap();
+        registry::push(
+            &layout,
+            "latest",
+            &format!("{}/busybox:latest", registry.host()),
+        )
+        .unwrap();
+        let config = dir.path().join("registries.yaml");
+        std::fs::write(&config, registry.registries_yaml()).unwrap();
+        Some(Images {
+            _dir: dir,
+            registry,
+            config,
+        })
+    }
+
+    /// The test image's reference.
+    pub fn busybox(&self) -> String {
+        format!("{}/busybox:latest", self.registry.host())
+    }
+
+    /// Pushes the test image again as `busybox:TAG` (another image reference for rollouts)
+    /// and returns that reference.
+    pub fn busybox_tag(&self, tag: &str) -> String {
+        let reference = format!("{}/busybox:{tag}", self.registry.host());
+        registry::push(&self._dir.path().join("layout"), "latest", &reference).unwrap();
+        reference
+    }
+
+    /// [`crate::kubelet_flags`] plus this registry's config.
+    pub fn kubelet_flags(&self, tag: &str) -> Vec<String> {
+        let mut flags = crate::kubelet_flags(tag);
+        flags.push("--private-registry".into());
+        flags.push(self.config.display().to_string());
+        flags
+    }
+}
+
+/// Removes what a test kubelet leaves on the host: its containers, bridge and cgroup tree.
+/// Holds the kubelet's flags (from [`crate::kubelet_flags`]) to know their names.
+pub struct HostCleanup(pub Vec<String>);
+
+impl HostCleanup {
+    fn flag(&self, name: &str) -> String {
+        self.0
+            .iter()
+            .position(|f| f == name)
+            .and_then(|i| self.0.get(i + 1))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for HostCleanup {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.flag("--bridge-name")])
+            .status();
+        let top = self.flag("--cgroup-top");
+        let hierarchies: Vec<PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|h| h.path().join(&top))
+            .collect();
+        // Containers outlive their kubelet (the shims keep them): a failed test must not
+        // leave them running into the next one.
+        for _ in 0..20 {
+            let mut any = false;
+            for h in &hierarchies {
+                any |= kill_cgroup_tree(h);
+            }
+            if !any {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for h in &hierarchies {
+            remove_cgroup_tree(h);
+        }
+    }
+}
+
+/// SIGKILLs every process in the cgroup tree at `dir`; whether there was any.
+fn kill_cgroup_tree(dir: &Path) -> bool {
+    let mut any = false;
+    if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+        for pid in procs.lines().filter(|l| !l.trim().is_empty()) {
+            any = true;
+            let _ = Command::new("kill").args(["-9", pid.trim()]).status();
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                any |= kill_cgroup_tree(&e.path());
+            }
+        }
+    }
+    any
+}
+
+fn remove_cgroup_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// Starts a server with a kubelet (`flags` from [`Images::kubelet_flags`] with the same
+/// `tag`) and waits for its node to be Ready and the `default` ServiceAccount to exist.
+pub fn start_with_kubelet(tag: &str, flags: &[String]) -> Option<Cluster> {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let c = Cluster::start(&flags)?;
+    let node = format!("node-{tag}");
+    eventually("the node to register and be Ready", 60, || {
+        let out = c.run(&["get", "node", &node, "-o", "json"]);
+        let n: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        n["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+    });
+    eventually("the default ServiceAccount", 30, || {
+        c.run(&["get", "sa", "default"]).status.success()
+    });
+    Some(c)
+}
+
+/// Removes what CSI volumes under a test's data directory leave on the host when a test
+/// fails before deleting them: mounts below `dir` (deepest first) and loop devices backed
+/// by files below it.
+pub struct StorageCleanup(pub PathBuf);
+
+impl Drop for StorageCleanup {
+    fn drop(&mut self) {
+        let dir = self.0.to_string_lossy().into_owned();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut mounts: Vec<String> = mountinfo
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .map(|m| m.replace("\\040", " "))
+            .filter(|m| m.starts_with(&dir))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            let _ = Command::new("umount").args(["-l", &m]).status();
+        }
+        for e in std::fs::read_dir("/sys/block")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let backing =
+                std::fs::read_to_string(e.path().join("loop/backing_file")).unwrap_or_default();
+            if name.starts_with("loop") && backing.trim().starts_with(&dir) {
+                let _ = Command::new("losetup")
+                    .args(["-d", &format!("/dev/{name}")])
+                    .status();
+            }
+        }
+    }
+}
