@@ -1132,3 +1132,60 @@ fn tables_metadata_and_warnings() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("unknown field \"bogus\""), "{err}");
 }
+
+#[test]
+fn secrets_and_config_maps_are_decoded_and_validated_as_upstream() {
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
+    let fails_stdin = |input: &str| {
+        let out = c.run_with(&c.kubectl, &["apply", "-f", "-"], Some(input));
+        assert!(!out.status.success(), "applied: {input}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // stringData is written into data and never stored; a later apply changes it again.
+    let secret = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: creds}}\n\
+             data: {{base: YmFzZQ==}}\nstringData: {{user: admin, pass: \"{value}\"}}\n"
+        )
+    };
+    c.ok_stdin(&["apply", "-f", "-"], &secret("s3cret"));
+    let got = json(&c.ok(&["get", "secret", "creds", "-o", "json"]));
+    assert_eq!(got["type"], "Opaque");
+    assert!(got.get("stringData").is_none(), "{got}");
+    assert_eq!(
+        got["data"],
+        serde_json::json!({"base": "YmFzZQ==", "user": "YWRtaW4=", "pass": "czNjcmV0"})
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &secret("other"));
+    let got = json(&c.ok(&["get", "secret", "creds", "-o", "json"]));
+    assert_eq!(got["data"]["pass"], "b3RoZXI=");
+
+    // Each type's keys, key syntax, and immutable objects.
+    let err = fails_stdin(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: cert}\ntype: kubernetes.io/tls\n\
+         stringData: {tls.crt: x}\n",
+    );
+    assert!(err.contains("data[tls.key]: Required value"), "{err}");
+    let err = c.fails(&["create", "configmap", "bad", "--from-literal=a b=1"]);
+    assert!(err.contains("a valid config key must consist of"), "{err}");
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: frozen}\nimmutable: true\ndata: {a: \"1\"}\n",
+    );
+    let err = c.fails(&["patch", "cm", "frozen", "-p", r#"{"data":{"a":"2"}}"#]);
+    assert!(
+        err.contains("data: Forbidden: field is immutable when `immutable` is set"),
+        "{err}"
+    );
+    c.ok(&["label", "cm", "frozen", "tier=config"]);
+    let err = c.fails(&[
+        "patch",
+        "secret",
+        "creds",
+        "-p",
+        r#"{"type":"kubernetes.io/tls"}"#,
+    ]);
+    assert!(err.contains("field is immutable"), "{err}");
+}

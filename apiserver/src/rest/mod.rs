@@ -10,6 +10,7 @@
 //! This layer knows nothing of HTTP: the HTTP handlers in [`crate::http`] and the in-process
 //! client both call it.
 
+mod config_data;
 mod events;
 pub mod fields;
 pub mod meta;

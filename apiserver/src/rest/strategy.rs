@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{meta, validation};
+use super::{config_data, meta, validation};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
@@ -88,7 +88,10 @@ fn generate_job_selector(job: &mut Value) {
 /// create and update, as decoding does upstream.
 pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
     match kind_of(res) {
-        ("", "Secret") => set_default(obj, "type", json!("Opaque")),
+        ("", "Secret") => {
+            set_default(obj, "type", json!("Opaque"));
+            config_data::fold_string_data(obj);
+        }
         ("", "PodTemplate") => default_pod_spec(&mut obj["template"]["spec"]),
         ("storage.k8s.io", "StorageClass") => {
             set_default(obj, "reclaimPolicy", json!("Delete"));
@@ -244,6 +247,8 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
             validation::pod_spec("template.spec", &obj["template"]["spec"], &mut causes);
         }
         ("", "Service") => validation::service(obj, &mut causes),
+        ("", "Secret") => config_data::secret(obj, old, &mut causes),
+        ("", "ConfigMap") => config_data::config_map(obj, old, &mut causes),
         ("", "PersistentVolumeClaim") => validation::pvc(obj, old, &mut causes),
         ("apps", "Deployment") => validation::deployment(obj, old, &mut causes),
         ("apps", "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
