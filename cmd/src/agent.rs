@@ -259,7 +259,10 @@ async fn add_driver(set: &ProvisionerSet, name: &str, endpoint: &Path) {
             tracing::info!(driver = %name, "storage driver added to the controllers");
             set.add(Arc::new(driver));
         }
-        Ok(None) => tracing::debug!(driver = %name, "plugin has no controller service"),
+        Ok(None) => tracing::info!(
+            driver = %name,
+            "plugin offers no controller service with CreateVolume: it provisions nothing"
+        ),
         Err(e) => {
             tracing::warn!(driver = %name, error = %e, "cannot use the plugin's controller service")
         }

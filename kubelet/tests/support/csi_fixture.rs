@@ -5,7 +5,11 @@
 //! Volumes are directories (`DIR/volumes/<id>`); NodeStageVolume bind-mounts one onto the
 //! staging path and NodePublishVolume bind-mounts staging (or the volume itself, without
 //! staging) onto the target, read-only when asked, so a real container sees the files.
-//! Needs root (mount(2)).
+//! With `attach`, it also offers ControllerPublishVolume (a `devicePath` publish context);
+//! with `lose_first_create`, the first CreateVolume of each name creates the volume but
+//! answers UNAVAILABLE, as a response lost on the way, to see that the CO retries it with
+//! the same name. Needs root (mount(2)). Shared by the kubelet's tests and the end-to-end
+//! tests of the whole server (`tests/tests/csi_plugin.rs`).
 //!
 //! ```ignore
 //! let plugin = CsiFixture::start(dir, registry_dir, FixtureOptions::default()).await;
@@ -54,6 +58,10 @@ pub struct FixtureOptions {
     pub max_volumes: i64,
     pub topology: HashMap<String, String>,
     pub stage_unstage: bool,
+    /// Offer ControllerPublishVolume/ControllerUnpublishVolume.
+    pub attach: bool,
+    /// Answer the first CreateVolume of each name UNAVAILABLE after creating the volume.
+    pub lose_first_create: bool,
 }
 
 impl Default for FixtureOptions {
@@ -64,6 +72,8 @@ impl Default for FixtureOptions {
             max_volumes: 5,
             topology: [("topology.fixture.csi.k1s.io/zone".into(), "z1".into())].into(),
             stage_unstage: true,
+            attach: false,
+            lose_first_create: false,
         }
     }
 }
@@ -74,6 +84,8 @@ struct Shared {
     calls: Mutex<Vec<Call>>,
     ready: AtomicBool,
     registrations: Mutex<Vec<RegistrationStatus>>,
+    /// Names CreateVolume has seen.
+    created: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Shared {
@@ -131,6 +143,7 @@ impl CsiFixture {
             calls: Mutex::new(Vec::new()),
             ready: AtomicBool::new(true),
             registrations: Mutex::new(Vec::new()),
+            created: Mutex::new(Default::default()),
         });
         let cancel = CancellationToken::new();
         let endpoint = dir.join("csi.sock");
@@ -271,7 +284,16 @@ impl Identity for Svc {
             method: "GetPluginCapabilities",
             ..Default::default()
         });
-        Ok(Response::new(GetPluginCapabilitiesResponse::default()))
+        use plugin_capability::service::Type;
+        Ok(Response::new(GetPluginCapabilitiesResponse {
+            capabilities: vec![PluginCapability {
+                r#type: Some(plugin_capability::Type::Service(
+                    plugin_capability::Service {
+                        r#type: Type::ControllerService as i32,
+                    },
+                )),
+            }],
+        }))
     }
 
     async fn probe(&self, _: Request<ProbeRequest>) -> Result<Response<ProbeResponse>, Status> {
@@ -551,10 +573,17 @@ impl Controller for Svc {
         self.0.record(Call {
             method: "CreateVolume",
             volume_id: r.name.clone(),
+            volume_context: r.parameters.clone(),
+            secrets: r.secrets.clone(),
+            capability: r.volume_capabilities.first().cloned(),
             ..Default::default()
         });
         let dir = self.0.volume_dir(&r.name)?;
         std::fs::create_dir_all(&dir).map_err(|e| Status::internal(e.to_string()))?;
+        let first = self.0.created.lock().unwrap().insert(r.name.clone());
+        if first && self.0.opts.lose_first_create {
+            return Err(Status::unavailable("the fixture lost this response"));
+        }
         Ok(Response::new(CreateVolumeResponse {
             volume: Some(k1s_csi::proto::v1::Volume {
                 volume_id: r.name,
@@ -578,25 +607,75 @@ impl Controller for Svc {
         Ok(Response::new(DeleteVolumeResponse {}))
     }
 
+    async fn controller_publish_volume(
+        &self,
+        req: Request<ControllerPublishVolumeRequest>,
+    ) -> Result<Response<ControllerPublishVolumeResponse>, Status> {
+        let r = req.into_inner();
+        self.0.record(Call {
+            method: "ControllerPublishVolume",
+            volume_id: r.volume_id.clone(),
+            path: r.node_id.clone(),
+            readonly: r.readonly,
+            volume_context: r.volume_context.clone(),
+            secrets: r.secrets.clone(),
+            capability: r.volume_capability.clone(),
+            ..Default::default()
+        });
+        if !self.0.opts.attach {
+            return Err(Status::unimplemented("ControllerPublishVolume"));
+        }
+        if r.node_id != self.0.opts.node_id {
+            return Err(Status::not_found(format!("no node {:?}", r.node_id)));
+        }
+        if !self.0.volume_dir(&r.volume_id)?.is_dir() {
+            return Err(Status::not_found(format!("no volume {:?}", r.volume_id)));
+        }
+        Ok(Response::new(ControllerPublishVolumeResponse {
+            publish_context: [("devicePath".into(), format!("/dev/fixture/{}", r.volume_id))]
+                .into(),
+        }))
+    }
+
+    async fn controller_unpublish_volume(
+        &self,
+        req: Request<ControllerUnpublishVolumeRequest>,
+    ) -> Result<Response<ControllerUnpublishVolumeResponse>, Status> {
+        let r = req.into_inner();
+        self.0.record(Call {
+            method: "ControllerUnpublishVolume",
+            volume_id: r.volume_id.clone(),
+            path: r.node_id.clone(),
+            ..Default::default()
+        });
+        if !self.0.opts.attach {
+            return Err(Status::unimplemented("ControllerUnpublishVolume"));
+        }
+        Ok(Response::new(ControllerUnpublishVolumeResponse {}))
+    }
+
     async fn controller_get_capabilities(
         &self,
         _: Request<ControllerGetCapabilitiesRequest>,
     ) -> Result<Response<ControllerGetCapabilitiesResponse>, Status> {
         use controller_service_capability::rpc::Type;
+        let mut types = vec![Type::CreateDeleteVolume];
+        if self.0.opts.attach {
+            types.push(Type::PublishUnpublishVolume);
+        }
         Ok(Response::new(ControllerGetCapabilitiesResponse {
-            capabilities: vec![ControllerServiceCapability {
-                r#type: Some(controller_service_capability::Type::Rpc(
-                    controller_service_capability::Rpc {
-                        r#type: Type::CreateDeleteVolume as i32,
-                    },
-                )),
-            }],
+            capabilities: types
+                .into_iter()
+                .map(|t| ControllerServiceCapability {
+                    r#type: Some(controller_service_capability::Type::Rpc(
+                        controller_service_capability::Rpc { r#type: t as i32 },
+                    )),
+                })
+                .collect(),
         }))
     }
 
     unimplemented_rpcs! {
-        controller_publish_volume(ControllerPublishVolumeRequest) -> ControllerPublishVolumeResponse;
-        controller_unpublish_volume(ControllerUnpublishVolumeRequest) -> ControllerUnpublishVolumeResponse;
         validate_volume_capabilities(ValidateVolumeCapabilitiesRequest) -> ValidateVolumeCapabilitiesResponse;
         list_volumes(ListVolumesRequest) -> ListVolumesResponse;
         get_capacity(GetCapacityRequest) -> GetCapacityResponse;
