@@ -5,7 +5,8 @@
 //! it, and the fixture's record checks what k1s asked of the plugin, in which order:
 //! provisioning retried with the same name after a lost response, attach before stage,
 //! the publish context passed to the node, pod info on mount, the teardown in reverse,
-//! static PVs bound to the smallest match, and Retain keeping the data.
+//! WaitForFirstConsumer with allowed topologies, static PVs bound to the smallest match,
+//! and Retain keeping the data.
 //! Needs root (containers, bind mounts); skips visibly otherwise.
 
 #[path = "../../kubelet/tests/support/csi_fixture.rs"]
@@ -217,6 +218,64 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         Some("DeleteVolume")
     );
     assert!(!plugin.volume_dir(&pv_name).exists());
+
+    // WaitForFirstConsumer with topology: a class allowed only in a zone without nodes
+    // leaves its pod unschedulable and provisions nothing; one allowed in the plugin's zone
+    // provisions for the pod's node, that node's topology the requirement, and the PV
+    // follows the volume's accessible topology.
+    let class = |name: &str, zone: &str| {
+        format!(
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {name}}}\nprovisioner: {DRIVER}\nvolumeBindingMode: WaitForFirstConsumer\nallowedTopologies:\n- matchLabelExpressions:\n  - {{key: topology.fixture.csi.k1s.io/zone, values: [{zone}]}}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {name}}}\nspec:\n  storageClassName: {name}\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 5Mi}}}}\n---\n{}",
+            pod(
+                &image,
+                &format!("{name}-user"),
+                name,
+                "while true; do sleep 1; done"
+            )
+        )
+    };
+    c.ok_stdin(&["apply", "-f", "-"], &class("far", "z2"));
+    eventually("the far pod to be unschedulable", 60, || {
+        c.ok(&["describe", "pod", "far-user"])
+            .contains("FailedScheduling")
+    });
+    c.ok_stdin(&["apply", "-f", "-"], &class("near", "z1"));
+    eventually("the near pod to run", 120, || {
+        get(&c, &["pod", "near-user"])["status"]["phase"] == "Running"
+    });
+    let near = get(&c, &["pvc", "near"]);
+    let near_pv = format!("pvc-{}", near["metadata"]["uid"].as_str().unwrap());
+    assert_eq!(near["status"]["phase"], "Bound");
+    assert_eq!(
+        near["metadata"]["annotations"]["volume.kubernetes.io/selected-node"],
+        "node-fix"
+    );
+    let create = plugin
+        .calls()
+        .into_iter()
+        .find(|c| c.method == "CreateVolume" && c.volume_id == near_pv)
+        .unwrap();
+    let zone = [(
+        "topology.fixture.csi.k1s.io/zone".to_owned(),
+        "z1".to_owned(),
+    )]
+    .into();
+    assert_eq!(create.requisite, [zone], "{create:?}");
+    let affinity = get(&c, &["pv", &near_pv])["spec"]["nodeAffinity"].to_string();
+    assert!(
+        affinity.contains("topology.fixture.csi.k1s.io/zone") && affinity.contains("z1"),
+        "{affinity}"
+    );
+    assert_eq!(get(&c, &["pvc", "far"])["status"]["phase"], "Pending");
+    assert!(
+        !plugin.calls().iter().any(|c| c.method == "CreateVolume"
+            && c.volume_id != near_pv
+            && c.volume_id != pv_name),
+        "{:?}",
+        plugin.methods()
+    );
+    c.ok(&["delete", "pod", "far-user", "near-user"]);
+    c.ok(&["delete", "pvc", "far", "near"]);
 
     // Static PVs with a CSI source: the claim takes the smallest that fits; Retain keeps
     // the volume and its data when the claim goes.

@@ -48,6 +48,8 @@ pub struct Call {
     pub volume_context: HashMap<String, String>,
     pub secrets: HashMap<String, String>,
     pub capability: Option<VolumeCapability>,
+    /// CreateVolume's requisite topologies.
+    pub requisite: Vec<HashMap<String, String>>,
 }
 
 /// How the fixture presents itself.
@@ -405,6 +407,7 @@ impl Node for Svc {
             volume_context: r.volume_context.clone(),
             secrets: r.secrets.clone(),
             capability: r.volume_capability.clone(),
+            ..Default::default()
         });
         let source = if self.0.opts.stage_unstage {
             if r.staging_target_path.is_empty() {
@@ -576,8 +579,34 @@ impl Controller for Svc {
             volume_context: r.parameters.clone(),
             secrets: r.secrets.clone(),
             capability: r.volume_capabilities.first().cloned(),
+            requisite: r
+                .accessibility_requirements
+                .iter()
+                .flat_map(|t| &t.requisite)
+                .map(|t| t.segments.clone())
+                .collect(),
             ..Default::default()
         });
+        // Its volumes are reachable where it runs: a requirement elsewhere cannot be met.
+        let requirements = r.accessibility_requirements.unwrap_or_default();
+        let here = &self.0.opts.topology;
+        let reachable = |ts: &[Topology]| {
+            ts.iter()
+                .any(|t| t.segments.iter().all(|(k, v)| here.get(k) == Some(v)))
+        };
+        if !requirements.requisite.is_empty() && !reachable(&requirements.requisite) {
+            return Err(Status::resource_exhausted(format!(
+                "no capacity in {:?}",
+                requirements.requisite
+            )));
+        }
+        let accessible_topology = if requirements.requisite.is_empty() {
+            Vec::new()
+        } else {
+            vec![Topology {
+                segments: here.clone(),
+            }]
+        };
         let dir = self.0.volume_dir(&r.name)?;
         std::fs::create_dir_all(&dir).map_err(|e| Status::internal(e.to_string()))?;
         let first = self.0.created.lock().unwrap().insert(r.name.clone());
@@ -588,6 +617,7 @@ impl Controller for Svc {
             volume: Some(k1s_csi::proto::v1::Volume {
                 volume_id: r.name,
                 capacity_bytes: r.capacity_range.map_or(0, |c| c.required_bytes),
+                accessible_topology,
                 ..Default::default()
             }),
         }))
