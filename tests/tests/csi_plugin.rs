@@ -167,6 +167,12 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     assert_eq!(va["spec"]["attacher"], DRIVER);
     assert_eq!(va["spec"]["nodeName"], "node-fix");
     assert_eq!(va["status"]["attached"], true, "{va}");
+    // The attacher holds the PV while it is attached.
+    let finalizers = get(&c, &["pv", &pv_name])["metadata"]["finalizers"].to_string();
+    assert!(
+        finalizers.contains(&format!("external-attacher/{DRIVER}")),
+        "{finalizers}"
+    );
     assert_eq!(
         calls_for(&plugin, &pv_name),
         [
@@ -324,6 +330,11 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         calls_for(&plugin, "static-small").last() == Some(&"ControllerUnpublishVolume")
     });
     assert!(!calls_for(&plugin, "static-small").contains(&"DeleteVolume"));
+    eventually("the attacher to let go of the PV", 30, || {
+        !get(&c, &["pv", "static-small"])["metadata"]["finalizers"]
+            .to_string()
+            .contains("external-attacher/")
+    });
     assert_eq!(
         std::fs::read_to_string(plugin.volume_dir("static-small").join("copied")).unwrap(),
         "admin data"

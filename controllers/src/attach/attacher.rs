@@ -2,6 +2,9 @@
 //! `ControllerPublishVolume` and `status.attached`; deleted ones get
 //! `ControllerUnpublishVolume` before their finalizer goes. The node id is the one the
 //! node's kubelet recorded for the driver (the `csi.volume.kubernetes.io/nodeid` annotation).
+//! Like upstream's attacher, it also holds its finalizer on an attached PV, so the PV
+//! outlives every attachment of it: added before the first publish, removed once the last
+//! of the PV's attachments is detached (upstream waits for the PV's deletion instead).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,6 +41,17 @@ struct Attacher {
     client: Arc<dyn Client>,
     set: ProvisionerSet,
     store: Store,
+}
+
+fn pvs() -> ResourceRef {
+    ResourceRef::new("", "v1", "persistentvolumes", None)
+}
+
+/// The name of the PV `va` attaches.
+fn pv_of(va: &Value) -> &str {
+    va["spec"]["source"]["persistentVolumeName"]
+        .as_str()
+        .unwrap_or("")
 }
 
 /// The node id the kubelet of `node` recorded for `driver`.
@@ -86,6 +100,40 @@ impl Attacher {
         }
     }
 
+    async fn patch_pv(&self, pv: &Value, patch: Patch, k: &ObjectKey) -> Result<(), AttacherError> {
+        match self
+            .client
+            .patch(&pvs(), key::name(pv), &patch, None, &WriteParams::default())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(Self::api(k)(e)),
+        }
+    }
+
+    /// Lets go of the PV of `va` once no other attachment of it is left.
+    async fn release_pv(&self, va: &Value, fin: &str, k: &ObjectKey) -> Result<(), AttacherError> {
+        let pv_name = pv_of(va);
+        let others = self
+            .store
+            .list()
+            .iter()
+            .any(|o| pv_of(o) == pv_name && key::name(o) != key::name(va));
+        if others || pv_name.is_empty() {
+            return Ok(());
+        }
+        let pv = match self.client.get(&pvs(), pv_name).await {
+            Ok(pv) => pv,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(Self::api(k)(e)),
+        };
+        match key::remove_finalizer_patch(&pv, fin) {
+            Some(patch) => self.patch_pv(&pv, patch, k).await,
+            None => Ok(()),
+        }
+    }
+
     /// The PV and its CSI source, and the node id, for `va`.
     async fn target(
         &self,
@@ -93,15 +141,9 @@ impl Attacher {
         driver: &str,
         k: &ObjectKey,
     ) -> Result<(Value, String), AttacherError> {
-        let pv_name = va["spec"]["source"]["persistentVolumeName"]
-            .as_str()
-            .unwrap_or("");
         let pv = self
             .client
-            .get(
-                &ResourceRef::new("", "v1", "persistentvolumes", None),
-                pv_name,
-            )
+            .get(&pvs(), pv_of(va))
             .await
             .map_err(Self::api(k))?;
         let node_name = va["spec"]["nodeName"].as_str().unwrap_or("");
@@ -151,6 +193,10 @@ impl Attacher {
             return Ok(Action::await_change());
         };
         let (pv, node_id) = self.target(va, driver, k).await?;
+        if !key::has_finalizer(&pv, &fin) {
+            self.patch_pv(&pv, key::add_finalizer_patch(&pv, &fin), k)
+                .await?;
+        }
         let csi = &pv["spec"]["csi"];
         let req = PublishRequest {
             volume_id: csi["volumeHandle"].as_str().unwrap_or("").to_owned(),
@@ -223,6 +269,7 @@ impl Attacher {
                 return Err(Self::failed(k, format!("detaching: {e}")));
             }
         }
+        self.release_pv(va, &fin, k).await?;
         if let Some(patch) = key::remove_finalizer_patch(va, &fin) {
             self.patch(va, patch, None, k).await?;
         }
