@@ -332,6 +332,15 @@ impl Cluster {
         self.run_with(&self.kubectl, args, None)
     }
 
+    /// `kubectl get WHAT -o json`, parsed; `Null` when kubectl fails (e.g. not found).
+    pub fn get_json(&self, what: &[&str]) -> serde_json::Value {
+        let mut args = vec!["get"];
+        args.extend_from_slice(what);
+        args.extend_from_slice(&["-o", "json"]);
+        let out = self.run(&args);
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    }
+
     /// Runs kubectl and returns its stdout; panics with stderr on failure.
     pub fn ok(&self, args: &[&str]) -> String {
         self.ok_with("", &self.kubectl, args, None)

@@ -15,17 +15,8 @@ mod csi_fixture;
 use csi_fixture::{CsiFixture, FixtureOptions};
 use k1s_tests::host::{HostCleanup, Images, StorageCleanup, start_with_kubelet as start};
 use k1s_tests::{Cluster, eventually};
-use serde_json::Value;
 
 const DRIVER: &str = "fixture.csi.k1s.io";
-
-fn get(c: &Cluster, what: &[&str]) -> Value {
-    let mut args = vec!["get"];
-    args.extend_from_slice(what);
-    args.extend_from_slice(&["-o", "json"]);
-    let out = c.run(&args);
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
 
 fn gone(c: &Cluster, what: &[&str]) -> bool {
     let mut args = vec!["get"];
@@ -87,7 +78,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
 
     // Registration: the kubelet asked the plugin for its node id and topology.
     eventually("the fixture driver on the CSINode", 60, || {
-        get(&c, &["csinode", "node-fix"])["spec"]["drivers"]
+        c.get_json(&["csinode", "node-fix"])["spec"]["drivers"]
             .as_array()
             .is_some_and(|d| {
                 d.iter()
@@ -99,7 +90,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         "{:?}",
         plugin.registrations()
     );
-    let node = get(&c, &["node", "node-fix"]);
+    let node = c.get_json(&["node", "node-fix"]);
     assert_eq!(
         node["metadata"]["labels"]["topology.fixture.csi.k1s.io/zone"], "z1",
         "{}",
@@ -113,12 +104,12 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: dyn}\nspec:\n  storageClassName: fixture\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 10Mi}}\n",
     );
     eventually("the claim to be Bound", 60, || {
-        get(&c, &["pvc", "dyn"])["status"]["phase"] == "Bound"
+        c.get_json(&["pvc", "dyn"])["status"]["phase"] == "Bound"
     });
-    let pvc = get(&c, &["pvc", "dyn"]);
+    let pvc = c.get_json(&["pvc", "dyn"]);
     let pv_name = format!("pvc-{}", pvc["metadata"]["uid"].as_str().unwrap());
     assert_eq!(pvc["spec"]["volumeName"], pv_name.as_str());
-    let pv = get(&c, &["pv", &pv_name]);
+    let pv = c.get_json(&["pv", &pv_name]);
     assert_eq!(pv["spec"]["csi"]["driver"], DRIVER, "{pv}");
     assert_eq!(pv["spec"]["csi"]["volumeHandle"], pv_name.as_str(), "{pv}");
     let creates: Vec<_> = plugin
@@ -148,13 +139,13 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         ),
     );
     eventually("the pod to run", 120, || {
-        get(&c, &["pod", "user"])["status"]["phase"] == "Running"
+        c.get_json(&["pod", "user"])["status"]["phase"] == "Running"
     });
     eventually("the file in the plugin's volume", 30, || {
         std::fs::read_to_string(plugin.volume_dir(&pv_name).join("hello")).ok()
             == Some("through-the-fixture\n".into())
     });
-    let attachments = get(&c, &["volumeattachments"]);
+    let attachments = c.get_json(&["volumeattachments"]);
     let va = attachments["items"]
         .as_array()
         .and_then(|items| {
@@ -168,7 +159,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     assert_eq!(va["spec"]["nodeName"], "node-fix");
     assert_eq!(va["status"]["attached"], true, "{va}");
     // The attacher holds the PV while it is attached.
-    let finalizers = get(&c, &["pv", &pv_name])["metadata"]["finalizers"].to_string();
+    let finalizers = c.get_json(&["pv", &pv_name])["metadata"]["finalizers"].to_string();
     assert!(
         finalizers.contains(&format!("external-attacher/{DRIVER}")),
         "{finalizers}"
@@ -213,7 +204,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         ])
     });
     eventually("the VolumeAttachment to go", 30, || {
-        !get(&c, &["volumeattachments"])
+        !c.get_json(&["volumeattachments"])
             .to_string()
             .contains(&pv_name)
     });
@@ -247,9 +238,9 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     });
     c.ok_stdin(&["apply", "-f", "-"], &class("near", "z1"));
     eventually("the near pod to run", 120, || {
-        get(&c, &["pod", "near-user"])["status"]["phase"] == "Running"
+        c.get_json(&["pod", "near-user"])["status"]["phase"] == "Running"
     });
-    let near = get(&c, &["pvc", "near"]);
+    let near = c.get_json(&["pvc", "near"]);
     let near_pv = format!("pvc-{}", near["metadata"]["uid"].as_str().unwrap());
     assert_eq!(near["status"]["phase"], "Bound");
     assert_eq!(
@@ -267,12 +258,12 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     )]
     .into();
     assert_eq!(create.requisite, [zone], "{create:?}");
-    let affinity = get(&c, &["pv", &near_pv])["spec"]["nodeAffinity"].to_string();
+    let affinity = c.get_json(&["pv", &near_pv])["spec"]["nodeAffinity"].to_string();
     assert!(
         affinity.contains("topology.fixture.csi.k1s.io/zone") && affinity.contains("z1"),
         "{affinity}"
     );
-    assert_eq!(get(&c, &["pvc", "far"])["status"]["phase"], "Pending");
+    assert_eq!(c.get_json(&["pvc", "far"])["status"]["phase"], "Pending");
     assert!(
         !plugin.calls().iter().any(|c| c.method == "CreateVolume"
             && c.volume_id != near_pv
@@ -298,14 +289,14 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         ),
     );
     eventually("the claim to bind", 60, || {
-        get(&c, &["pvc", "claim"])["status"]["phase"] == "Bound"
+        c.get_json(&["pvc", "claim"])["status"]["phase"] == "Bound"
     });
     assert_eq!(
-        get(&c, &["pvc", "claim"])["spec"]["volumeName"],
+        c.get_json(&["pvc", "claim"])["spec"]["volumeName"],
         "static-small"
     );
     assert_eq!(
-        get(&c, &["pv", "static-big"])["status"]["phase"],
+        c.get_json(&["pv", "static-big"])["status"]["phase"],
         "Available"
     );
     c.ok_stdin(
@@ -324,14 +315,14 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     c.ok(&["delete", "pod", "static-user"]);
     c.ok(&["delete", "pvc", "claim"]);
     eventually("the PV to be Released", 60, || {
-        get(&c, &["pv", "static-small"])["status"]["phase"] == "Released"
+        c.get_json(&["pv", "static-small"])["status"]["phase"] == "Released"
     });
     eventually("the static volume to be detached", 60, || {
         calls_for(&plugin, "static-small").last() == Some(&"ControllerUnpublishVolume")
     });
     assert!(!calls_for(&plugin, "static-small").contains(&"DeleteVolume"));
     eventually("the attacher to let go of the PV", 30, || {
-        !get(&c, &["pv", "static-small"])["metadata"]["finalizers"]
+        !c.get_json(&["pv", "static-small"])["metadata"]["finalizers"]
             .to_string()
             .contains("external-attacher/")
     });

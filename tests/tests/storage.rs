@@ -8,20 +8,11 @@ use std::path::Path;
 
 use k1s_tests::host::{HostCleanup, Images, StorageCleanup, start_with_kubelet as start};
 use k1s_tests::{Cluster, eventually};
-use serde_json::Value;
 
 const DRIVER: &str = "hostpath.csi.k1s.io";
 
-fn get(c: &Cluster, what: &[&str]) -> Value {
-    let mut args = vec!["get"];
-    args.extend_from_slice(what);
-    args.extend_from_slice(&["-o", "json"]);
-    let out = c.run(&args);
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
 fn running(c: &Cluster, selector: &str) -> Vec<String> {
-    get(c, &["pods", "-l", selector])["items"]
+    c.get_json(&["pods", "-l", selector])["items"]
         .as_array()
         .into_iter()
         .flatten()
@@ -35,7 +26,7 @@ fn running(c: &Cluster, selector: &str) -> Vec<String> {
 /// The plugin's registration went through: the CSINode lists the driver.
 fn wait_for_driver(c: &Cluster, node: &str) {
     eventually("the hostpath driver to register on the node", 60, || {
-        get(c, &["csinode", node])["spec"]["drivers"]
+        c.get_json(&["csinode", node])["spec"]["drivers"]
             .as_array()
             .is_some_and(|d| d.iter().any(|d| d["name"] == DRIVER))
     });
@@ -105,7 +96,7 @@ fn local_path_volumes_provision_share_expand_and_go() {
     let image = images.busybox();
     wait_for_driver(&c, "node-stor");
     // The Node got the plugin's id and topology from NodeGetInfo.
-    let node = get(&c, &["node", "node-stor"]);
+    let node = c.get_json(&["node", "node-stor"]);
     assert!(
         node["metadata"]["annotations"]["csi.volume.kubernetes.io/nodeid"]
             .as_str()
@@ -137,20 +128,20 @@ fn local_path_volumes_provision_share_expand_and_go() {
         ])
         .contains("WaitForFirstConsumer")
     });
-    assert_eq!(get(&c, &["pvc", "data"])["status"]["phase"], "Pending");
+    assert_eq!(c.get_json(&["pvc", "data"])["status"]["phase"], "Pending");
 
     // Three replicas share it (one node, ReadWriteOnce).
     c.ok_stdin(&["apply", "-f", "-"], &deployment(&image, "data", 3));
     eventually("the claim to be Bound", 90, || {
-        get(&c, &["pvc", "data"])["status"]["phase"] == "Bound"
+        c.get_json(&["pvc", "data"])["status"]["phase"] == "Bound"
     });
-    let pvc = get(&c, &["pvc", "data"]);
+    let pvc = c.get_json(&["pvc", "data"]);
     let pv_name = pvc["spec"]["volumeName"].as_str().unwrap().to_owned();
     assert_eq!(
         pv_name,
         format!("pvc-{}", pvc["metadata"]["uid"].as_str().unwrap())
     );
-    let pv = get(&c, &["pv", &pv_name]);
+    let pv = c.get_json(&["pv", &pv_name]);
     assert_eq!(pv["spec"]["csi"]["driver"], DRIVER, "{pv}");
     assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Delete");
     assert_eq!(
@@ -193,11 +184,11 @@ fn local_path_volumes_provision_share_expand_and_go() {
         r#"{"spec":{"resources":{"requests":{"storage":"64Mi"}}}}"#,
     ]);
     eventually("the PV to grow to 64Mi", 60, || {
-        get(&c, &["pv", &pv_name])["spec"]["capacity"]["storage"] == "64Mi"
+        c.get_json(&["pv", &pv_name])["spec"]["capacity"]["storage"] == "64Mi"
     });
     c.ok(&["scale", "deployment", "writers", "--replicas=0"]);
     eventually("the writers to go", 60, || {
-        get(&c, &["pods", "-l", "app=writers"])["items"]
+        c.get_json(&["pods", "-l", "app=writers"])["items"]
             .as_array()
             .is_some_and(Vec::is_empty)
     });
@@ -206,7 +197,7 @@ fn local_path_volumes_provision_share_expand_and_go() {
         running(&c, "app=writers").len() == 1
     });
     eventually("the claim's capacity to be 64Mi", 60, || {
-        get(&c, &["pvc", "data"])["status"]["capacity"]["storage"] == "64Mi"
+        c.get_json(&["pvc", "data"])["status"]["capacity"]["storage"] == "64Mi"
     });
     let pod = running(&c, "app=writers").remove(0);
     let kib = df_kib(&c, &pod, "/data");
@@ -218,7 +209,7 @@ fn local_path_volumes_provision_share_expand_and_go() {
     // A claim in use is not removed while its pod runs.
     c.ok(&["delete", "pvc", "data", "--wait=false"]);
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let pvc = get(&c, &["pvc", "data"]);
+    let pvc = c.get_json(&["pvc", "data"]);
     assert!(pvc["metadata"]["deletionTimestamp"].is_string(), "{pvc}");
     assert_eq!(pvc["status"]["phase"], "Bound");
     // Reclaim Delete: the claim, the PV and the volume go once the pods do.
@@ -260,7 +251,7 @@ fn snapshots_restore_and_block_volumes() {
         ),
     );
     eventually("the writer to run", 120, || {
-        get(&c, &["pod", "writer"])["status"]["phase"] == "Running"
+        c.get_json(&["pod", "writer"])["status"]["phase"] == "Running"
     });
     eventually("the file to be written", 30, || {
         c.run(&["exec", "writer", "--", "cat", "/data/hello"])
@@ -275,9 +266,9 @@ fn snapshots_restore_and_block_volumes() {
         ),
     );
     eventually("the snapshot to be ready", 60, || {
-        get(&c, &["volumesnapshot", "snap1"])["status"]["readyToUse"] == true
+        c.get_json(&["volumesnapshot", "snap1"])["status"]["readyToUse"] == true
     });
-    let snap = get(&c, &["volumesnapshot", "snap1"]);
+    let snap = c.get_json(&["volumesnapshot", "snap1"]);
     assert_eq!(
         snap["spec"]["volumeSnapshotClassName"], "hostpath",
         "{snap}"
@@ -295,7 +286,9 @@ fn snapshots_restore_and_block_volumes() {
         table.contains("READYTOUSE") && table.contains("true"),
         "{table}"
     );
-    assert!(get(&c, &["volumesnapshotcontent", &content])["status"]["snapshotHandle"].is_string());
+    assert!(
+        c.get_json(&["volumesnapshotcontent", &content])["status"]["snapshotHandle"].is_string()
+    );
 
     // Restore into a new claim; the content is the snapshot's, not what the source has now.
     c.ok(&[
@@ -314,7 +307,7 @@ fn snapshots_restore_and_block_volumes() {
         ),
     );
     eventually("the reader to run", 120, || {
-        get(&c, &["pod", "reader"])["status"]["phase"] == "Running"
+        c.get_json(&["pod", "reader"])["status"]["phase"] == "Running"
     });
     eventually("the restored content", 30, || {
         c.run(&["logs", "reader"]).stdout == b"snapshot-me\n"
@@ -328,7 +321,7 @@ fn snapshots_restore_and_block_volumes() {
         ),
     );
     eventually("the block pod to run", 120, || {
-        get(&c, &["pod", "blocky"])["status"]["phase"] == "Running"
+        c.get_json(&["pod", "blocky"])["status"]["phase"] == "Running"
     });
     c.ok(&["exec", "blocky", "--", "test", "-b", "/dev/xvda"]);
     c.ok(&[
@@ -389,18 +382,18 @@ fn a_crash_while_provisioning_leaks_nothing() {
     // Kill -9 as soon as the scheduler has handed the claim to the provisioner: the volume
     // is being created (or about to be) and its PV does not exist yet.
     eventually("the claim to get its selected node", 60, || {
-        get(&c, &["pvc", "c1"])["metadata"]["annotations"]["volume.kubernetes.io/selected-node"]
+        c.get_json(&["pvc", "c1"])["metadata"]["annotations"]["volume.kubernetes.io/selected-node"]
             == "node-crash"
     });
     c.server.kill();
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     c.server = k1s_tests::Server::start(&c.data_dir(), c.port, &c.kubeconfig, &flags);
     eventually("the pod to run after the restart", 120, || {
-        get(&c, &["pod", "user"])["status"]["phase"] == "Running"
+        c.get_json(&["pod", "user"])["status"]["phase"] == "Running"
     });
-    let pvc = get(&c, &["pvc", "c1"]);
+    let pvc = c.get_json(&["pvc", "c1"]);
     assert_eq!(pvc["status"]["phase"], "Bound", "{pvc}");
-    let pvs = get(&c, &["pv"]);
+    let pvs = c.get_json(&["pv"]);
     assert_eq!(pvs["items"].as_array().map(Vec::len), Some(1), "{pvs}");
     // One volume: a CreateVolume repeated after the crash found the first one by name.
     assert_eq!(volume_images(&c.data_dir()).len(), 1);

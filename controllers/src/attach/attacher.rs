@@ -76,22 +76,18 @@ impl Attacher {
         }
     }
 
-    async fn patch(
+    /// Patches `obj` (a VolumeAttachment, or with `res` a PV); one that is gone is fine.
+    async fn patch_object(
         &self,
-        va: &Value,
+        res: &ResourceRef,
+        obj: &Value,
         patch: Patch,
         sub: Option<&str>,
         k: &ObjectKey,
     ) -> Result<(), AttacherError> {
         match self
             .client
-            .patch(
-                &attachments(),
-                key::name(va),
-                &patch,
-                sub,
-                &WriteParams::default(),
-            )
+            .patch(res, key::name(obj), &patch, sub, &WriteParams::default())
             .await
         {
             Ok(_) => Ok(()),
@@ -100,16 +96,14 @@ impl Attacher {
         }
     }
 
-    async fn patch_pv(&self, pv: &Value, patch: Patch, k: &ObjectKey) -> Result<(), AttacherError> {
-        match self
-            .client
-            .patch(&pvs(), key::name(pv), &patch, None, &WriteParams::default())
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(Self::api(k)(e)),
-        }
+    async fn patch(
+        &self,
+        va: &Value,
+        patch: Patch,
+        sub: Option<&str>,
+        k: &ObjectKey,
+    ) -> Result<(), AttacherError> {
+        self.patch_object(&attachments(), va, patch, sub, k).await
     }
 
     /// Lets go of the PV of `va` once no other attachment of it is left.
@@ -129,7 +123,7 @@ impl Attacher {
             Err(e) => return Err(Self::api(k)(e)),
         };
         match key::remove_finalizer_patch(&pv, fin) {
-            Some(patch) => self.patch_pv(&pv, patch, k).await,
+            Some(patch) => self.patch_object(&pvs(), &pv, patch, None, k).await,
             None => Ok(()),
         }
     }
@@ -194,8 +188,8 @@ impl Attacher {
         };
         let (pv, node_id) = self.target(va, driver, k).await?;
         if !key::has_finalizer(&pv, &fin) {
-            self.patch_pv(&pv, key::add_finalizer_patch(&pv, &fin), k)
-                .await?;
+            let add = key::add_finalizer_patch(&pv, &fin);
+            self.patch_object(&pvs(), &pv, add, None, k).await?;
         }
         let csi = &pv["spec"]["csi"];
         let req = PublishRequest {
