@@ -45,6 +45,17 @@ pub struct KubeletArgs {
     pub system_reserved: Option<String>,
     #[arg(long, default_value_t = 110)]
     pub max_pods: u32,
+    /// Hard eviction thresholds, upstream's syntax: `memory.available<100Mi,nodefs.available<10%`.
+    /// Crossing one sets the node's MemoryPressure, DiskPressure or PIDPressure condition;
+    /// signals not named keep upstream's defaults.
+    #[arg(long, value_parser = k1s_kubelet::pressure::Thresholds::parse)]
+    pub eviction_hard: Option<k1s_kubelet::pressure::Thresholds>,
+    /// Disk usage of the image file system (percent) at which unused images are removed.
+    #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub image_gc_high_threshold: u8,
+    /// Disk usage (percent) image garbage collection frees down to; below the high threshold.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub image_gc_low_threshold: u8,
     /// Directory of the cgroup filesystem.
     #[arg(long, default_value = "/sys/fs/cgroup", hide = true)]
     pub cgroup_root: PathBuf,
@@ -126,6 +137,16 @@ pub fn start(
     config.kube_reserved = parse_reserved("kube-reserved", args.kube_reserved.as_deref())?;
     config.system_reserved = parse_reserved("system-reserved", args.system_reserved.as_deref())?;
     config.max_pods = args.max_pods;
+    config.eviction_hard = args.eviction_hard.clone().unwrap_or_default();
+    if args.image_gc_low_threshold >= args.image_gc_high_threshold {
+        anyhow::bail!(
+            "--image-gc-low-threshold ({}) must be below --image-gc-high-threshold ({})",
+            args.image_gc_low_threshold,
+            args.image_gc_high_threshold
+        );
+    }
+    config.image_gc_high_percent = args.image_gc_high_threshold;
+    config.image_gc_low_percent = args.image_gc_low_threshold;
     config.backoff_initial = std::time::Duration::from_secs(args.restart_backoff_seconds.max(1));
 
     let cgroups = k1s_kubelet::cgroups::detect_with_top(&args.cgroup_root, &args.cgroup_top)

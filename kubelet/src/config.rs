@@ -21,8 +21,14 @@ pub struct Config {
     pub taints: Vec<String>,
     pub kube_reserved: ResourceList,
     pub system_reserved: ResourceList,
-    /// `evictionHard` `memory.available` (upstream default 100Mi), subtracted from allocatable.
-    pub eviction_hard_memory: i128,
+    /// `evictionHard` (`--eviction-hard`): the thresholds of the pressure conditions; its
+    /// `memory.available` is also subtracted from allocatable.
+    pub eviction_hard: crate::pressure::Thresholds,
+    /// Image garbage collection: how often, and the disk usage (percent of the image file
+    /// system) that starts it and where it stops (5 min, 85 and 80 upstream).
+    pub image_gc_period: Duration,
+    pub image_gc_high_percent: u8,
+    pub image_gc_low_percent: u8,
     pub max_pods: u32,
     /// The node's pod CIDR (`spec.podCIDR`).
     pub pod_cidr: String,
@@ -56,7 +62,10 @@ impl Config {
             taints: Vec::new(),
             kube_reserved: ResourceList::default(),
             system_reserved: ResourceList::default(),
-            eviction_hard_memory: 100 * 1024 * 1024,
+            eviction_hard: crate::pressure::Thresholds::default(),
+            image_gc_period: Duration::from_secs(300),
+            image_gc_high_percent: 85,
+            image_gc_low_percent: 80,
             max_pods: 110,
             pod_cidr: "10.42.0.0/24".into(),
             cluster_dns: Vec::new(),
@@ -70,6 +79,11 @@ impl Config {
             backoff_reset: Duration::from_secs(600),
             port: 10250,
         }
+    }
+
+    /// Where pulled images are kept (the image file system of the pressure signals).
+    pub fn images_dir(&self) -> PathBuf {
+        self.root_dir.join("images-store")
     }
 
     pub fn pods_dir(&self) -> PathBuf {

@@ -11,6 +11,7 @@ pub mod config;
 pub mod container;
 pub mod csi;
 pub mod hooks;
+pub mod image_gc;
 pub mod images;
 pub mod logs;
 mod mountinfo;
@@ -18,6 +19,7 @@ pub mod network;
 pub mod node;
 pub mod pod_worker;
 pub mod pods;
+pub mod pressure;
 pub mod probes;
 pub mod runtime;
 pub mod sandbox;
@@ -90,8 +92,10 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
         deps.images.clone(),
         cancel.clone(),
     ));
+    let gc = tokio::spawn(image_gc::run(deps.clone(), cancel.clone()));
     pods::run(deps, cancel).await;
     let _ = hb.await;
+    let _ = gc.await;
 }
 
 /// The CSI side (issue #8): rebuilds the CSI volume state from disk, then runs the plugin

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::images::ImageService;
+use crate::pressure::Pressure;
 
 /// The version the kubelet reports (the API server's minor, so kubectl's dispatcher picks a
 /// matching client).
@@ -152,7 +153,8 @@ pub fn allocatable(capacity: &ResourceList, config: &Config) -> ResourceList {
         .sub(&config.kube_reserved)
         .sub(&config.system_reserved);
     if let Some(m) = a.get("memory").copied() {
-        let evict = Quantity::from_value(config.eviction_hard_memory as i64, Format::BinarySI);
+        let reserve = config.eviction_hard.memory_reserve(m.value() as i128);
+        let evict = Quantity::from_value(reserve as i64, Format::BinarySI);
         a.insert("memory", m - evict);
     }
     let names: Vec<String> = a.names().map(String::from).collect();
@@ -208,29 +210,45 @@ pub fn node_object(config: &Config, machine: &Machine) -> Value {
 }
 
 /// The conditions, as upstream words them.
-fn conditions(now: &str, ready: bool) -> Value {
+fn conditions(now: &str, ready: bool, pressure: Pressure) -> Value {
     let c = |type_: &str, status: &str, reason: &str, message: &str| {
         json!({"type": type_, "status": status, "reason": reason, "message": message,
                "lastHeartbeatTime": now, "lastTransitionTime": now})
     };
+    let condition = |type_: &str, under: bool, yes: (&str, &str), no: (&str, &str)| {
+        let (reason, message) = if under { yes } else { no };
+        c(type_, if under { "True" } else { "False" }, reason, message)
+    };
     json!([
-        c(
+        condition(
             "MemoryPressure",
-            "False",
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available"
+            pressure.memory,
+            (
+                "KubeletHasInsufficientMemory",
+                "kubelet has insufficient memory available"
+            ),
+            (
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available"
+            ),
         ),
-        c(
+        condition(
             "DiskPressure",
-            "False",
-            "KubeletHasNoDiskPressure",
-            "kubelet has no disk pressure"
+            pressure.disk,
+            ("KubeletHasDiskPressure", "kubelet has disk pressure"),
+            ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
         ),
-        c(
+        condition(
             "PIDPressure",
-            "False",
-            "KubeletHasSufficientPID",
-            "kubelet has sufficient PID available"
+            pressure.pid,
+            (
+                "KubeletHasInsufficientPID",
+                "kubelet has insufficient PID available"
+            ),
+            (
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available"
+            ),
         ),
         if ready {
             c(
@@ -265,10 +283,15 @@ pub fn node_status(
         .map(|i| json!({"names": [i.repo_digest, i.reference], "sizeBytes": i.size}))
         .collect();
     imgs.truncate(50);
+    let signals = crate::pressure::observe(&config.root_dir, &config.images_dir());
+    let pressure = crate::pressure::evaluate(&signals, &config.eviction_hard);
+    if pressure != Pressure::default() {
+        tracing::warn!(?pressure, ?signals, "the node is under pressure");
+    }
     json!({
         "capacity": capacity.to_json(),
         "allocatable": allocatable.to_json(),
-        "conditions": conditions(now, true),
+        "conditions": conditions(now, true, pressure),
         "addresses": [
             {"type": "InternalIP", "address": config.node_ip.to_string()},
             {"type": "Hostname", "address": config.node_name},

@@ -451,3 +451,59 @@ fn probes_hooks_and_oom_on_real_containers() {
         c.ok(&["delete", "pod", p, "--grace-period=0", "--force"]);
     }
 }
+
+#[test]
+fn disk_pressure_is_reported_tainted_and_keeps_new_pods_off() {
+    if !k1s_tests::host::is_root() {
+        eprintln!("SKIP: a test kubelet needs root (bridge, cgroups)");
+        return;
+    }
+    // A threshold every file system crosses: the node is under disk pressure from the start.
+    let mut flags = k1s_tests::kubelet_flags("press");
+    flags.extend([
+        "--eviction-hard".into(),
+        "nodefs.available<100%".into(),
+        "--disable".into(),
+        "local-storage".into(),
+    ]);
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(c) = start("press", &flags) else {
+        return;
+    };
+    let condition = |type_: &str| {
+        let node = c.get_json(&["node", "node-press"]);
+        node["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|x| x["type"] == type_).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let disk = condition("DiskPressure");
+    assert_eq!(
+        (disk["status"].as_str(), disk["reason"].as_str()),
+        (Some("True"), Some("KubeletHasDiskPressure")),
+        "{disk}"
+    );
+    assert_eq!(condition("MemoryPressure")["status"], "False");
+    assert_eq!(condition("PIDPressure")["status"], "False");
+    eventually("the disk-pressure taint", 60, || {
+        c.get_json(&["node", "node-press"])["spec"]["taints"]
+            .to_string()
+            .contains("node.kubernetes.io/disk-pressure")
+    });
+    c.ok(&["run", "late", "--image=busybox", "--restart=Never"]);
+    eventually("the pod to be kept off the node", 60, || {
+        c.ok(&["describe", "pod", "late"]).contains("disk-pressure")
+    });
+    assert!(pod(&c, "late")["spec"]["nodeName"].is_null());
+    // Bad thresholds are refused at start with a message that says what to fix.
+    let out = std::process::Command::new(k1s_tests::k1s_bin())
+        .args(["server", "--eviction-hard", "memory.free<1Gi"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("--eviction-hard") && err.contains("unknown signal"),
+        "{err}"
+    );
+}
