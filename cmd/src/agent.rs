@@ -50,6 +50,10 @@ pub struct KubeletArgs {
     /// signals not named keep upstream's defaults.
     #[arg(long, value_parser = k1s_kubelet::pressure::Thresholds::parse)]
     pub eviction_hard: Option<k1s_kubelet::pressure::Thresholds>,
+    /// How often each pod is synced even when nothing about it changed: configMap and
+    /// secret volumes refreshed, claims grown on the node while in use (upstream: 1m).
+    #[arg(long, default_value = "1m", value_parser = crate::server::parse_duration)]
+    pub sync_frequency: std::time::Duration,
     /// Disk usage of the image file system (percent) at which unused images are removed.
     #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub image_gc_high_threshold: u8,
@@ -145,6 +149,7 @@ pub fn start(
             args.image_gc_high_threshold
         );
     }
+    config.sync_frequency = args.sync_frequency.max(std::time::Duration::from_secs(1));
     config.image_gc_high_percent = args.image_gc_high_threshold;
     config.image_gc_low_percent = args.image_gc_low_threshold;
     config.backoff_initial = std::time::Duration::from_secs(args.restart_backoff_seconds.max(1));

@@ -150,7 +150,7 @@ fn parse_mode(s: &str) -> Result<u32, String> {
 }
 
 /// A Go-style duration (`40s`, `1m30s`, `500ms`; a bare number is seconds).
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("{s:?} is not a duration such as 40s, 1m or 500ms");
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(Duration::from_secs(secs));

@@ -24,6 +24,9 @@ pub struct Config {
     /// `evictionHard` (`--eviction-hard`): the thresholds of the pressure conditions; its
     /// `memory.available` is also subtracted from allocatable.
     pub eviction_hard: crate::pressure::Thresholds,
+    /// How often a pod's volumes are brought up to date when nothing about the pod changed
+    /// (`--sync-frequency`, 1 min upstream): configMap/secret content, claims grown online.
+    pub sync_frequency: Duration,
     /// Image garbage collection: how often, and the disk usage (percent of the image file
     /// system) that starts it and where it stops (5 min, 85 and 80 upstream).
     pub image_gc_period: Duration,
@@ -63,6 +66,7 @@ impl Config {
             kube_reserved: ResourceList::default(),
             system_reserved: ResourceList::default(),
             eviction_hard: crate::pressure::Thresholds::default(),
+            sync_frequency: Duration::from_secs(60),
             image_gc_period: Duration::from_secs(300),
             image_gc_high_percent: 85,
             image_gc_low_percent: 80,

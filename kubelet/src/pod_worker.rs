@@ -547,11 +547,15 @@ impl PodWorker {
         match self.deps.volumes.setup(pod).await {
             Ok(v) => {
                 self.volumes = v;
-                self.resync_at = self
-                    .deps
-                    .volumes
-                    .next_refresh(&self.uid)
-                    .map(Instant::from_std);
+                // The next token refresh, and at the latest the periodic sync.
+                let periodic = Instant::now() + self.deps.config.sync_frequency;
+                self.resync_at = Some(
+                    self.deps
+                        .volumes
+                        .next_refresh(&self.uid)
+                        .map(Instant::from_std)
+                        .map_or(periodic, |t| t.min(periodic)),
+                );
                 Ok(())
             }
             Err(e) => {

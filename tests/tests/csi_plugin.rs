@@ -5,8 +5,8 @@
 //! it, and the fixture's record checks what k1s asked of the plugin, in which order:
 //! provisioning retried with the same name after a lost response, attach before stage,
 //! the publish context passed to the node, pod info on mount, the teardown in reverse,
-//! WaitForFirstConsumer with allowed topologies, static PVs bound to the smallest match,
-//! and Retain keeping the data.
+//! WaitForFirstConsumer with allowed topologies, online expansion, a snapshot restored into
+//! a new claim, static PVs bound to the smallest match, and Retain keeping the data.
 //! Needs root (containers, bind mounts); skips visibly otherwise.
 
 #[path = "../../kubelet/tests/support/csi_fixture.rs"]
@@ -52,7 +52,13 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         return;
     };
     let mut flags = images.kubelet_flags("fix");
-    flags.extend(["--disable".into(), "local-storage".into()]);
+    // A claim grows on the node at the pod's next sync.
+    flags.extend([
+        "--disable".into(),
+        "local-storage".into(),
+        "--sync-frequency".into(),
+        "2s".into(),
+    ]);
     let _cleanup = HostCleanup(flags.clone());
     let Some(c) = start("fix", &flags) else {
         return;
@@ -72,7 +78,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     c.ok_stdin(
         &["apply", "-f", "-"],
         &format!(
-            "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: {DRIVER}}}\nspec: {{attachRequired: true, podInfoOnMount: true}}\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: fixture}}\nprovisioner: {DRIVER}\nparameters: {{color: blue}}\nreclaimPolicy: Delete\nvolumeBindingMode: Immediate\n"
+            "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {{name: {DRIVER}}}\nspec: {{attachRequired: true, podInfoOnMount: true}}\n---\napiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: fixture}}\nprovisioner: {DRIVER}\nparameters: {{color: blue}}\nreclaimPolicy: Delete\nvolumeBindingMode: Immediate\nallowVolumeExpansion: true\n"
         ),
     );
 
@@ -273,6 +279,81 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     );
     c.ok(&["delete", "pod", "far-user", "near-user"]);
     c.ok(&["delete", "pvc", "far", "near"]);
+
+    // Expansion while in use (ControllerExpandVolume, then NodeExpandVolume on the node),
+    // and a snapshot restored into a new claim with the content.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: snapshot.storage.k8s.io/v1\nkind: VolumeSnapshotClass\nmetadata: {{name: fixture}}\ndriver: {DRIVER}\ndeletionPolicy: Delete\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: grow}}\nspec:\n  storageClassName: fixture\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 10Mi}}}}\n---\n{}",
+            pod(&image, "grower", "grow", "echo v1 > /data/v; while true; do sleep 1; done")
+        ),
+    );
+    eventually("the grower to run", 120, || {
+        c.get_json(&["pod", "grower"])["status"]["phase"] == "Running"
+    });
+    let grow_pv = format!(
+        "pvc-{}",
+        c.get_json(&["pvc", "grow"])["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+    );
+    eventually("the grower's file", 30, || {
+        std::fs::read_to_string(plugin.volume_dir(&grow_pv).join("v")).ok() == Some("v1\n".into())
+    });
+    c.ok(&[
+        "patch",
+        "pvc",
+        "grow",
+        "-p",
+        r#"{"spec":{"resources":{"requests":{"storage":"20Mi"}}}}"#,
+    ]);
+    eventually("the claim to grow to 20Mi", 90, || {
+        c.get_json(&["pvc", "grow"])["status"]["capacity"]["storage"] == "20Mi"
+    });
+    let grow_calls = calls_for(&plugin, &grow_pv);
+    let at = |m: &str| grow_calls.iter().position(|c| *c == m);
+    assert!(
+        at("ControllerExpandVolume") < at("NodeExpandVolume") && at("NodeExpandVolume").is_some(),
+        "{grow_calls:?}"
+    );
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "apiVersion: snapshot.storage.k8s.io/v1\nkind: VolumeSnapshot\nmetadata: {{name: snap}}\nspec:\n  volumeSnapshotClassName: fixture\n  source: {{persistentVolumeClaimName: grow}}\n---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: restored}}\nspec:\n  storageClassName: fixture\n  accessModes: [ReadWriteOnce]\n  resources: {{requests: {{storage: 20Mi}}}}\n  dataSource: {{apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: snap}}\n---\n{}",
+            pod(&image, "reader", "restored", "cat /data/v > /data/read-back; while true; do sleep 1; done")
+        ),
+    );
+    eventually("the snapshot to be ready", 60, || {
+        c.get_json(&["volumesnapshot", "snap"])["status"]["readyToUse"] == true
+    });
+    eventually("the reader to run", 120, || {
+        c.get_json(&["pod", "reader"])["status"]["phase"] == "Running"
+    });
+    let restored_pv = format!(
+        "pvc-{}",
+        c.get_json(&["pvc", "restored"])["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+    );
+    eventually("the restored content read back in the pod", 30, || {
+        std::fs::read_to_string(plugin.volume_dir(&restored_pv).join("read-back")).ok()
+            == Some("v1\n".into())
+    });
+    assert!(
+        plugin
+            .calls()
+            .iter()
+            .any(|c| c.method == "CreateSnapshot" && c.volume_id == grow_pv),
+        "{:?}",
+        plugin.methods()
+    );
+    c.ok(&["delete", "pod", "grower", "reader"]);
+    c.ok(&["delete", "volumesnapshot", "snap"]);
+    eventually("the snapshot to be deleted in the plugin", 60, || {
+        plugin.methods().contains(&"DeleteSnapshot")
+    });
+    c.ok(&["delete", "pvc", "grow", "restored"]);
 
     // Static PVs with a CSI source: the claim takes the smallest that fits; Retain keeps
     // the volume and its data when the claim goes.

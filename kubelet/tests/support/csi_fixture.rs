@@ -96,10 +96,18 @@ impl Shared {
     }
 
     fn volume_dir(&self, id: &str) -> Result<PathBuf, Status> {
+        self.dir_in("volumes", id)
+    }
+
+    fn snapshot_dir(&self, id: &str) -> Result<PathBuf, Status> {
+        self.dir_in("snapshots", id)
+    }
+
+    fn dir_in(&self, kind: &str, id: &str) -> Result<PathBuf, Status> {
         if id.is_empty() || id.contains('/') || id.starts_with('.') {
-            return Err(Status::invalid_argument(format!("bad volume id {id:?}")));
+            return Err(Status::invalid_argument(format!("bad {kind} id {id:?}")));
         }
-        Ok(self.dir.join("volumes").join(id))
+        Ok(self.dir.join(kind).join(id))
     }
 }
 
@@ -288,13 +296,22 @@ impl Identity for Svc {
         });
         use plugin_capability::service::Type;
         Ok(Response::new(GetPluginCapabilitiesResponse {
-            capabilities: vec![PluginCapability {
-                r#type: Some(plugin_capability::Type::Service(
-                    plugin_capability::Service {
-                        r#type: Type::ControllerService as i32,
-                    },
-                )),
-            }],
+            capabilities: vec![
+                PluginCapability {
+                    r#type: Some(plugin_capability::Type::Service(
+                        plugin_capability::Service {
+                            r#type: Type::ControllerService as i32,
+                        },
+                    )),
+                },
+                PluginCapability {
+                    r#type: Some(plugin_capability::Type::VolumeExpansion(
+                        plugin_capability::VolumeExpansion {
+                            r#type: plugin_capability::volume_expansion::Type::Online as i32,
+                        },
+                    )),
+                },
+            ],
         }))
     }
 
@@ -328,6 +345,18 @@ fn bind(source: &Path, target: &Path, readonly: bool) -> Result<(), Status> {
             None::<&str>,
         )
         .map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// Copies the files of `from` (flat: volumes hold files) into a new directory `to`.
+fn copy_files(from: &Path, to: &Path) -> Result<(), Status> {
+    let internal = |e: std::io::Error| Status::internal(e.to_string());
+    std::fs::create_dir_all(to).map_err(internal)?;
+    for entry in std::fs::read_dir(from).map_err(internal)?.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).map_err(internal)?;
+        }
     }
     Ok(())
 }
@@ -608,7 +637,34 @@ impl Controller for Svc {
             }]
         };
         let dir = self.0.volume_dir(&r.name)?;
-        std::fs::create_dir_all(&dir).map_err(|e| Status::internal(e.to_string()))?;
+        // A snapshot or another volume to start from.
+        let source = match r
+            .volume_content_source
+            .as_ref()
+            .and_then(|s| s.r#type.as_ref())
+        {
+            Some(volume_content_source::Type::Snapshot(s)) => {
+                Some(self.0.snapshot_dir(&s.snapshot_id)?)
+            }
+            Some(volume_content_source::Type::Volume(v)) => Some(self.0.volume_dir(&v.volume_id)?),
+            None => None,
+        };
+        if let Some(source) = &source
+            && !source.is_dir()
+        {
+            return Err(Status::not_found(format!(
+                "no content source {}",
+                source.display()
+            )));
+        }
+        if !dir.exists() {
+            match &source {
+                Some(source) => copy_files(source, &dir)?,
+                None => {
+                    std::fs::create_dir_all(&dir).map_err(|e| Status::internal(e.to_string()))?
+                }
+            }
+        }
         let first = self.0.created.lock().unwrap().insert(r.name.clone());
         if first && self.0.opts.lose_first_create {
             return Err(Status::unavailable("the fixture lost this response"));
@@ -618,6 +674,7 @@ impl Controller for Svc {
                 volume_id: r.name,
                 capacity_bytes: r.capacity_range.map_or(0, |c| c.required_bytes),
                 accessible_topology,
+                content_source: r.volume_content_source,
                 ..Default::default()
             }),
         }))
@@ -689,7 +746,12 @@ impl Controller for Svc {
         _: Request<ControllerGetCapabilitiesRequest>,
     ) -> Result<Response<ControllerGetCapabilitiesResponse>, Status> {
         use controller_service_capability::rpc::Type;
-        let mut types = vec![Type::CreateDeleteVolume];
+        let mut types = vec![
+            Type::CreateDeleteVolume,
+            Type::ExpandVolume,
+            Type::CreateDeleteSnapshot,
+            Type::CloneVolume,
+        ];
         if self.0.opts.attach {
             types.push(Type::PublishUnpublishVolume);
         }
@@ -705,15 +767,87 @@ impl Controller for Svc {
         }))
     }
 
+    async fn controller_expand_volume(
+        &self,
+        req: Request<ControllerExpandVolumeRequest>,
+    ) -> Result<Response<ControllerExpandVolumeResponse>, Status> {
+        let r = req.into_inner();
+        let bytes = r.capacity_range.map_or(0, |c| c.required_bytes);
+        self.0.record(Call {
+            method: "ControllerExpandVolume",
+            volume_id: r.volume_id.clone(),
+            path: bytes.to_string(),
+            ..Default::default()
+        });
+        if !self.0.volume_dir(&r.volume_id)?.is_dir() {
+            return Err(Status::not_found(format!("no volume {:?}", r.volume_id)));
+        }
+        Ok(Response::new(ControllerExpandVolumeResponse {
+            capacity_bytes: bytes,
+            node_expansion_required: true,
+        }))
+    }
+
+    async fn create_snapshot(
+        &self,
+        req: Request<CreateSnapshotRequest>,
+    ) -> Result<Response<CreateSnapshotResponse>, Status> {
+        let r = req.into_inner();
+        self.0.record(Call {
+            method: "CreateSnapshot",
+            volume_id: r.source_volume_id.clone(),
+            path: r.name.clone(),
+            secrets: r.secrets.clone(),
+            ..Default::default()
+        });
+        let source = self.0.volume_dir(&r.source_volume_id)?;
+        if !source.is_dir() {
+            return Err(Status::not_found(format!(
+                "no volume {:?}",
+                r.source_volume_id
+            )));
+        }
+        let snapshot = self.0.snapshot_dir(&r.name)?;
+        if !snapshot.exists() {
+            copy_files(&source, &snapshot)?;
+        }
+        let mut snap = Snapshot {
+            snapshot_id: r.name,
+            source_volume_id: r.source_volume_id,
+            creation_time: Some(Default::default()),
+            ready_to_use: true,
+            ..Default::default()
+        };
+        if let Some(t) = snap.creation_time.as_mut() {
+            t.seconds = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64);
+        }
+        Ok(Response::new(CreateSnapshotResponse {
+            snapshot: Some(snap),
+        }))
+    }
+
+    async fn delete_snapshot(
+        &self,
+        req: Request<DeleteSnapshotRequest>,
+    ) -> Result<Response<DeleteSnapshotResponse>, Status> {
+        let r = req.into_inner();
+        self.0.record(Call {
+            method: "DeleteSnapshot",
+            path: r.snapshot_id.clone(),
+            ..Default::default()
+        });
+        let _ = std::fs::remove_dir_all(self.0.snapshot_dir(&r.snapshot_id)?);
+        Ok(Response::new(DeleteSnapshotResponse {}))
+    }
+
     unimplemented_rpcs! {
         validate_volume_capabilities(ValidateVolumeCapabilitiesRequest) -> ValidateVolumeCapabilitiesResponse;
         list_volumes(ListVolumesRequest) -> ListVolumesResponse;
         get_capacity(GetCapacityRequest) -> GetCapacityResponse;
-        create_snapshot(CreateSnapshotRequest) -> CreateSnapshotResponse;
-        delete_snapshot(DeleteSnapshotRequest) -> DeleteSnapshotResponse;
         list_snapshots(ListSnapshotsRequest) -> ListSnapshotsResponse;
         get_snapshot(GetSnapshotRequest) -> GetSnapshotResponse;
-        controller_expand_volume(ControllerExpandVolumeRequest) -> ControllerExpandVolumeResponse;
         controller_get_volume(ControllerGetVolumeRequest) -> ControllerGetVolumeResponse;
         controller_modify_volume(ControllerModifyVolumeRequest) -> ControllerModifyVolumeResponse;
     }
