@@ -153,7 +153,9 @@ pub fn allocatable(capacity: &ResourceList, config: &Config) -> ResourceList {
         .sub(&config.kube_reserved)
         .sub(&config.system_reserved);
     if let Some(m) = a.get("memory").copied() {
-        let reserve = config.eviction_hard.memory_reserve(m.value() as i128);
+        // A percentage threshold is of the node's memory capacity, as upstream's.
+        let total = capacity.get("memory").map_or(0, |q| q.value() as i128);
+        let reserve = config.eviction_hard.memory_reserve(total);
         let evict = Quantity::from_value(reserve as i64, Format::BinarySI);
         a.insert("memory", m - evict);
     }

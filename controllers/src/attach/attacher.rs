@@ -187,7 +187,9 @@ impl Attacher {
             return Ok(Action::await_change());
         };
         let (pv, node_id) = self.target(va, driver, k).await?;
-        if !key::has_finalizer(&pv, &fin) {
+        // A PV already being deleted takes no new finalizer (the API refuses it); its
+        // pv-protection finalizer keeps it while pods use it.
+        if !key::has_finalizer(&pv, &fin) && !key::is_deleting(&pv) {
             let add = key::add_finalizer_patch(&pv, &fin);
             self.patch_object(&pvs(), &pv, add, None, k).await?;
         }
