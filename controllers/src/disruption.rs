@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k1s_api::client::{Client, ClientError, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, ResourceRef};
 use k1s_api::events::{self, Involved, Source};
 use k1s_api::selector::{LabelSelector, label_selector_text};
 use serde_json::{Map, Value, json};
@@ -354,18 +354,10 @@ impl Reconcile for Disruption {
         if status != pdb["status"] {
             let mut next = (*pdb).clone();
             next["status"] = status;
-            match self
-                .client
-                .update(
-                    &pdbs(Some(&ns)),
-                    next,
-                    Some("status"),
-                    &WriteParams::default(),
-                )
-                .await
+            match crate::runtime::write::update_status(&*self.client, &pdbs(Some(&ns)), next).await
             {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => return Ok(Action::await_change()),
+                Ok(true) => {}
+                Ok(false) => return Ok(Action::await_change()),
                 Err(e) => {
                     return Err(DisruptionError::Api {
                         key: k.to_string(),

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k1s_api::client::{Client, ClientError, ListParams, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, ListParams, ResourceRef};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -182,18 +182,11 @@ impl Reconcile for Quotas {
         if !same_status(&quota["status"], &status) {
             let mut next = (*quota).clone();
             next["status"] = status;
-            match self
-                .client
-                .update(
-                    &quotas(Some(&ns)),
-                    next,
-                    Some("status"),
-                    &WriteParams::default(),
-                )
+            match crate::runtime::write::update_status(&*self.client, &quotas(Some(&ns)), next)
                 .await
             {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => return Ok(Action::await_change()),
+                Ok(true) => {}
+                Ok(false) => return Ok(Action::await_change()),
                 // Admission charged the quota meanwhile: recompute from the newer object.
                 Err(e) if e.is_conflict() => return Ok(Action::requeue(Duration::ZERO)),
                 Err(e) => return Err(err(e)),

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use k1s_api::client::{Client, ClientError, ListParams, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, ListParams, ResourceRef};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -249,14 +249,9 @@ async fn patch(
     obj: &Value,
     patch: k1s_api::client::Patch,
 ) -> Result<(), ClientError> {
-    match client
-        .patch(r, key::name(obj), &patch, None, &WriteParams::default())
+    crate::runtime::write::patch_existing(client, r, obj, &patch, None)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(e),
-    }
+        .map(drop)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k1s_api::client::{Client, ClientError, Patch, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, Patch, ResourceRef};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -85,15 +85,10 @@ impl Attacher {
         sub: Option<&str>,
         k: &ObjectKey,
     ) -> Result<(), AttacherError> {
-        match self
-            .client
-            .patch(res, key::name(obj), &patch, sub, &WriteParams::default())
+        crate::runtime::write::patch_existing(&*self.client, res, obj, &patch, sub)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(Self::api(k)(e)),
-        }
+            .map(drop)
+            .map_err(Self::api(k))
     }
 
     async fn patch(

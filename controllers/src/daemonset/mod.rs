@@ -511,20 +511,9 @@ impl Reconcile for DaemonSets {
 
 impl DaemonSets {
     async fn write_status(&self, ns: &str, ds: Value) -> Result<(), ClientError> {
-        match self
-            .client
-            .update(
-                &daemonsets(Some(ns)),
-                ds,
-                Some("status"),
-                &WriteParams::default(),
-            )
+        crate::runtime::write::update_status(&*self.client, &daemonsets(Some(ns)), ds)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e),
-        }
+            .map(drop)
     }
 
     async fn event(&self, ds: &Value, type_: &str, reason: &str, message: &str) {

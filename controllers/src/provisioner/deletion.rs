@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use k1s_api::client::{Client, ClientError, DeleteParams, WriteParams};
+use k1s_api::client::{Client, ClientError, DeleteParams};
 use k1s_api::volume::ANN_DYNAMICALLY_PROVISIONED;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -161,15 +161,9 @@ impl Deletion {
         let Some(patch) = key::remove_finalizer_patch(pv, FINALIZER) else {
             return Ok(());
         };
-        match self
-            .client
-            .patch(&pvs(), key::name(pv), &patch, None, &WriteParams::default())
+        crate::runtime::write::patch_existing(&*self.client, &pvs(), pv, &patch, None)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e),
-        }
+            .map(drop)
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`controller`]: the builder that ties watches, stores, the queue and N workers together.
 //! - [`leader`]: leader election through a coordination.k8s.io/v1 Lease.
 //! - [`backoff`]: exponential backoff with jitter for the watcher and the elector.
+//! - [`write`]: patches and status updates where an object gone meanwhile is no error.
 //!
 //! The runtime knows nothing about any particular kind; objects are JSON values behind `Arc`.
 
@@ -21,6 +22,7 @@ pub mod leader;
 pub mod queue;
 pub mod store;
 pub mod watcher;
+pub mod write;
 
 pub use controller::{Action, Controller, Reconcile, Seen};
 pub use key::ObjectKey;

@@ -118,18 +118,8 @@ async fn patch_status(
         return Ok(());
     }
     let patch = k1s_api::client::Patch::Merge(serde_json::json!({"status": status}));
-    match client
-        .patch(
-            r,
-            key::name(obj),
-            &patch,
-            Some("status"),
-            &k1s_api::client::WriteParams::default(),
-        )
-        .await
-    {
+    match crate::runtime::write::patch_existing(client, r, obj, &patch, Some("status")).await {
         Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
         Err(source) => Err(SnapshotError::Api {
             key: format!("{} {}", r.resource, key::name(obj)),
             source,

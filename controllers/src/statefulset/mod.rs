@@ -252,20 +252,9 @@ impl Reconcile for StatefulSets {
 
 impl StatefulSets {
     async fn write_status(&self, ns: &str, set: Value) -> Result<(), ClientError> {
-        match self
-            .client
-            .update(
-                &statefulsets(Some(ns)),
-                set,
-                Some("status"),
-                &WriteParams::default(),
-            )
+        crate::runtime::write::update_status(&*self.client, &statefulsets(Some(ns)), set)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e),
-        }
+            .map(drop)
     }
 
     /// The pods this StatefulSet controls ([`owned_pods::claim`]).
