@@ -20,7 +20,21 @@ pub mod remotecommand;
 pub mod spdy;
 pub mod websocket;
 
+/// Writes what `rx` brings to `wr` until either ends, then shuts `wr` down so the far end
+/// sees EOF: the client-to-pod half of a forwarded connection, whatever the protocol.
+async fn drain_into<B: AsRef<[u8]>>(mut rx: mpsc::Receiver<B>, mut wr: impl AsyncWrite + Unpin) {
+    while let Some(b) = rx.recv().await {
+        if wr.write_all(b.as_ref()).await.is_err() {
+            break;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
 use std::sync::Arc;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use hyper::upgrade::OnUpgrade;

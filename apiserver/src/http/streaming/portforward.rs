@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 
 use super::Request;
 use super::spdy::{self, Session};
@@ -103,20 +103,11 @@ async fn forward(
             return;
         }
     };
-    let (mut rd, mut wr) = tokio::io::split(conn);
+    let (mut rd, wr) = tokio::io::split(conn);
     let spdy::Stream {
-        data: mut inbound,
-        out,
-        ..
+        data: inbound, out, ..
     } = data;
-    let up = async {
-        while let Some(b) = inbound.recv().await {
-            if wr.write_all(&b).await.is_err() {
-                break;
-            }
-        }
-        let _ = wr.shutdown().await;
-    };
+    let up = super::drain_into(inbound, wr);
     let down = async {
         let mut buf = vec![0u8; 32 * 1024];
         loop {

@@ -282,7 +282,7 @@ async fn port_forward(ws: Ws, request: Request, base64: bool) {
         let (data_ch, err_ch) = ((2 * i) as u8, (2 * i + 1) as u8);
         let _ = out.send(encode(base64, data_ch, &port.to_le_bytes())).await;
         let _ = out.send(encode(base64, err_ch, &port.to_le_bytes())).await;
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(16);
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(16);
         to_pod.push(Some(tx));
         let out = out.clone();
         let kubelet = request.kubelet.clone();
@@ -296,15 +296,8 @@ async fn port_forward(ws: Ws, request: Request, base64: bool) {
                     return;
                 }
             };
-            let (mut rd, mut wr) = tokio::io::split(conn);
-            let up = async move {
-                while let Some(b) = rx.recv().await {
-                    if wr.write_all(&b).await.is_err() {
-                        break;
-                    }
-                }
-                let _ = wr.shutdown().await;
-            };
+            let (mut rd, wr) = tokio::io::split(conn);
+            let up = super::drain_into(rx, wr);
             let down = async {
                 let mut buf = vec![0u8; 32 * 1024];
                 loop {
