@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# CI shows only the tail of a failing test's output: keep the panic message in it rather
+# than a backtrace (set RUST_BACKTRACE=1 yourself to get one).
+export RUST_BACKTRACE="${RUST_BACKTRACE_TESTS:-0}"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
 else

@@ -61,7 +61,7 @@ impl Drop for Host {
         for dir in ["volumes", "snapshots"] {
             let dir = root.join("data/storage/hostpath").join(dir);
             for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                for dev in loops(&entry.path()) {
+                for dev in all_loops(&entry.path()) {
                     let _ = std::process::Command::new("losetup")
                         .arg("-d")
                         .arg(dev)
@@ -72,8 +72,18 @@ impl Drop for Host {
     }
 }
 
+/// The loop devices backed by `image` that are still staged: a device the plugin detached
+/// while another process's mount namespace (cloned meanwhile by a test running beside this
+/// one) still held it is only being released, which the plugin treats as detached.
+fn staged_loops(image: &Path) -> Vec<String> {
+    all_loops(image)
+        .into_iter()
+        .filter(|d| !k1s_csi::hostpath::loop_releasing(Path::new(d)))
+        .collect()
+}
+
 /// The loop devices backed by `image`.
-fn loops(image: &Path) -> Vec<String> {
+fn all_loops(image: &Path) -> Vec<String> {
     let out = std::process::Command::new("losetup")
         .args(["--noheadings", "--output", "NAME", "--associated"])
         .arg(image)
@@ -502,13 +512,110 @@ async fn a_filesystem_volume_is_staged_published_written_and_expanded() {
     p.unstage(&id, &staging).await;
     p.unstage(&id, &staging).await;
     assert!(
-        loops(
+        staged_loops(
             &dir.path()
                 .join(format!("data/storage/hostpath/volumes/{id}.img"))
         )
         .is_empty()
     );
     p.delete(&id).await.unwrap();
+    p.stop().await;
+}
+
+/// A process in a copy of this mount namespace that keeps only the mounts under `root` (it
+/// lazily unmounts the rest at once, so it does not hold other tests' file systems), as a
+/// container does between its clone and its pivot_root. Killed when dropped.
+struct MountHolder(std::process::Child);
+
+impl MountHolder {
+    fn start(root: &Path) -> Self {
+        use std::io::BufRead;
+        let script = r#"awk '{print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+              case "$m" in "$1"|"$1"/*|/) ;; *) umount -l "$m" 2>/dev/null ;; esac
+            done
+            echo ready
+            exec sleep 60"#;
+        let root = std::fs::canonicalize(root).unwrap();
+        let mut child = std::process::Command::new("unshare")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+                "sh",
+            ])
+            .arg(&root)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        MountHolder(child)
+    }
+}
+
+impl Drop for MountHolder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A process that clones the mount namespace while a volume is staged (a container starting,
+/// `unshare -m`) keeps the file system mounted in its copy after the plugin unmounts it, so
+/// the loop device cannot be freed yet. Unstage still succeeds, the volume can be staged
+/// again (on the same device: one superblock), and it can be deleted; the kernel frees the
+/// device when the holder goes.
+#[tokio::test]
+async fn a_volume_held_by_a_cloned_mount_namespace_is_restaged_and_deleted() {
+    let (dir, _host) = setup();
+    let mut p = Plugin::start(dir.path(), 1 << 30).await;
+    let id = p.create("held", 32 * MI, rw()).await.volume_id;
+    let image = dir
+        .path()
+        .join(format!("data/storage/hostpath/volumes/{id}.img"));
+    let staging = p.stage(&id, rw()).await;
+    write_synced(&staging.join("data"), b"before");
+    let holder = MountHolder::start(dir.path());
+
+    std::fs::write(staging.join("data"), b"after").unwrap();
+    p.unstage(&id, &staging).await;
+    let devices = all_loops(&image);
+    assert_eq!(devices.len(), 1, "the holder keeps the device: {devices:?}");
+    assert!(staged_loops(&image).is_empty());
+
+    // Staged again: the same device, taken back, with the last write.
+    let staging = p.stage(&id, rw()).await;
+    assert_eq!(staged_loops(&image), devices);
+    assert_eq!(std::fs::read(staging.join("data")).unwrap(), b"after");
+    // While staged it is in use.
+    assert_eq!(
+        p.delete(&id).await.unwrap_err().code(),
+        Code::FailedPrecondition
+    );
+    p.unstage(&id, &staging).await;
+    // Unstaged but still held elsewhere: deletable.
+    p.delete(&id).await.unwrap();
+    assert!(!image.exists());
+
+    drop(holder);
+    let device = Path::new(&devices[0]).file_name().unwrap().to_owned();
+    let backing = Path::new("/sys/class/block").join(device).join("loop");
+    for _ in 0..500 {
+        if !backing.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !backing.exists(),
+        "the kernel frees the device after the holder"
+    );
     p.stop().await;
 }
 
@@ -687,7 +794,7 @@ async fn a_block_volume_is_a_device_on_a_target_file() {
     let image = dir
         .path()
         .join(format!("data/storage/hostpath/volumes/{id}.img"));
-    assert!(loops(&image).is_empty());
+    assert!(staged_loops(&image).is_empty());
     let mut content = vec![0u8; 9];
     let mut file = std::fs::File::open(&image).unwrap();
     file.seek(SeekFrom::Start(4096)).unwrap();

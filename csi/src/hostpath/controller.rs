@@ -177,7 +177,9 @@ fn page<T>(items: Vec<T>, max_entries: i32, token: &str) -> Result<(Vec<T>, Stri
 
 /// Fails with FAILED_PRECONDITION if a loop device still uses the volume's image.
 fn ensure_unused(store: &Store, id: &str) -> Result<(), Status> {
-    let devices = system::loop_devices(&store.volume_image(id))?;
+    // A device being released is no longer staged: only something outside the plugin's
+    // control still holds it, and the image can go (the kernel keeps it open until then).
+    let devices = system::staged_loops(&store.volume_image(id))?;
     if devices.is_empty() {
         Ok(())
     } else {

@@ -21,6 +21,8 @@ mod node;
 mod store;
 mod system;
 
+pub use system::loop_releasing;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

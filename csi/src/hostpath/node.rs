@@ -141,7 +141,10 @@ impl Node for Driver {
                 system::flush_fs(&staging)?;
                 system::unmount(&staging)?;
             }
-            system::detach_loops(&image)?;
+            let held = system::detach_loops(&image)?;
+            if !held.is_empty() {
+                tracing::info!(%id, devices = ?held, "loop device still held elsewhere (a cloned mount namespace?); the kernel frees it when that lets go");
+            }
             tracing::info!(%id, staging = %staging.display(), "unstaged volume");
             Ok(())
         })

@@ -90,9 +90,23 @@ pub fn loop_devices(image: &Path) -> Result<Vec<PathBuf>, SystemError> {
 }
 
 /// The loop device for `image`: the one already attached, else a new one.
+///
+/// A device that an unstage detached while something else still held it (see
+/// [`loop_releasing`]) is taken back rather than a second one attached: the file system on
+/// it may still be alive, and two superblocks over one image would corrupt it.
 pub fn attach_loop(image: &Path) -> Result<PathBuf, SystemError> {
-    if let Some(dev) = loop_devices(image)?.into_iter().next() {
-        return Ok(dev);
+    for dev in loop_devices(image)? {
+        if !loop_releasing(&dev) {
+            return Ok(dev);
+        }
+        match keep_loop(&dev) {
+            Ok(()) => {
+                tracing::info!(image = %image.display(), device = %dev.display(), "took back a loop device that was being released");
+                return Ok(dev);
+            }
+            // Released meanwhile: attach a new one.
+            Err(e) => tracing::debug!(device = %dev.display(), error = %e, "loop device gone"),
+        }
     }
     let out = run(
         "losetup",
@@ -107,13 +121,100 @@ pub fn attach_loop(image: &Path) -> Result<PathBuf, SystemError> {
     Ok(dev)
 }
 
-/// Detaches every loop device backed by `image`.
-pub fn detach_loops(image: &Path) -> Result<(), SystemError> {
+/// How long an unstage waits for a detached loop device to be freed before it leaves that
+/// to the kernel.
+const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Detaches every loop device backed by `image`, and returns those the kernel has not freed
+/// yet. A device that something else still holds is only marked to be freed on its last
+/// close (autoclear): typically a mount namespace cloned while the volume was staged (a
+/// container starting, `unshare -m`), which keeps the file system mounted until it goes.
+pub fn detach_loops(image: &Path) -> Result<Vec<PathBuf>, SystemError> {
     for dev in loop_devices(image)? {
+        if loop_releasing(&dev) {
+            continue;
+        }
         run("losetup", [OsStr::new("--detach"), dev.as_os_str()])?;
         tracing::info!(image = %image.display(), device = %dev.display(), "detached loop device");
     }
+    let deadline = std::time::Instant::now() + RELEASE_WAIT;
+    loop {
+        let left = loop_devices(image)?;
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            return Ok(left);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Whether loop device `dev` is detached but still held, so the kernel frees it on its last
+/// close (its autoclear flag, which only a detach of a busy device sets here).
+pub fn loop_releasing(dev: &Path) -> bool {
+    let name = dev.file_name().unwrap_or_default();
+    let flag = Path::new("/sys/class/block")
+        .join(name)
+        .join("loop/autoclear");
+    std::fs::read_to_string(flag).is_ok_and(|v| v.trim() == "1")
+}
+
+/// The loop devices of `image` that a stage holds: every one not being released.
+pub fn staged_loops(image: &Path) -> Result<Vec<PathBuf>, SystemError> {
+    Ok(loop_devices(image)?
+        .into_iter()
+        .filter(|d| !loop_releasing(d))
+        .collect())
+}
+
+/// `struct loop_info64` of `<linux/loop.h>`, for LOOP_GET_STATUS64/LOOP_SET_STATUS64.
+#[repr(C)]
+struct LoopInfo64 {
+    device: u64,
+    inode: u64,
+    rdevice: u64,
+    offset: u64,
+    sizelimit: u64,
+    number: u32,
+    encrypt_type: u32,
+    encrypt_key_size: u32,
+    flags: u32,
+    file_name: [u8; 64],
+    crypt_name: [u8; 64],
+    encrypt_key: [u8; 32],
+    init: [u64; 2],
+}
+
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+nix::ioctl_read_bad!(loop_get_status64, 0x4C05, LoopInfo64);
+nix::ioctl_write_ptr_bad!(loop_set_status64, 0x4C04, LoopInfo64);
+
+/// Clears `dev`'s autoclear flag, so it stays attached after its current holders close it.
+/// Fails (ENXIO) if the kernel freed it meanwhile.
+fn keep_loop(dev: &Path) -> Result<(), SystemError> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(dev).map_err(io_err(dev))?;
+    // SAFETY: the kernel fills a `loop_info64`, which `LoopInfo64` lays out exactly; all-zero
+    // bytes are a valid value of it.
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    unsafe { loop_get_status64(file.as_raw_fd(), &mut info) }.map_err(|e| io_err(dev)(e.into()))?;
+    info.flags &= !LO_FLAGS_AUTOCLEAR;
+    // SAFETY: as above; the kernel only reads the struct.
+    unsafe { loop_set_status64(file.as_raw_fd(), &info) }.map_err(|e| io_err(dev)(e.into()))?;
     Ok(())
+}
+
+/// Whether a file system on `dev` is mounted anywhere, in any mount namespace: the kernel
+/// then holds the device exclusively, so an exclusive open fails with EBUSY.
+pub fn mounted_anywhere(dev: &Path) -> Result<bool, SystemError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(dev)
+    {
+        Ok(_) => Ok(false),
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => Ok(true),
+        Err(e) => Err(io_err(dev)(e)),
+    }
 }
 
 /// Makes the loop device see its backing file's current size (after the file grew).
@@ -195,8 +296,14 @@ pub fn ext_size(dev: &Path) -> Result<u64, SystemError> {
 
 /// Grows the unmounted ext2/3/4 file system on `dev` to the device's size if it is smaller:
 /// checks it first (`e2fsck -f -p`, as resize2fs demands), then resizes it offline.
+/// A file system still mounted elsewhere (see [`detach_loops`]) is left as it is: it grows
+/// on a later stage.
 pub fn grow_ext_offline(dev: &Path) -> Result<bool, SystemError> {
     if ext_size(dev)? >= device_size(dev)? {
+        return Ok(false);
+    }
+    if mounted_anywhere(dev)? {
+        tracing::info!(device = %dev.display(), "not growing a file system that is still mounted elsewhere");
         return Ok(false);
     }
     match run(
