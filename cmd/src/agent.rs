@@ -211,9 +211,11 @@ pub fn start(
             cancel.clone(),
         ));
     }
+    let devices = k1s_kubelet::devices::DeviceManager::new(config.device_plugins_dir());
     let deps = Arc::new(Deps {
         client,
         volumes,
+        devices,
         config,
         images: images.clone(),
         runtime,

@@ -90,6 +90,12 @@ impl Config {
         self.root_dir.join("images-store")
     }
 
+    /// The device plugin directory: the kubelet's `kubelet.sock`, the plugins' sockets and
+    /// the device manager's checkpoint (`/var/lib/kubelet/device-plugins` upstream).
+    pub fn device_plugins_dir(&self) -> PathBuf {
+        self.root_dir.join("device-plugins")
+    }
+
     pub fn pods_dir(&self) -> PathBuf {
         self.root_dir.join("pods")
     }

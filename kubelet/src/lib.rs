@@ -10,6 +10,7 @@ pub mod cgroups;
 pub mod config;
 pub mod container;
 pub mod csi;
+pub mod devices;
 pub mod hooks;
 pub mod image_gc;
 pub mod images;
@@ -43,6 +44,8 @@ pub struct Deps {
     pub cgroups: Arc<dyn cgroups::CgroupManager>,
     pub network: Arc<dyn network::PodNetwork>,
     pub volumes: Arc<volumes::VolumeManager>,
+    /// Device plugins and the devices pods hold.
+    pub devices: Arc<devices::DeviceManager>,
     /// `kubelet` on this node, for events.
     pub event_source: k1s_api::events::Source,
 }
@@ -72,6 +75,7 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
             &config,
             &machine,
             deps.images.as_ref(),
+            deps.devices.as_ref(),
         )
         .await
         {
@@ -85,11 +89,13 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     }
     tracing::info!(node = %config.node_name, "node registered");
     start_csi(&deps, &cancel);
+    tokio::spawn(deps.devices.clone().run(cancel.clone()));
     let hb = tokio::spawn(node::heartbeat(
         deps.client.clone(),
         config.clone(),
         machine,
         deps.images.clone(),
+        deps.devices.clone(),
         cancel.clone(),
     ));
     let gc = tokio::spawn(image_gc::run(deps.clone(), cancel.clone()));

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::devices::DeviceManager;
 use crate::images::ImageService;
 use crate::pressure::Pressure;
 
@@ -275,10 +276,22 @@ pub fn node_status(
     config: &Config,
     machine: &Machine,
     images: &dyn ImageService,
+    devices: &DeviceManager,
     now: &str,
 ) -> Value {
-    let capacity = machine.capacity(config.max_pods);
-    let allocatable = allocatable(&capacity, config);
+    let mut capacity = machine.capacity(config.max_pods);
+    let mut allocatable = allocatable(&capacity, config);
+    // Device plugin resources: every device is capacity, the healthy ones allocatable.
+    for (name, total, healthy) in devices.resources() {
+        capacity.insert(
+            name.clone(),
+            Quantity::from_value(total as i64, Format::DecimalSI),
+        );
+        allocatable.insert(
+            name,
+            Quantity::from_value(healthy as i64, Format::DecimalSI),
+        );
+    }
     let mut imgs: Vec<Value> = images
         .list()
         .into_iter()
@@ -338,6 +351,7 @@ pub async fn register(
     config: &Config,
     machine: &Machine,
     images: &dyn ImageService,
+    devices: &DeviceManager,
 ) -> Result<(), RegisterError> {
     let err = |e: k1s_api::client::ClientError| RegisterError {
         node: config.node_name.clone(),
@@ -370,7 +384,7 @@ pub async fn register(
         }
         Err(e) => return Err(err(e)),
     }
-    report_status(client, config, machine, images)
+    report_status(client, config, machine, images, devices)
         .await
         .map_err(err)
 }
@@ -381,9 +395,16 @@ pub async fn report_status(
     config: &Config,
     machine: &Machine,
     images: &dyn ImageService,
+    devices: &DeviceManager,
 ) -> Result<(), k1s_api::client::ClientError> {
     let nodes = ResourceRef::new("", "v1", "nodes", None);
-    let status = node_status(config, machine, images, &k1s_api::events::now_rfc3339());
+    let status = node_status(
+        config,
+        machine,
+        images,
+        devices,
+        &k1s_api::events::now_rfc3339(),
+    );
     client
         .patch(
             &nodes,
@@ -397,14 +418,18 @@ pub async fn report_status(
 }
 
 /// Renews the node's Lease every `lease_interval` and reports status every
-/// `status_report_interval`, until cancelled.
+/// `status_report_interval`, and at once when device plugin resources change, until
+/// cancelled.
 pub async fn heartbeat(
     client: Arc<dyn Client>,
     config: Arc<Config>,
     machine: Machine,
     images: Arc<dyn ImageService>,
+    devices: Arc<DeviceManager>,
     cancel: CancellationToken,
 ) {
+    let mut device_changes = devices.subscribe();
+    let mut report_now = false;
     let leases = ResourceRef::new(
         "coordination.k8s.io",
         "v1",
@@ -440,16 +465,29 @@ pub async fn heartbeat(
         if let Err(e) = res {
             tracing::warn!(error = %e, node = %config.node_name, "renewing the node lease");
         }
-        if last_status.elapsed() >= config.status_report_interval {
-            last_status = std::time::Instant::now();
-            if let Err(e) = report_status(client.as_ref(), &config, &machine, images.as_ref()).await
-            {
-                tracing::warn!(error = %e, "reporting node status");
+        let renew_at = tokio::time::Instant::now() + config.lease_interval;
+        loop {
+            if report_now || last_status.elapsed() >= config.status_report_interval {
+                report_now = false;
+                last_status = std::time::Instant::now();
+                if let Err(e) = report_status(
+                    client.as_ref(),
+                    &config,
+                    &machine,
+                    images.as_ref(),
+                    devices.as_ref(),
+                )
+                .await
+                {
+                    tracing::warn!(error = %e, "reporting node status");
+                }
             }
-        }
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(config.lease_interval) => {}
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep_until(renew_at) => break,
+                // The sender lives in `devices`, held here: this never ends in an error.
+                _ = device_changes.changed() => report_now = true,
+            }
         }
     }
 }

@@ -85,6 +85,10 @@ pub struct PodWorker {
     resync_at: Option<Instant>,
     start_time: String,
     terminal: Option<&'static str>,
+    /// Why the pod was refused at admission (reason, message); it is then Failed.
+    rejected: Option<(String, String)>,
+    /// Whether admission (device allocation) has passed.
+    admitted: bool,
     last_reported: Option<Value>,
     cancel: CancellationToken,
 }
@@ -93,7 +97,8 @@ fn now() -> String {
     k1s_api::events::now_rfc3339()
 }
 
-fn container_key(init: bool, name: &str) -> String {
+/// The key of a container in the worker's records (and the device manager's allocations).
+pub(crate) fn container_key(init: bool, name: &str) -> String {
     format!("{}/{name}", if init { "init" } else { "main" })
 }
 
@@ -120,6 +125,8 @@ impl PodWorker {
             resync_at: None,
             start_time: now(),
             terminal: None,
+            rejected: None,
+            admitted: false,
             last_reported: None,
             cancel,
         }
@@ -466,9 +473,20 @@ impl PodWorker {
     /// Brings the pod's containers to where they should be.
     async fn sync(&mut self, pod: &Pod) {
         if self.terminal.is_some() {
+            // A pod that ended holds no devices.
+            self.deps.devices.release(&self.uid);
             return;
         }
         let Some(spec) = pod.spec.clone() else { return };
+        // A pod whose containers already run (adopted after a kubelet restart) was admitted
+        // by the kubelet before; it keeps its checkpointed devices, and is not re-admitted
+        // while its plugins may not have registered again (as upstream since 1.28).
+        if !self.admitted && self.records.values().any(|r| r.running) {
+            self.admitted = true;
+        }
+        if !self.admitted && !self.admit(pod).await {
+            return;
+        }
         if self.sandbox.is_none() {
             match Sandbox::create(&self.deps, pod).await {
                 Ok(sb) => self.sandbox = Some(sb),
@@ -539,6 +557,27 @@ impl PodWorker {
         let init_views = self.views(pod, true);
         if let p @ ("Succeeded" | "Failed") = crate::status::phase(pod, &init_views, &views) {
             self.terminal = Some(p);
+        }
+    }
+
+    /// Admission, as far as this kubelet has it: the devices of device plugin resources. A pod
+    /// that cannot get them is rejected, as upstream: Failed, `UnexpectedAdmissionError`.
+    async fn admit(&mut self, pod: &Pod) -> bool {
+        match self.deps.devices.admit(pod).await {
+            Ok(()) => {
+                self.admitted = true;
+                true
+            }
+            Err(e) => {
+                let message = format!("Pod was rejected: {e}");
+                tracing::warn!(pod = %pod_name(pod), %message, "pod rejected");
+                self.event(pod, None, "Warning", "UnexpectedAdmissionError", &message)
+                    .await;
+                self.deps.devices.release(&self.uid);
+                self.rejected = Some(("UnexpectedAdmissionError".into(), message));
+                self.terminal = Some("Failed");
+                false
+            }
         }
     }
 
@@ -713,7 +752,7 @@ impl PodWorker {
         let bundle = self.bundle(key, attempt);
         let id = container_id(&self.uid, key, attempt);
         let spec = match self
-            .container_spec(pod, c, &image, &bundle, &id, attempt)
+            .container_spec(pod, c, key, &image, &bundle, &id, attempt)
             .await
         {
             Ok(s) => s,
@@ -724,6 +763,13 @@ impl PodWorker {
                 return;
             }
         };
+        if let Err(e) = self.deps.devices.pre_start(&self.uid, key).await {
+            let msg = e.to_string();
+            self.back_off(key, "RunContainerError", &msg);
+            self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
+                .await;
+            return;
+        }
         let _ = std::fs::create_dir_all(&bundle);
         let _ = std::fs::write(bundle.join("termination-log"), b"");
         match self.deps.runtime.start(&bundle, &spec).await {
@@ -807,6 +853,7 @@ impl PodWorker {
         &self,
         pod: &Pod,
         c: &Container,
+        key: &str,
         image: &crate::images::Image,
         bundle: &Path,
         id: &str,
@@ -821,12 +868,24 @@ impl PodWorker {
             pod,
             hostname: &sb.hostname,
         };
-        let process = crate::container::process(&ctx, c, &image.config, &image.layers)
+        let mut process = crate::container::process(&ctx, c, &image.config, &image.layers)
             .await
             .map_err(|e| e.0)?;
         let mut mounts = sb.mounts(pod, c).map_err(|e| e.to_string())?;
         mounts.extend(
             crate::volumes::container_mounts(pod, c, &self.volumes).map_err(|e| e.to_string())?,
+        );
+        // What the device plugins' Allocate answered: environment, host mounts, device nodes.
+        let devices = self.deps.devices.container_devices(&self.uid, key);
+        let device_nodes = crate::runtime::spec::device_nodes(&devices.devices)?;
+        process
+            .env
+            .extend(devices.envs.iter().map(|(k, v)| format!("{k}={v}")));
+        mounts.extend(
+            devices
+                .mounts
+                .iter()
+                .map(|m| Mount::bind(&m.host_path, &m.container_path, m.read_only)),
         );
         let term_path = c
             .termination_message_path
@@ -873,6 +932,7 @@ impl PodWorker {
             privileged,
             process,
             mounts,
+            devices: device_nodes,
             cgroup_procs,
             log_path: log_dir.join(format!("{attempt}.log")),
             log_max_bytes: self.deps.config.log_max_bytes,
@@ -925,6 +985,10 @@ impl PodWorker {
             host_ip: self.deps.config.node_ip.to_string(),
             start_time: &self.start_time,
             terminal: self.terminal,
+            rejected: self
+                .rejected
+                .as_ref()
+                .map(|(r, m)| (r.as_str(), m.as_str())),
             now: &now,
         });
         // Compare without the timestamps that move on their own.
@@ -1095,6 +1159,7 @@ impl PodWorker {
     }
 
     async fn teardown(&mut self) {
+        self.deps.devices.release(&self.uid);
         if let Some(sb) = self.sandbox.take() {
             sb.destroy(&self.deps).await;
         } else {

@@ -64,6 +64,7 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
                 }
                 if !cleaned {
                     cleaned = true;
+                    deps.devices.retain(&seen);
                     cleanup_orphans(&deps, &seen).await;
                 }
             }

@@ -103,6 +103,8 @@ pub struct PodView<'a> {
     pub start_time: &'a str,
     /// Set once the pod has reached a terminal phase (it never leaves it).
     pub terminal: Option<&'a str>,
+    /// Why admission refused the pod (reason, message), shown in `status`.
+    pub rejected: Option<(&'a str, &'a str)>,
     pub now: &'a str,
 }
 
@@ -272,6 +274,10 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
     if let Some(q) = &old["qosClass"].as_str() {
         s["qosClass"] = json!(q);
     }
+    if let Some((reason, message)) = v.rejected {
+        s["reason"] = json!(reason);
+        s["message"] = json!(message);
+    }
     s
 }
 
@@ -355,6 +361,7 @@ mod tests {
             host_ip: "192.168.1.2".into(),
             start_time: "t0",
             terminal: None,
+            rejected: None,
             now: "t1",
         });
         assert_eq!(s["phase"], "Running");
@@ -391,6 +398,7 @@ mod tests {
             host_ip: "192.168.1.2".into(),
             start_time: "t0",
             terminal: None,
+            rejected: None,
             now: "t1",
         });
         for i in [3, 4] {

@@ -99,6 +99,7 @@ async fn env() -> Env {
     let deps = Arc::new(Deps {
         client: client.clone(),
         volumes: volumes.clone(),
+        devices: k1s_kubelet::devices::DeviceManager::new(config.device_plugins_dir()),
         config: Arc::new(config),
         images: Arc::new(images),
         runtime: runtime.clone(),
@@ -139,6 +140,7 @@ impl Env {
         let deps = Arc::new(Deps {
             client: d.client.clone(),
             volumes: self.volumes.clone(),
+            devices: k1s_kubelet::devices::DeviceManager::new(d.config.device_plugins_dir()),
             config: d.config.clone(),
             images: d.images.clone(),
             runtime: d.runtime.clone(),

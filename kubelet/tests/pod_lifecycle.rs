@@ -4,7 +4,8 @@
 //! restartCount, init containers in order, RunContainerError, images that cannot be pulled,
 //! graceful deletion (SIGTERM, the grace period, SIGKILL, then the final delete), probes
 //! (readiness flipping Ready, liveness restarting, startup gating) and lifecycle hooks
-//! (postStart failure, preStop before SIGTERM within the grace period).
+//! (postStart failure, preStop before SIGTERM within the grace period), and device plugin
+//! resources with a real plugin over gRPC (allocation, admission, restarts, health, release).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,9 @@ use k1s_kubelet::{Config, Deps};
 use k1s_store::redb::{RedbConfig, RedbStore};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+#[path = "support/device_plugin.rs"]
+mod device_plugin;
 
 struct Env {
     client: Arc<dyn Client>,
@@ -79,6 +83,7 @@ async fn env() -> Env {
     let deps = Arc::new(Deps {
         client: client.clone(),
         volumes,
+        devices: k1s_kubelet::devices::DeviceManager::new(config.device_plugins_dir()),
         config: Arc::new(config),
         images: Arc::new(images),
         runtime: runtime.clone(),
@@ -668,4 +673,205 @@ async fn pre_stop_sleep_uses_the_grace_period_then_sigkill() {
         .map(|s| s.1)
         .collect();
     assert_eq!(signals, vec![libc::SIGTERM, libc::SIGKILL]);
+}
+
+fn node_resource(node: &Value, field: &str, name: &str) -> Option<String> {
+    node["status"][field][name].as_str().map(str::to_owned)
+}
+
+async fn node_where(env: &Env, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    eventually(what, || async {
+        let n = env.client.get(&nodes, "n1").await.ok()?;
+        f(&n).then_some(n)
+    })
+    .await
+}
+
+/// A real device plugin over gRPC: capacity and allocatable on the Node, the plugin's
+/// preferred allocation, Allocate once per container and PreStartContainer before every
+/// start, its env, mounts and device nodes in the container spec, a pod asking for more than
+/// is free rejected as upstream, health changes, devices back in the pool after the pod, the
+/// checkpoint, and nothing allocatable once the plugin is gone.
+#[tokio::test]
+async fn device_plugin_devices_reach_containers() {
+    use device_plugin::{Call, SamplePlugin, Setup};
+    const RES: &str = "example.com/sample";
+    let env = env().await;
+    let dir = env._dir.path().join("agent/device-plugins");
+    let mount_dir = env._dir.path().join("sample-files");
+    std::fs::create_dir_all(&mount_dir).unwrap();
+    let plugin = SamplePlugin::start(
+        &dir,
+        "sample.sock",
+        Setup {
+            resource: RES.into(),
+            ids: vec!["s0".into(), "s1".into(), "s2".into()],
+            preferred: true,
+            pre_start: true,
+            host_device: "/dev/null".into(),
+            mount_dir: mount_dir.clone(),
+        },
+    )
+    .await;
+    node_where(&env, "3 sample devices in capacity and allocatable", |n| {
+        node_resource(n, "capacity", RES).as_deref() == Some("3")
+            && node_resource(n, "allocatable", RES).as_deref() == Some("3")
+    })
+    .await;
+
+    let wants = |n: u32| json!({"limits": {RES: n.to_string()}, "requests": {RES: n.to_string()}});
+    create_pod(
+        &env,
+        pod(
+            "dev",
+            json!({"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "IfNotPresent",
+                "command": ["gpu-job"], "resources": wants(2)}], "terminationGracePeriodSeconds": 1}),
+        ),
+    )
+    .await;
+    pod_where(&env, "dev", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    // The plugin preferred the highest IDs; Allocate got them; PreStart came before the start.
+    assert_eq!(
+        plugin.calls()[1..],
+        [
+            Call::Preferred {
+                available: vec!["s0".into(), "s1".into(), "s2".into()],
+                must: vec![],
+                size: 2
+            },
+            Call::Allocate(vec!["s2".into(), "s1".into()]),
+            Call::PreStart(vec!["s2".into(), "s1".into()]),
+        ]
+    );
+    let bundle = env.runtime.bundles_of("gpu-job")[0].clone();
+    let spec = env.runtime.spec(&bundle).unwrap();
+    assert!(
+        spec.process
+            .env
+            .contains(&"SAMPLE_DEVICES=s2,s1".to_string()),
+        "{:?}",
+        spec.process.env
+    );
+    let sample = spec
+        .mounts
+        .iter()
+        .find(|m| m.destination == "/sample")
+        .unwrap();
+    assert_eq!((sample.source.clone(), sample.readonly), (mount_dir, true));
+    let nodes: Vec<(String, bool, u64, u64)> = spec
+        .devices
+        .iter()
+        .map(|d| (d.path.clone(), d.block, d.major, d.minor))
+        .collect();
+    assert_eq!(
+        nodes,
+        [
+            ("/dev/sample-s2".to_string(), false, 1, 3),
+            ("/dev/sample-s1".to_string(), false, 1, 3)
+        ]
+    );
+
+    // A restart of the container: PreStart again, no second Allocate, the same devices.
+    env.runtime.finish(&bundle, 1);
+    pod_where(&env, "dev", "a restart", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"] == 1
+    })
+    .await;
+    assert_eq!(plugin.allocations(), [vec!["s2".to_string(), "s1".into()]]);
+    assert_eq!(
+        plugin
+            .calls()
+            .iter()
+            .filter(|c| matches!(c, Call::PreStart(_)))
+            .count(),
+        2
+    );
+
+    // Bound here directly (as a scheduler that ignored the node's capacity would): two more
+    // than the one free device, so the kubelet rejects the pod.
+    create_pod(
+        &env,
+        pod(
+            "greedy",
+            json!({"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "IfNotPresent",
+                "command": ["gpu-job"], "resources": wants(2)}]}),
+        ),
+    )
+    .await;
+    let p = pod_where(&env, "greedy", "rejected", |p| {
+        p["status"]["phase"] == "Failed"
+    })
+    .await;
+    assert_eq!(p["status"]["reason"], "UnexpectedAdmissionError", "{p}");
+    let msg = p["status"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("Requested: 2, Available: 1") && msg.contains(RES),
+        "{msg}"
+    );
+    assert_eq!(
+        env.runtime.bundles_of("gpu-job").len(),
+        2,
+        "greedy never ran"
+    );
+
+    // An unhealthy device leaves allocatable; capacity stays.
+    plugin.set_health("s0", false);
+    node_where(&env, "2 allocatable of 3", |n| {
+        node_resource(n, "capacity", RES).as_deref() == Some("3")
+            && node_resource(n, "allocatable", RES).as_deref() == Some("2")
+    })
+    .await;
+
+    // The devices survive in the checkpoint (a kubelet restart reads it back).
+    let uid = env.client.get(&pods(), "dev").await.unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let reread = k1s_kubelet::devices::DeviceManager::new(dir.clone());
+    assert_eq!(
+        reread.container_devices(&uid, "main/c").envs["SAMPLE_DEVICES"],
+        "s2,s1"
+    );
+
+    // Deleting the pod frees its devices: the next pod gets the healthy ones (s1, s2).
+    env.client
+        .delete(&pods(), "dev", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("dev to be deleted", || async {
+        match env.client.get(&pods(), "dev").await {
+            Err(e) if e.is_not_found() => Some(Value::Null),
+            _ => None,
+        }
+    })
+    .await;
+    create_pod(
+        &env,
+        pod(
+            "next",
+            json!({"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "IfNotPresent",
+                "command": ["next-job"], "resources": wants(2)}]}),
+        ),
+    )
+    .await;
+    pod_where(&env, "next", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    assert_eq!(
+        plugin.allocations().last().unwrap(),
+        &vec!["s2".to_string(), "s1".into()]
+    );
+
+    // The plugin goes away: nothing is allocatable.
+    drop(plugin);
+    node_where(&env, "nothing allocatable", |n| {
+        node_resource(n, "capacity", RES).as_deref() == Some("3")
+            && node_resource(n, "allocatable", RES).as_deref() == Some("0")
+    })
+    .await;
 }

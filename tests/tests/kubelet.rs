@@ -7,6 +7,9 @@
 use std::time::{Duration, Instant};
 
 use k1s_tests::host::{HostCleanup, Images, start_with_kubelet as start};
+
+#[path = "../../kubelet/tests/support/device_plugin.rs"]
+mod device_plugin;
 use k1s_tests::{Cluster, eventually};
 use serde_json::Value;
 
@@ -506,4 +509,121 @@ fn disk_pressure_is_reported_tainted_and_keeps_new_pods_off() {
         err.contains("--eviction-hard") && err.contains("unknown signal"),
         "{err}"
     );
+}
+
+/// A sample device plugin (real gRPC over the real socket directory) registers with
+/// `k1s server`: the node offers its devices, the scheduler keeps a pod that wants more than
+/// there are off the node, and a pod that gets one sees the plugin's env, mount and device
+/// node in a real container. A restart of k1s keeps the pod and its device (no second
+/// Allocate); the plugin registers again and its devices are offered again.
+#[test]
+fn device_plugin_devices_reach_real_containers() {
+    use device_plugin::{SamplePlugin, Setup};
+    const RES: &str = "example.com/sample";
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let flags = images.kubelet_flags("devplug");
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(mut c) = start("devplug", &flags) else {
+        return;
+    };
+    let image = images.busybox();
+    let files = tempfile::tempdir().unwrap();
+    std::fs::write(files.path().join("info"), "sample files\n").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let plugin = rt.block_on(SamplePlugin::start(
+        &c.data_dir().join("agent/device-plugins"),
+        "sample.sock",
+        Setup {
+            resource: RES.into(),
+            ids: vec!["s0".into(), "s1".into()],
+            preferred: false,
+            pre_start: false,
+            host_device: "/dev/null".into(),
+            mount_dir: files.path().to_owned(),
+        },
+    ));
+    let offered = |c: &Cluster| {
+        let node = c.get_json(&["node", "node-devplug"]);
+        (
+            node["status"]["capacity"][RES].as_str().map(str::to_owned),
+            node["status"]["allocatable"][RES]
+                .as_str()
+                .map(str::to_owned),
+        )
+    };
+    let two = (Some("2".to_string()), Some("2".to_string()));
+    eventually("the node to offer 2 sample devices", 60, || {
+        offered(&c) == two
+    });
+
+    let pod_with = |name: &str, n: u32| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "c", "image": image,
+                "command": ["sh", "-c", "echo devices=$SAMPLE_DEVICES; ls -l /dev/sample-s0; cat /sample/info; echo x > /dev/sample-s0 && echo wrote; while true; do sleep 1; done"],
+                "resources": {"limits": {RES: n.to_string()}}}]}
+        })
+    };
+    apply(&c, &pod_with("gpu", 1));
+    eventually("gpu to be Running", 90, || {
+        pod(&c, "gpu")["status"]["phase"] == "Running"
+    });
+    eventually("gpu's output", 30, || {
+        c.ok(&["logs", "gpu"]).contains("wrote")
+    });
+    let logs = c.ok(&["logs", "gpu"]);
+    assert!(logs.contains("devices=s0"), "{logs}");
+    assert!(logs.contains("sample files"), "{logs}");
+    let node_line = logs
+        .lines()
+        .find(|l| l.contains("/dev/sample-s0"))
+        .unwrap_or_default();
+    // A character device with /dev/null's numbers (1, 3).
+    assert!(
+        node_line.starts_with('c') && node_line.contains("1,") && node_line.contains(" 3 "),
+        "{logs}"
+    );
+    assert_eq!(plugin.allocations(), [vec!["s0".to_string()]]);
+
+    // Two more than the one left: the scheduler says so, and the pod stays Pending.
+    apply(&c, &pod_with("greedy", 2));
+    eventually("greedy to be unschedulable", 60, || {
+        c.ok(&["describe", "pod", "greedy"])
+            .contains(&format!("Insufficient {RES}"))
+    });
+    assert!(pod(&c, "greedy")["spec"]["nodeName"].is_null());
+    c.ok(&["delete", "pod", "greedy", "--wait=false"]);
+
+    // kill -9 and start again: the pod keeps running with its device; the plugin registers
+    // again (the new kubelet replaced its socket) and is offered again.
+    let before = pids_with("devices=$SAMPLE_DEVICES");
+    assert_eq!(before.len(), 1, "{before:?}");
+    let port = c.port;
+    c.server.kill();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    c.server = k1s_tests::Server::start(&c.data_dir(), port, &c.kubeconfig, &flags);
+    eventually("the server to answer", 60, || {
+        c.run(&["get", "pod", "gpu"]).status.success()
+    });
+    eventually("the devices to be offered again", 60, || offered(&c) == two);
+    assert_eq!(
+        pids_with("devices=$SAMPLE_DEVICES"),
+        before,
+        "the pod was restarted"
+    );
+    assert_eq!(pod(&c, "gpu")["status"]["phase"], "Running");
+    assert_eq!(
+        plugin.allocations().len(),
+        1,
+        "Allocate again after a restart"
+    );
+
+    c.ok(&["delete", "pod", "gpu", "--grace-period=1"]);
+    drop(plugin);
+    eventually("nothing allocatable without the plugin", 60, || {
+        offered(&c).1.as_deref() == Some("0")
+    });
 }

@@ -115,6 +115,39 @@ fn touch(p: &Path) -> R<()> {
     Ok(())
 }
 
+/// Creates device node `d` in the rootfs, with the host node's numbers, mode and owner.
+fn device_node(root: &Path, d: &super::spec::DeviceNode) -> R<()> {
+    let p = resolve_in_root(root, &d.path);
+    if let Some(parent) = p.parent() {
+        mkdir_p(parent)?;
+    }
+    let kind = if d.block {
+        SFlag::S_IFBLK
+    } else {
+        SFlag::S_IFCHR
+    };
+    let mode = Mode::from_bits_truncate(d.mode);
+    match mknod(&p, kind, mode, makedev(d.major, d.minor)) {
+        Ok(()) => {}
+        // Listed twice (two plugins, or one device under one path): the first one stays.
+        Err(nix::errno::Errno::EEXIST) => return Ok(()),
+        Err(e) => return Err(format!("mknod {}: {e}", p.display())),
+    }
+    nix::sys::stat::fchmodat(
+        nix::fcntl::AT_FDCWD,
+        &p,
+        mode,
+        nix::sys::stat::FchmodatFlags::FollowSymlink,
+    )
+    .map_err(|e| format!("chmod {}: {e}", p.display()))?;
+    nix::unistd::chown(
+        &p,
+        Some(nix::unistd::Uid::from_raw(d.uid)),
+        Some(nix::unistd::Gid::from_raw(d.gid)),
+    )
+    .map_err(|e| format!("chown {}: {e}", p.display()))
+}
+
 /// Assembles the rootfs and everything under it, then pivots into it. On return the process
 /// runs in the container's filesystem with `/` as the rootfs.
 pub fn setup(spec: &ContainerSpec) -> R<()> {
@@ -218,6 +251,10 @@ pub fn setup(spec: &ContainerSpec) -> R<()> {
             ("core", "/proc/kcore"),
         ] {
             let _ = std::os::unix::fs::symlink(target, dev.join(link));
+        }
+        // Device plugins' devices. (A privileged container has the host's /dev already.)
+        for d in &spec.devices {
+            device_node(root, d)?;
         }
     }
     let shm = dev.join("shm");

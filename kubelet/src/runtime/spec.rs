@@ -41,6 +41,54 @@ impl Mount {
     }
 }
 
+/// A device node in the container: the type, numbers and mode of a host device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceNode {
+    /// Absolute path inside the container.
+    pub path: String,
+    /// A block device (else a character device).
+    pub block: bool,
+    pub major: u64,
+    pub minor: u64,
+    /// Permission bits, as the host node has them.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The device nodes for what device plugins handed a container: each host path must be a
+/// character or block device, and each container path absolute.
+pub fn device_nodes(devices: &[crate::devices::HostDevice]) -> Result<Vec<DeviceNode>, String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    devices
+        .iter()
+        .map(|d| {
+            if !d.container_path.starts_with('/') {
+                return Err(format!(
+                    "device {}: the container path {:?} is not absolute",
+                    d.host_path, d.container_path
+                ));
+            }
+            let meta = std::fs::metadata(&d.host_path)
+                .map_err(|e| format!("device {}: {e}", d.host_path))?;
+            let kind = meta.file_type();
+            if !kind.is_char_device() && !kind.is_block_device() {
+                return Err(format!("device {}: not a device node", d.host_path));
+            }
+            let rdev = meta.rdev();
+            Ok(DeviceNode {
+                path: d.container_path.clone(),
+                block: kind.is_block_device(),
+                major: nix::sys::stat::major(rdev),
+                minor: nix::sys::stat::minor(rdev),
+                mode: meta.mode() & 0o7777,
+                uid: meta.uid(),
+                gid: meta.gid(),
+            })
+        })
+        .collect()
+}
+
 /// The process the container runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Process {
@@ -89,6 +137,9 @@ pub struct ContainerSpec {
     pub privileged: bool,
     pub process: Process,
     pub mounts: Vec<Mount>,
+    /// Device nodes to create in the container's `/dev` (from device plugins).
+    #[serde(default)]
+    pub devices: Vec<DeviceNode>,
     /// `cgroup.procs` files the container's init joins before it runs.
     pub cgroup_procs: Vec<PathBuf>,
     /// The CRI-format log file the shim writes stdout and stderr to.

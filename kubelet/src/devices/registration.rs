@@ -1,0 +1,175 @@
+//! The Registration service on `DIR/kubelet.sock`: a plugin names its resource and socket;
+//! the kubelet checks the request, answers, and then connects to the plugin ([`super::endpoint`]),
+//! as upstream does (the plugin serves before it registers).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
+use tonic::{Request, Response, Status};
+
+use super::proto::registration_server::{Registration, RegistrationServer};
+use super::proto::{Empty, RegisterRequest};
+use super::{API_VERSION, DeviceManager, KUBELET_SOCKET};
+
+struct Registrar {
+    manager: Arc<DeviceManager>,
+    cancel: CancellationToken,
+}
+
+#[tonic::async_trait]
+impl Registration for Registrar {
+    async fn register(&self, request: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
+        let req = request.into_inner();
+        if let Err(why) = check(&req) {
+            tracing::warn!(resource = %req.resource_name, endpoint = %req.endpoint, %why, "refused a device plugin registration");
+            return Err(Status::invalid_argument(why));
+        }
+        tracing::info!(resource = %req.resource_name, endpoint = %req.endpoint, "device plugin registered");
+        tokio::spawn(super::endpoint::follow(
+            self.manager.clone(),
+            req,
+            self.cancel.child_token(),
+        ));
+        Ok(Response::new(Empty {}))
+    }
+}
+
+/// Upstream's checks of a registration: the API version, an extended resource name, and a
+/// socket that is a file in the device plugin directory.
+fn check(req: &RegisterRequest) -> Result<(), String> {
+    if req.version != API_VERSION {
+        return Err(format!(
+            "device plugin API version {:?} is not supported; this kubelet supports {API_VERSION}",
+            req.version
+        ));
+    }
+    valid_resource_name(&req.resource_name)?;
+    let e = &req.endpoint;
+    if e.is_empty() || e.contains('/') || e == "." || e == ".." || e == KUBELET_SOCKET {
+        return Err(format!(
+            "endpoint {e:?} must be the name of the plugin's socket in the device plugin directory"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `name` is an extended resource a device plugin may serve: `domain/name`, a DNS
+/// subdomain prefix outside `kubernetes.io`, a qualified name, and not `requests.`-prefixed.
+pub fn valid_resource_name(name: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("invalid extended resource name {name:?}: {why}"));
+    let Some((domain, short)) = name.split_once('/') else {
+        return bad("it must be domain-prefixed (vendor.example/resource)");
+    };
+    if domain.contains("kubernetes.io") {
+        return bad("the kubernetes.io domains are for native resources");
+    }
+    if name.starts_with("requests.") {
+        return bad("it must not start with \"requests.\"");
+    }
+    let subdomain_ok = domain.len() <= 253
+        && domain.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if !subdomain_ok {
+        return bad("the prefix must be a lowercase DNS subdomain");
+    }
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let name_ok = !short.is_empty()
+        && short.len() <= 63
+        && short.starts_with(alnum)
+        && short.ends_with(alnum)
+        && short
+            .chars()
+            .all(|c| alnum(c) || c == '-' || c == '_' || c == '.');
+    if !name_ok {
+        return bad("the name must be a qualified name (alphanumerics, '-', '_', '.'; at most 63)");
+    }
+    Ok(())
+}
+
+/// Removes the sockets in the device plugin directory, as upstream's kubelet does when it
+/// starts: plugins watch for that (or for a new `kubelet.sock`) and start over with a new
+/// socket and a new registration. Other files (the checkpoint) stay.
+fn remove_plugin_sockets(dir: &std::path::Path) {
+    use std::os::unix::fs::FileTypeExt;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_socket()) {
+            let path = entry.path();
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::debug!(socket = %path.display(), "removed a device plugin socket")
+                }
+                Err(e) => {
+                    tracing::warn!(socket = %path.display(), error = %e, "removing a device plugin socket")
+                }
+            }
+        }
+    }
+}
+
+/// Serves Registration on `DIR/kubelet.sock` until `cancel` fires, after removing the
+/// sockets an earlier kubelet's plugins left (see [`remove_plugin_sockets`]).
+pub(super) async fn serve(manager: Arc<DeviceManager>, cancel: CancellationToken) {
+    remove_plugin_sockets(manager.dir());
+    let path = manager.dir().join(KUBELET_SOCKET);
+    let socket = match k1s_csi::serve::Socket::bind(&path).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "the device plugin registration socket; device plugins cannot register");
+            return;
+        }
+    };
+    tracing::info!(socket = %path.display(), "serving device plugin registration");
+    let routes = Routes::new(RegistrationServer::new(Registrar {
+        manager,
+        cancel: cancel.clone(),
+    }));
+    if let Err(e) = socket.serve(routes, cancel).await {
+        tracing::error!(error = %e, "serving device plugin registration");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(version: &str, endpoint: &str, resource: &str) -> RegisterRequest {
+        RegisterRequest {
+            version: version.into(),
+            endpoint: endpoint.into(),
+            resource_name: resource.into(),
+            options: None,
+        }
+    }
+
+    #[test]
+    fn registrations_are_checked_as_upstream() {
+        assert!(check(&req("v1beta1", "gpu.sock", "example.com/gpu")).is_ok());
+        assert!(check(&req("v1beta1", "gpu.sock", "nvidia.com/gpu.shared")).is_ok());
+        for (r, want) in [
+            (req("v1alpha", "gpu.sock", "example.com/gpu"), "version"),
+            (req("v1beta1", "", "example.com/gpu"), "endpoint"),
+            (req("v1beta1", "../x.sock", "example.com/gpu"), "endpoint"),
+            (
+                req("v1beta1", "kubelet.sock", "example.com/gpu"),
+                "endpoint",
+            ),
+            (req("v1beta1", "gpu.sock", "gpu"), "domain-prefixed"),
+            (req("v1beta1", "gpu.sock", "kubernetes.io/gpu"), "native"),
+            (req("v1beta1", "gpu.sock", "x.kubernetes.io/gpu"), "native"),
+            (req("v1beta1", "gpu.sock", "Example.com/gpu"), "subdomain"),
+            (req("v1beta1", "gpu.sock", "example.com/-gpu"), "qualified"),
+            (req("v1beta1", "gpu.sock", "example.com/"), "qualified"),
+        ] {
+            let e = check(&r).unwrap_err();
+            assert!(e.contains(want), "{r:?}: {e}");
+        }
+    }
+}
