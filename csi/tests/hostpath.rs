@@ -522,47 +522,81 @@ async fn a_filesystem_volume_is_staged_published_written_and_expanded() {
     p.stop().await;
 }
 
-/// A process in a copy of this mount namespace that keeps only the mounts under `root` (it
-/// lazily unmounts the rest at once, so it does not hold other tests' file systems), as a
-/// container does between its clone and its pivot_root. Killed when dropped.
-struct MountHolder(std::process::Child);
+/// A process in a mount namespace of its own that keeps the file system mounted at `path`
+/// alive (it holds the directory open) and lets go of every other mount at once (it detaches
+/// its copies), so it holds no other test's file systems: what a container does to the
+/// plugin's mounts between its clone and its pivot_root. Killed when dropped.
+struct MountHolder(nix::unistd::Pid);
 
 impl MountHolder {
-    fn start(root: &Path) -> Self {
-        use std::io::BufRead;
-        let script = r#"awk '{print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
-              case "$m" in "$1"|"$1"/*|/) ;; *) umount -l "$m" 2>/dev/null ;; esac
-            done
-            echo ready
-            exec sleep 60"#;
-        let root = std::fs::canonicalize(root).unwrap();
-        let mut child = std::process::Command::new("unshare")
-            .args([
-                "--mount",
-                "--propagation",
-                "private",
-                "sh",
-                "-c",
-                script,
-                "sh",
-            ])
-            .arg(&root)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-        MountHolder(child)
+    fn start(path: &Path) -> Self {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        // Everything the child needs is made before the fork: it may only make system calls.
+        let dir = CString::new(path.as_os_str().as_bytes()).unwrap();
+        let root = CString::new("/").unwrap();
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mut points: Vec<&str> = table.lines().filter_map(|l| l.split(' ').nth(4)).collect();
+        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        let points: Vec<CString> = points
+            .into_iter()
+            .filter(|p| *p != "/")
+            .map(|p| CString::new(p).unwrap())
+            .collect();
+        let (ready_r, ready_w) = nix::unistd::pipe().unwrap();
+        // SAFETY: the child makes only async-signal-safe system calls on memory prepared above,
+        // and never returns.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => unsafe {
+                if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                    libc::_exit(1);
+                }
+                let private = libc::MS_REC | libc::MS_PRIVATE;
+                if libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    private,
+                    std::ptr::null(),
+                ) != 0
+                {
+                    libc::_exit(2);
+                }
+                // The fork copied every descriptor this test process had open, other tests'
+                // files among them: close them, or their file systems stay busy.
+                use std::os::fd::AsRawFd;
+                let keep = ready_w.as_raw_fd();
+                for fd in 3..4096 {
+                    if fd != keep {
+                        libc::close(fd);
+                    }
+                }
+                if libc::open(dir.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY) < 0 {
+                    libc::_exit(3);
+                }
+                for p in &points {
+                    libc::umount2(p.as_ptr(), libc::MNT_DETACH);
+                }
+                libc::write(keep, b"r".as_ptr().cast(), 1);
+                loop {
+                    libc::pause();
+                }
+            },
+            nix::unistd::ForkResult::Parent { child } => {
+                drop(ready_w);
+                let mut byte = [0u8; 1];
+                let n = nix::unistd::read(&ready_r, &mut byte).unwrap();
+                assert_eq!(n, 1, "the mount holder failed to start");
+                MountHolder(child)
+            }
+        }
     }
 }
 
 impl Drop for MountHolder {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(self.0, None);
     }
 }
 
@@ -581,7 +615,7 @@ async fn a_volume_held_by_a_cloned_mount_namespace_is_restaged_and_deleted() {
         .join(format!("data/storage/hostpath/volumes/{id}.img"));
     let staging = p.stage(&id, rw()).await;
     write_synced(&staging.join("data"), b"before");
-    let holder = MountHolder::start(dir.path());
+    let holder = MountHolder::start(&staging);
 
     std::fs::write(staging.join("data"), b"after").unwrap();
     p.unstage(&id, &staging).await;

@@ -92,10 +92,16 @@ pub fn loop_devices(image: &Path) -> Result<Vec<PathBuf>, SystemError> {
 /// The loop device for `image`: the one already attached, else a new one.
 ///
 /// A device that an unstage detached while something else still held it (see
-/// [`loop_releasing`]) is taken back rather than a second one attached: the file system on
-/// it may still be alive, and two superblocks over one image would corrupt it.
+/// [`loop_releasing`]) is given a few seconds to be freed (the holder is usually a container
+/// on its way to pivot_root); if it is still held, it is taken back rather than a second one
+/// attached: the file system on it is alive, and two superblocks over one image would
+/// corrupt it.
 pub fn attach_loop(image: &Path) -> Result<PathBuf, SystemError> {
-    for dev in loop_devices(image)? {
+    let mut devices = loop_devices(image)?;
+    if !devices.is_empty() && devices.iter().all(|d| loop_releasing(d)) {
+        devices = wait_released(image, TAKE_BACK_WAIT)?;
+    }
+    for dev in devices {
         if !loop_releasing(&dev) {
             return Ok(dev);
         }
@@ -124,6 +130,20 @@ pub fn attach_loop(image: &Path) -> Result<PathBuf, SystemError> {
 /// How long an unstage waits for a detached loop device to be freed before it leaves that
 /// to the kernel.
 const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long a stage waits for a device being released before it takes it back.
+const TAKE_BACK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Waits up to `timeout` for the loop devices of `image` to be freed; returns those left.
+fn wait_released(image: &Path, timeout: std::time::Duration) -> Result<Vec<PathBuf>, SystemError> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = loop_devices(image)?;
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            return Ok(left);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
 
 /// Detaches every loop device backed by `image`, and returns those the kernel has not freed
 /// yet. A device that something else still holds is only marked to be freed on its last
@@ -137,14 +157,7 @@ pub fn detach_loops(image: &Path) -> Result<Vec<PathBuf>, SystemError> {
         run("losetup", [OsStr::new("--detach"), dev.as_os_str()])?;
         tracing::info!(image = %image.display(), device = %dev.display(), "detached loop device");
     }
-    let deadline = std::time::Instant::now() + RELEASE_WAIT;
-    loop {
-        let left = loop_devices(image)?;
-        if left.is_empty() || std::time::Instant::now() >= deadline {
-            return Ok(left);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_released(image, RELEASE_WAIT)
 }
 
 /// Whether loop device `dev` is detached but still held, so the kernel frees it on its last
@@ -200,6 +213,21 @@ fn keep_loop(dev: &Path) -> Result<(), SystemError> {
     // SAFETY: as above; the kernel only reads the struct.
     unsafe { loop_set_status64(file.as_raw_fd(), &info) }.map_err(|e| io_err(dev)(e.into()))?;
     Ok(())
+}
+
+/// How long a device or mount may stay busy before the plugin takes it as held.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `dev` stays [`mounted_anywhere`] for `wait`.
+fn busy_for(dev: &Path, wait: std::time::Duration) -> Result<bool, SystemError> {
+    let deadline = std::time::Instant::now() + wait;
+    while mounted_anywhere(dev)? {
+        if std::time::Instant::now() >= deadline {
+            return Ok(true);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Ok(false)
 }
 
 /// Whether a file system on `dev` is mounted anywhere, in any mount namespace: the kernel
@@ -302,7 +330,9 @@ pub fn grow_ext_offline(dev: &Path) -> Result<bool, SystemError> {
     if ext_size(dev)? >= device_size(dev)? {
         return Ok(false);
     }
-    if mounted_anywhere(dev)? {
+    // Briefly busy is usual (a process forked meanwhile holds a copy of a descriptor until it
+    // execs); still mounted elsewhere after a while means a holder of the file system.
+    if busy_for(dev, BUSY_WAIT)? {
         tracing::info!(device = %dev.display(), "not growing a file system that is still mounted elsewhere");
         return Ok(false);
     }
@@ -385,7 +415,6 @@ pub fn bind_mount(
     Ok(())
 }
 
-/// Unmounts `target`; a path that is not a mount point is fine.
 /// Writes the dirty data of the file system mounted at `target` to its device (syncfs(2)), so
 /// the image holds it even if the file system outlives the unmount: a mount namespace cloned
 /// meanwhile (a container starting) keeps its own reference to the superblock.
@@ -394,11 +423,20 @@ pub fn flush_fs(target: &Path) -> Result<(), SystemError> {
     nix::unistd::syncfs(&dir).map_err(|e| io_err(target)(e.into()))
 }
 
+/// Unmounts `target`; a path that is not a mount point is fine. EBUSY is retried for a
+/// while: a process forked meanwhile holds copies of descriptors (some on this file system)
+/// until it execs.
 pub fn unmount(target: &Path) -> Result<(), SystemError> {
-    match nix::mount::umount2(target, nix::mount::MntFlags::empty()) {
-        Ok(()) => Ok(()),
-        Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => Ok(()),
-        Err(e) => Err(io_err(target)(e.into())),
+    let deadline = std::time::Instant::now() + BUSY_WAIT;
+    loop {
+        match nix::mount::umount2(target, nix::mount::MntFlags::empty()) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => return Ok(()),
+            Err(nix::errno::Errno::EBUSY) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(io_err(target)(e.into())),
+        }
     }
 }
 
