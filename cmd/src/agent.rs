@@ -73,6 +73,13 @@ pub struct KubeletArgs {
     /// format.
     #[arg(long, default_value = "/etc/k1s/registries.yaml")]
     pub private_registry: PathBuf,
+    /// Static pod manifests: every file in this directory is a Pod the kubelet runs itself,
+    /// shown in the API as a mirror pod (default: DATA_DIR/agent/pod-manifests).
+    #[arg(long)]
+    pub pod_manifest_path: Option<PathBuf>,
+    /// How often the static pod directory is read again (upstream: 20s).
+    #[arg(long, default_value = "20s", value_parser = crate::server::parse_duration)]
+    pub file_check_frequency: std::time::Duration,
     /// First container restart back-off, in seconds (upstream: 10).
     #[arg(long, default_value_t = 10, hide = true)]
     pub restart_backoff_seconds: u64,
@@ -150,6 +157,16 @@ pub fn start(
         );
     }
     config.sync_frequency = args.sync_frequency.max(std::time::Duration::from_secs(1));
+    let manifests = args
+        .pod_manifest_path
+        .clone()
+        .unwrap_or_else(|| root.join("pod-manifests"));
+    std::fs::create_dir_all(&manifests)
+        .with_context(|| format!("--pod-manifest-path: creating {}", manifests.display()))?;
+    config.static_pod_path = Some(manifests);
+    config.file_check_frequency = args
+        .file_check_frequency
+        .max(std::time::Duration::from_millis(100));
     config.image_gc_high_percent = args.image_gc_high_threshold;
     config.image_gc_low_percent = args.image_gc_low_threshold;
     config.backoff_initial = std::time::Duration::from_secs(args.restart_backoff_seconds.max(1));

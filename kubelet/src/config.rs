@@ -53,6 +53,10 @@ pub struct Config {
     pub backoff_reset: Duration,
     /// The kubelet's HTTPS port, advertised in `status.daemonEndpoints`.
     pub port: u16,
+    /// The static pod manifests directory (`--pod-manifest-path`); None: no static pods.
+    pub static_pod_path: Option<PathBuf>,
+    /// How often that directory is read again (`--file-check-frequency`, 20 s upstream).
+    pub file_check_frequency: Duration,
 }
 
 impl Config {
@@ -82,6 +86,8 @@ impl Config {
             backoff_max: Duration::from_secs(300),
             backoff_reset: Duration::from_secs(600),
             port: 10250,
+            static_pod_path: None,
+            file_check_frequency: Duration::from_secs(20),
         }
     }
 

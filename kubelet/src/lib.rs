@@ -24,6 +24,7 @@ pub mod pressure;
 pub mod probes;
 pub mod runtime;
 pub mod sandbox;
+pub mod static_pods;
 pub mod status;
 pub mod streams;
 pub mod volumes;

@@ -89,7 +89,9 @@ pub struct PodWorker {
     rejected: Option<(String, String)>,
     /// Whether admission (device allocation) has passed.
     admitted: bool,
-    last_reported: Option<Value>,
+    /// The status last written, and where: a static pod's mirror pod UID (a new mirror pod
+    /// gets the status again).
+    last_reported: Option<(Option<String>, Value)>,
     cancel: CancellationToken,
 }
 
@@ -992,7 +994,23 @@ impl PodWorker {
             now: &now,
         });
         // Compare without the timestamps that move on their own.
-        if self.last_reported.as_ref() == Some(&status) {
+        let target = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::pods::MIRROR_UID_ANNOTATION))
+            .cloned();
+        let static_pod = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::static_pods::SOURCE_ANNOTATION));
+        if static_pod && target.is_none() {
+            // No mirror pod yet to show it; the feed hands the pod over again once there is.
+            return;
+        }
+        let reported = (target, status);
+        if self.last_reported.as_ref() == Some(&reported) {
             return;
         }
         let r = ResourceRef::new("", "v1", "pods", pod.metadata.namespace.as_deref());
@@ -1003,13 +1021,13 @@ impl PodWorker {
             .patch(
                 &r,
                 &name,
-                &Patch::Merge(json!({"status": status})),
+                &Patch::Merge(json!({"status": reported.1})),
                 Some("status"),
                 &WriteParams::default(),
             )
             .await
         {
-            Ok(_) => self.last_reported = Some(status),
+            Ok(_) => self.last_reported = Some(reported),
             Err(e) => tracing::warn!(pod = %pod_name(pod), error = %e, "updating pod status"),
         }
     }

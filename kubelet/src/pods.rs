@@ -1,9 +1,11 @@
 //! The pod feed: a list/watch of the pods bound to this node (`spec.nodeName=NAME`, the only
-//! pods the Node authorizer lets a kubelet see), fanned out to one [`PodWorker`] per pod UID.
-//! After the first complete list, pod directories of pods that no longer exist are cleaned up
-//! (their containers killed), which is how a kubelet that was down catches up on deletions.
+//! pods the Node authorizer lets a kubelet see) and the static pods of the manifests directory
+//! ([`crate::static_pods`]), fanned out to one [`PodWorker`] per pod UID. Mirror pods are
+//! not run (their static pod is); they are kept in step with the static pods here. After the
+//! first complete list, pod directories of pods that no longer exist are cleaned up (their
+//! containers killed), which is how a kubelet that was down catches up on deletions.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -16,6 +18,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Deps;
 use crate::pod_worker::PodWorker;
+use crate::static_pods::{self, Mirror};
+
+/// On the copy of a static pod handed to its worker: the UID of its mirror pod, where its
+/// status goes (a new mirror pod makes the worker report again). Never sent to the API.
+pub const MIRROR_UID_ANNOTATION: &str = "k1s.io/mirror-uid";
 
 struct Worker {
     tx: watch::Sender<Option<Arc<Pod>>>,
@@ -25,6 +32,135 @@ fn decode(v: &Value) -> Option<(String, Arc<Pod>)> {
     let pod: Pod = serde_json::from_value(v.clone()).ok()?;
     let uid = pod.metadata.uid.clone()?;
     Some((uid, Arc::new(pod)))
+}
+
+/// Static pods and their mirror pods, as the feed sees them.
+#[derive(Default)]
+struct Statics {
+    /// By UID (the manifest hash).
+    pods: BTreeMap<String, Arc<Pod>>,
+    /// Mirror pods in the API, by namespace/name.
+    mirrors: BTreeMap<String, Mirror>,
+    /// The mirror pods of a relist under way.
+    relisting: Option<BTreeMap<String, Mirror>>,
+    /// Whether `mirrors` is complete (after the first list).
+    listed: bool,
+    /// The mirror UID each static pod's worker was last given.
+    fed: HashMap<String, Option<String>>,
+}
+
+impl Statics {
+    fn mirror_uid(&self, pod: &Pod) -> Option<String> {
+        let key = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or(""),
+            pod.metadata.name.as_deref().unwrap_or("")
+        );
+        self.mirrors
+            .get(&key)
+            .filter(|m| pod.metadata.uid.as_deref() == Some(m.hash.as_str()) && !m.deleting)
+            .map(|m| m.uid.clone())
+    }
+
+    /// Hands each static pod to its worker when it is new or its mirror pod changed.
+    fn feed_all(
+        &mut self,
+        deps: &Arc<Deps>,
+        workers: &mut HashMap<String, Worker>,
+        cancel: &CancellationToken,
+    ) {
+        for (uid, pod) in &self.pods {
+            let mirror = self.mirror_uid(pod);
+            if self.fed.get(uid) == Some(&mirror) && workers.contains_key(uid) {
+                continue;
+            }
+            let mut copy = (**pod).clone();
+            if let Some(m) = &mirror {
+                copy.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(MIRROR_UID_ANNOTATION.into(), m.clone());
+            }
+            self.fed.insert(uid.clone(), mirror);
+            feed(deps, workers, uid.clone(), Some(Arc::new(copy)), cancel);
+        }
+    }
+
+    /// Reads the manifests again: the workers of removed (or edited) static pods are told to
+    /// delete them gracefully; new ones start with [`Statics::feed_all`].
+    fn rescan(&mut self, deps: &Arc<Deps>, workers: &mut HashMap<String, Worker>) {
+        let Some(dir) = deps.config.static_pod_path.as_deref() else {
+            return;
+        };
+        let now = static_pods::scan(dir, &deps.config.node_name);
+        for (uid, pod) in &self.pods {
+            if !now.contains_key(uid) {
+                tracing::info!(pod = %crate::pod_worker::pod_name(pod), "static pod removed");
+                if let Some(w) = workers.get(uid) {
+                    w.tx.send_replace(Some(deleting(pod)));
+                }
+                self.fed.remove(uid);
+            }
+        }
+        self.pods = now;
+    }
+
+    /// After a change: every static pod's worker up to date, then the mirror pods.
+    async fn settle(
+        &mut self,
+        deps: &Arc<Deps>,
+        workers: &mut HashMap<String, Worker>,
+        cancel: &CancellationToken,
+    ) {
+        self.feed_all(deps, workers, cancel);
+        self.reconcile(deps).await;
+    }
+
+    /// Brings the API's mirror pods in step with the static pods.
+    async fn reconcile(&mut self, deps: &Arc<Deps>) {
+        if !self.listed {
+            return;
+        }
+        let plan = static_pods::plan(&self.pods, &self.mirrors);
+        if plan != static_pods::Plan::default() {
+            static_pods::apply(
+                deps.client.as_ref(),
+                &deps.config.node_name,
+                &self.pods,
+                &plan,
+            )
+            .await;
+        }
+    }
+
+    /// Records a mirror pod event (`gone`: deleted); false if `v` is not a mirror pod.
+    fn on_mirror(&mut self, v: &Value, gone: bool) -> bool {
+        if !static_pods::is_mirror(v) {
+            return false;
+        }
+        if let Some((key, m)) = Mirror::of(v) {
+            let map = self.relisting.as_mut().unwrap_or(&mut self.mirrors);
+            if gone {
+                map.remove(&key);
+            } else {
+                map.insert(key, m);
+            }
+        }
+        true
+    }
+}
+
+/// A static pod whose manifest is gone, as a pod being deleted with its grace period.
+fn deleting(pod: &Pod) -> Arc<Pod> {
+    let grace = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    let mut v = serde_json::to_value(pod).unwrap_or(Value::Null);
+    v["metadata"]["deletionTimestamp"] = serde_json::json!(k1s_api::events::now_rfc3339());
+    v["metadata"]["deletionGracePeriodSeconds"] = serde_json::json!(grace);
+    Arc::new(serde_json::from_value(v).unwrap_or_else(|_| pod.clone()))
 }
 
 /// Feeds the workers until `cancel` fires.
@@ -37,14 +173,33 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     let mut workers: HashMap<String, Worker> = HashMap::new();
     let mut listing: Option<Vec<String>> = None;
     let mut cleaned = false;
+    // Static pods are read before the first API list, so that their containers are never
+    // taken for orphans.
+    let mut statics = Statics::default();
+    statics.rescan(&deps, &mut workers);
+    statics.feed_all(&deps, &mut workers, &cancel);
+    let mut check = tokio::time::interval(deps.config.file_check_frequency);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let ev = tokio::select! {
             _ = cancel.cancelled() => return,
+            _ = check.tick() => {
+                statics.rescan(&deps, &mut workers);
+                statics.settle(&deps, &mut workers, &cancel).await;
+                workers.retain(|_, w| !w.tx.is_closed());
+                continue;
+            }
             ev = stream.next() => match ev { Some(ev) => ev, None => return },
         };
         match ev {
-            Event::Init => listing = Some(Vec::new()),
+            Event::Init => {
+                listing = Some(Vec::new());
+                statics.relisting = Some(BTreeMap::new());
+            }
             Event::InitApply(v) => {
+                if statics.on_mirror(&v, false) {
+                    continue;
+                }
                 if let Some((uid, pod)) = decode(&v) {
                     if let Some(l) = listing.as_mut() {
                         l.push(uid.clone());
@@ -53,7 +208,8 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
                 }
             }
             Event::InitDone => {
-                let seen = listing.take().unwrap_or_default();
+                let mut seen = listing.take().unwrap_or_default();
+                seen.extend(statics.pods.keys().cloned());
                 let gone: Vec<String> = workers
                     .keys()
                     .filter(|u| !seen.contains(u))
@@ -67,6 +223,17 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
                     deps.devices.retain(&seen);
                     cleanup_orphans(&deps, &seen).await;
                 }
+                if let Some(m) = statics.relisting.take() {
+                    statics.mirrors = m;
+                    statics.listed = true;
+                }
+                statics.settle(&deps, &mut workers, &cancel).await;
+            }
+            Event::Apply(v) if statics.on_mirror(&v, false) => {
+                statics.settle(&deps, &mut workers, &cancel).await;
+            }
+            Event::Delete(v) if statics.on_mirror(&v, true) => {
+                statics.settle(&deps, &mut workers, &cancel).await;
             }
             Event::Apply(v) => {
                 if let Some((uid, pod)) = decode(&v) {

@@ -104,7 +104,7 @@ impl KubeletStreams {
 
     /// The bundle of the running instance of `target`, or upstream's "container not found".
     fn running_bundle(&self, pod: &Value, target: &Target) -> Result<PathBuf, ClientError> {
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+        let uid = crate::static_pods::runtime_uid(pod);
         let not_found = || internal(format!("container not found ({:?})", target.name));
         if uid.is_empty() || uid.contains('/') || uid.contains("..") {
             return Err(not_found());
@@ -174,7 +174,7 @@ impl NodeStreams for KubeletStreams {
     }
 
     async fn port_forward(&self, pod: &Value, port: u16) -> Result<Box<dyn Duplex>, ClientError> {
-        let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+        let uid = crate::static_pods::runtime_uid(pod);
         let name = pod["metadata"]["name"].as_str().unwrap_or_default();
         if port == 0 {
             return Err(bad_request(format!("invalid port {port}")));

@@ -627,3 +627,84 @@ fn device_plugin_devices_reach_real_containers() {
         offered(&c).1.as_deref() == Some("0")
     });
 }
+
+/// Static pods: a manifest in `DATA_DIR/agent/pod-manifests` runs as a real container without
+/// the API, and shows in the API as a mirror pod (Running, owned by the Node) that kubectl
+/// logs and exec reach. A deleted mirror pod comes back while the container keeps running; a
+/// bad manifest is skipped; removing the manifest stops the pod and removes the mirror pod.
+#[test]
+fn static_pods_run_from_manifests_and_show_as_mirror_pods() {
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let mut flags = images.kubelet_flags("static");
+    flags.extend(["--file-check-frequency".into(), "1s".into()]);
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(c) = start("static", &flags) else {
+        return;
+    };
+    let image = images.busybox();
+    let dir = c.data_dir().join("agent/pod-manifests");
+    std::fs::write(dir.join("broken.yaml"), "kind: Service\n").unwrap();
+    std::fs::write(
+        dir.join("web.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  namespace: kube-system\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {image}\n    command: [sh, -c, 'echo static hello; while true; do sleep 1; done']\n"
+        ),
+    )
+    .unwrap();
+    let name = "web-node-static";
+    let get = || c.get_json(&["pod", "-n", "kube-system", name]);
+    eventually("the mirror pod to show the static pod Running", 90, || {
+        get()["status"]["phase"] == "Running"
+    });
+    let p = get();
+    let a = &p["metadata"]["annotations"];
+    assert!(a["kubernetes.io/config.mirror"].is_string(), "{p}");
+    assert_eq!(
+        a["kubernetes.io/config.mirror"], a["kubernetes.io/config.hash"],
+        "{p}"
+    );
+    assert_eq!(a["kubernetes.io/config.source"], "file");
+    assert_eq!(p["metadata"]["ownerReferences"][0]["kind"], "Node");
+    assert_eq!(p["metadata"]["ownerReferences"][0]["name"], "node-static");
+    assert_eq!(p["spec"]["nodeName"], "node-static");
+    eventually("the static pod's logs", 30, || {
+        c.ok(&["logs", "-n", "kube-system", name])
+            .contains("static hello")
+    });
+    assert_eq!(
+        c.ok(&["exec", "-n", "kube-system", name, "--", "echo", "inside"])
+            .trim(),
+        "inside"
+    );
+    let pids = pids_with("static hello");
+    assert_eq!(pids.len(), 1, "{pids:?}");
+
+    // kubectl delete of the mirror pod: a new one appears, the container runs on.
+    let first = p["metadata"]["uid"].clone();
+    c.ok(&["delete", "pod", "-n", "kube-system", name, "--wait=false"]);
+    eventually("a new mirror pod showing the running pod", 60, || {
+        let p = get();
+        p["metadata"]["uid"].is_string()
+            && p["metadata"]["uid"] != first
+            && p["metadata"]["deletionTimestamp"].is_null()
+            && p["status"]["phase"] == "Running"
+    });
+    assert_eq!(
+        pids_with("static hello"),
+        pids,
+        "the container was restarted"
+    );
+
+    // Removing the manifest: the pod stops and its mirror pod goes.
+    std::fs::remove_file(dir.join("web.yaml")).unwrap();
+    eventually("the mirror pod to be deleted", 60, || {
+        !c.run(&["get", "pod", "-n", "kube-system", name])
+            .status
+            .success()
+    });
+    eventually("the container process to be gone", 30, || {
+        pids_with("static hello").is_empty()
+    });
+}
