@@ -99,6 +99,18 @@ fn now() -> String {
     k1s_api::events::now_rfc3339()
 }
 
+/// A pod's containers with whether each is an init container: init containers first, in
+/// order, then the regular ones.
+pub(crate) fn all_containers(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+) -> impl Iterator<Item = (bool, &Container)> {
+    spec.init_containers
+        .iter()
+        .flatten()
+        .map(|c| (true, c))
+        .chain(spec.containers.iter().map(|c| (false, c)))
+}
+
 /// The key of a container in the worker's records (and the device manager's allocations).
 pub(crate) fn container_key(init: bool, name: &str) -> String {
     format!("{}/{name}", if init { "init" } else { "main" })
@@ -216,12 +228,7 @@ impl PodWorker {
         let Some(spec) = pod.spec.as_ref() else {
             return;
         };
-        let all = spec
-            .init_containers
-            .iter()
-            .flatten()
-            .map(|c| (true, c))
-            .chain(spec.containers.iter().map(|c| (false, c)));
+        let all = all_containers(spec);
         let mut any = false;
         let mut adopted = Vec::new();
         for (init, c) in all {
@@ -562,9 +569,17 @@ impl PodWorker {
         }
     }
 
-    /// Admission, as far as this kubelet has it: the devices of device plugin resources. A pod
-    /// that cannot get them is rejected, as upstream: Failed, `UnexpectedAdmissionError`.
+    /// Admission, as far as this kubelet has it, in upstream's order: node pressure (the
+    /// eviction manager: Failed, `Evicted`), then the devices of device plugin resources
+    /// (Failed, `UnexpectedAdmissionError`).
     async fn admit(&mut self, pod: &Pod) -> bool {
+        let cfg = &self.deps.config;
+        let signals = crate::pressure::observe(&cfg.root_dir, &cfg.images_dir());
+        let pressure = crate::pressure::evaluate(&signals, &cfg.eviction_hard);
+        if let Err(message) = crate::pressure::admit(pod, pressure) {
+            self.reject(pod, "Evicted", message).await;
+            return false;
+        }
         match self.deps.devices.admit(pod).await {
             Ok(()) => {
                 self.admitted = true;
@@ -572,15 +587,19 @@ impl PodWorker {
             }
             Err(e) => {
                 let message = format!("Pod was rejected: {e}");
-                tracing::warn!(pod = %pod_name(pod), %message, "pod rejected");
-                self.event(pod, None, "Warning", "UnexpectedAdmissionError", &message)
-                    .await;
-                self.deps.devices.release(&self.uid);
-                self.rejected = Some(("UnexpectedAdmissionError".into(), message));
-                self.terminal = Some("Failed");
+                self.reject(pod, "UnexpectedAdmissionError", message).await;
                 false
             }
         }
+    }
+
+    /// The pod is refused: it ends Failed with `reason`, and an event says why.
+    async fn reject(&mut self, pod: &Pod, reason: &str, message: String) {
+        tracing::warn!(pod = %pod_name(pod), %reason, %message, "pod rejected");
+        self.event(pod, None, "Warning", reason, &message).await;
+        self.deps.devices.release(&self.uid);
+        self.rejected = Some((reason.into(), message));
+        self.terminal = Some("Failed");
     }
 
     /// Sets up (or refreshes) the pod's volumes; on failure, tries again in a few seconds.

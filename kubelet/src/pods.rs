@@ -191,6 +191,16 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
             }
             ev = stream.next() => match ev { Some(ev) => ev, None => return },
         };
+        // Mirror pods are never run: they only say what the API shows of static pods.
+        let mirror = match &ev {
+            Event::Apply(v) => statics.on_mirror(v, false),
+            Event::Delete(v) => statics.on_mirror(v, true),
+            _ => false,
+        };
+        if mirror {
+            statics.settle(&deps, &mut workers, &cancel).await;
+            continue;
+        }
         match ev {
             Event::Init => {
                 listing = Some(Vec::new());
@@ -227,12 +237,6 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
                     statics.mirrors = m;
                     statics.listed = true;
                 }
-                statics.settle(&deps, &mut workers, &cancel).await;
-            }
-            Event::Apply(v) if statics.on_mirror(&v, false) => {
-                statics.settle(&deps, &mut workers, &cancel).await;
-            }
-            Event::Delete(v) if statics.on_mirror(&v, true) => {
                 statics.settle(&deps, &mut workers, &cancel).await;
             }
             Event::Apply(v) => {

@@ -3,9 +3,11 @@
 //! `imagefs.inodesFree`, `pid.available`), compared with the hard eviction thresholds
 //! (`--eviction-hard`, upstream's syntax and defaults), giving the node's MemoryPressure,
 //! DiskPressure and PIDPressure conditions. The node lifecycle controller turns those into
-//! `node.kubernetes.io/*-pressure` taints, so the scheduler stops placing pods there.
+//! `node.kubernetes.io/*-pressure` taints, so the scheduler stops placing pods there, and
+//! the kubelet refuses new pods as upstream's eviction manager does ([`admit`]).
 //!
-//! Not done (yet): evicting pods under pressure, and soft thresholds with grace periods.
+//! Not done (yet): evicting running pods under pressure, and soft thresholds with grace
+//! periods.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -220,6 +222,64 @@ pub fn observe(root: &Path, images: &Path) -> Signals {
     out
 }
 
+/// Upstream's SystemCriticalPriority: pods at or above it are admitted under pressure.
+const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+
+/// Whether a new pod may start under `pressure`, as upstream's eviction manager admits:
+/// critical pods (static pods, priority at or above system-critical) always; under memory
+/// pressure alone, pods that are not BestEffort, or BestEffort pods that tolerate the
+/// memory-pressure taint; under any other pressure, none. The refusal is upstream's message
+/// (the pod is then Failed with reason `Evicted`).
+pub fn admit(pod: &k8s_openapi::api::core::v1::Pod, pressure: Pressure) -> Result<(), String> {
+    let conditions: Vec<&str> = [
+        (pressure.memory, "MemoryPressure"),
+        (pressure.disk, "DiskPressure"),
+        (pressure.pid, "PIDPressure"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    if conditions.is_empty() {
+        return Ok(());
+    }
+    let static_pod = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(crate::static_pods::SOURCE_ANNOTATION));
+    let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
+    if static_pod || priority >= SYSTEM_CRITICAL_PRIORITY {
+        return Ok(());
+    }
+    if conditions == ["MemoryPressure"] {
+        use crate::cgroups::{QosClass, resources::qos_class};
+        if qos_class(pod) != QosClass::BestEffort {
+            return Ok(());
+        }
+        let tolerates = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.tolerations.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|t| {
+                let key_ok = match t.key.as_deref() {
+                    None | Some("") => t.operator.as_deref() == Some("Exists"),
+                    Some(k) => k == "node.kubernetes.io/memory-pressure",
+                };
+                let effect_ok = matches!(t.effect.as_deref(), None | Some("") | Some("NoSchedule"));
+                key_ok && effect_ok
+            });
+        if tolerates {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "The node had condition: [{}]. ",
+        conditions.join(" ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,6 +343,55 @@ mod tests {
         assert_eq!(Thresholds::default().memory_reserve(8 << 30), 100 << 20);
         let t = Thresholds::parse("memory.available<10%").unwrap();
         assert_eq!(t.memory_reserve(1000), 100);
+    }
+
+    #[test]
+    fn admission_under_pressure_as_upstream() {
+        use serde_json::json;
+        let pod = |v: serde_json::Value| -> k8s_openapi::api::core::v1::Pod {
+            serde_json::from_value(v).unwrap()
+        };
+        let best_effort = pod(json!({"spec": {"containers": [{"name": "c"}]}}));
+        let burstable = pod(json!({"spec": {"containers": [{"name": "c",
+            "resources": {"requests": {"memory": "1Mi"}}}]}}));
+        let tolerant = pod(
+            json!({"spec": {"containers": [{"name": "c"}], "tolerations": [
+            {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"}]}}),
+        );
+        let critical =
+            pod(json!({"spec": {"containers": [{"name": "c"}], "priority": 2000001000}}));
+        let static_pod = pod(
+            json!({"metadata": {"annotations": {"kubernetes.io/config.source": "file"}},
+            "spec": {"containers": [{"name": "c"}]}}),
+        );
+        let none = Pressure::default();
+        let memory = Pressure {
+            memory: true,
+            ..none
+        };
+        let disk = Pressure { disk: true, ..none };
+        let both = Pressure {
+            memory: true,
+            disk: true,
+            pid: false,
+        };
+        assert!(admit(&best_effort, none).is_ok());
+        assert_eq!(
+            admit(&best_effort, memory).unwrap_err(),
+            "The node had condition: [MemoryPressure]. "
+        );
+        assert!(admit(&burstable, memory).is_ok());
+        assert!(admit(&tolerant, memory).is_ok());
+        assert_eq!(
+            admit(&burstable, disk).unwrap_err(),
+            "The node had condition: [DiskPressure]. "
+        );
+        assert_eq!(
+            admit(&tolerant, both).unwrap_err(),
+            "The node had condition: [MemoryPressure DiskPressure]. "
+        );
+        assert!(admit(&critical, both).is_ok());
+        assert!(admit(&static_pod, both).is_ok());
     }
 
     #[test]

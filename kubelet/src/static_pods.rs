@@ -224,13 +224,12 @@ pub fn mirror_object(pod: &Pod, node: &str, node_uid: &str) -> Value {
 }
 
 /// Carries out `plan` through the API; failures are logged (the next round tries again).
-/// Returns the UIDs of the static pods whose mirror pod was created.
 pub async fn apply(
     client: &dyn Client,
     node: &str,
     statics: &BTreeMap<String, Arc<Pod>>,
     plan: &Plan,
-) -> Vec<String> {
+) {
     for (key, uid) in &plan.delete {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
         let r = ResourceRef::new("", "v1", "pods", Some(ns));
@@ -246,17 +245,16 @@ pub async fn apply(
         }
     }
     if plan.create.is_empty() {
-        return Vec::new();
+        return;
     }
     let nodes = ResourceRef::new("", "v1", "nodes", None);
     let node_uid = match client.get(&nodes, node).await {
         Ok(n) => n["metadata"]["uid"].as_str().unwrap_or("").to_owned(),
         Err(e) => {
             tracing::debug!(error = %e, "no Node yet for mirror pods");
-            return Vec::new();
+            return;
         }
     };
-    let mut created = Vec::new();
     for uid in &plan.create {
         let Some(pod) = statics.get(uid) else {
             continue;
@@ -270,16 +268,12 @@ pub async fn apply(
             )
             .await
         {
-            Ok(_) => {
-                tracing::info!(pod = %key_of(pod), "created a mirror pod");
-                created.push(uid.clone());
-            }
+            Ok(_) => tracing::info!(pod = %key_of(pod), "created a mirror pod"),
             // A pod of that name that is not our mirror: the plan deletes it next round.
             Err(e) if e.is_already_exists() => {}
             Err(e) => tracing::warn!(pod = %key_of(pod), error = %e, "creating a mirror pod"),
         }
     }
-    created
 }
 
 #[cfg(test)]

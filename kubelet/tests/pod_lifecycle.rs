@@ -140,6 +140,17 @@ async fn pod_where(env: &Env, name: &str, what: &str, f: impl Fn(&Value) -> bool
     .await
 }
 
+/// Waits until pod `name` is gone from the API.
+async fn pod_gone(env: &Env, name: &str) {
+    eventually(&format!("{name} to be deleted"), || async {
+        match env.client.get(&pods(), name).await {
+            Err(e) if e.is_not_found() => Some(Value::Null),
+            _ => None,
+        }
+    })
+    .await;
+}
+
 fn pod(name: &str, spec: Value) -> Value {
     let mut spec = spec;
     spec["nodeName"] = json!("n1");
@@ -186,13 +197,7 @@ async fn runs_restarts_and_terminates() {
         .delete(&pods(), "web", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the pod to be deleted", || async {
-        match env.client.get(&pods(), "web").await {
-            Err(e) if e.is_not_found() => Some(Value::Null),
-            _ => None,
-        }
-    })
-    .await;
+    pod_gone(&env, "web").await;
     let signals: Vec<i32> = env
         .runtime
         .signals
@@ -590,13 +595,7 @@ async fn pre_stop_runs_before_sigterm_within_the_grace_period() {
         .delete(&pods(), "stop", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the pod to be deleted", || async {
-        match env.client.get(&pods(), "stop").await {
-            Err(e) if e.is_not_found() => Some(Value::Null),
-            _ => None,
-        }
-    })
-    .await;
+    pod_gone(&env, "stop").await;
     // `seen[0]` signals had been sent (to either container) when the web hook arrived.
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
@@ -657,13 +656,7 @@ async fn pre_stop_sleep_uses_the_grace_period_then_sigkill() {
         .await
         .unwrap();
     // The 600 s sleep is cut at the grace period; then SIGTERM, 2 s, SIGKILL.
-    eventually("the pod to be deleted", || async {
-        match env.client.get(&pods(), "slow").await {
-            Err(e) if e.is_not_found() => Some(Value::Null),
-            _ => None,
-        }
-    })
-    .await;
+    pod_gone(&env, "slow").await;
     let signals: Vec<i32> = env
         .runtime
         .signals
@@ -842,13 +835,7 @@ async fn device_plugin_devices_reach_containers() {
         .delete(&pods(), "dev", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("dev to be deleted", || async {
-        match env.client.get(&pods(), "dev").await {
-            Err(e) if e.is_not_found() => Some(Value::Null),
-            _ => None,
-        }
-    })
-    .await;
+    pod_gone(&env, "dev").await;
     create_pod(
         &env,
         pod(

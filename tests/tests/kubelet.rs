@@ -455,8 +455,11 @@ fn probes_hooks_and_oom_on_real_containers() {
     }
 }
 
+/// Disk pressure from the start (a threshold every file system crosses): the condition, the
+/// taint, the scheduler keeping new pods off, and the kubelet refusing a pod bound to it
+/// directly.
 #[test]
-fn disk_pressure_is_reported_tainted_and_keeps_new_pods_off() {
+fn disk_pressure_is_reported_tainted_and_refuses_new_pods() {
     if !k1s_tests::host::is_root() {
         eprintln!("SKIP: a test kubelet needs root (bridge, cgroups)");
         return;
@@ -498,6 +501,22 @@ fn disk_pressure_is_reported_tainted_and_keeps_new_pods_off() {
         c.ok(&["describe", "pod", "late"]).contains("disk-pressure")
     });
     assert!(pod(&c, "late")["spec"]["nodeName"].is_null());
+    // Bound to the node directly (no scheduler to keep it off): the kubelet refuses it, as
+    // upstream's eviction manager does.
+    apply(
+        &c,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bound"},
+            "spec": {"nodeName": "node-press", "containers": [{"name": "c", "image": "busybox"}]}}),
+    );
+    eventually("the kubelet to refuse the pod", 60, || {
+        pod(&c, "bound")["status"]["phase"] == "Failed"
+    });
+    let p = pod(&c, "bound");
+    assert_eq!(p["status"]["reason"], "Evicted", "{p}");
+    assert_eq!(
+        p["status"]["message"], "The node had condition: [DiskPressure]. ",
+        "{p}"
+    );
     // Bad thresholds are refused at start with a message that says what to fix.
     let out = std::process::Command::new(k1s_tests::k1s_bin())
         .args(["server", "--eviction-hard", "memory.free<1Gi"])

@@ -21,13 +21,7 @@ pub(super) fn requests(pod: &Pod, known: impl Fn(&str) -> bool) -> Vec<Want> {
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
     };
-    let containers = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(|c| (true, c))
-        .chain(spec.containers.iter().map(|c| (false, c)));
-    containers
+    crate::pod_worker::all_containers(spec)
         .filter_map(|(init, c)| {
             let resources = device_counts(c, &known);
             (!resources.is_empty()).then(|| Want {
