@@ -459,8 +459,14 @@ impl PostFilterPlugin for DefaultPreemption {
         let Some(best) = pick_one_node(&clean) else {
             return fit_error(statuses);
         };
-        for v in &best.victims {
-            if let Err(e) = self.evict(&ctx.pod.pod, &best.node, &v.pod).await {
+        // The victims are evicted at once, as upstream's prepareCandidate does in parallel:
+        // each eviction is a few durable writes, and the cycle waits for all of them.
+        let evictions = best
+            .victims
+            .iter()
+            .map(|v| async move { (v, self.evict(&ctx.pod.pod, &best.node, &v.pod).await) });
+        for (v, result) in futures::future::join_all(evictions).await {
+            if let Err(e) = result {
                 return (
                     None,
                     Status::error(format!("preempting {}: {e}", helpers::pod_key(&v.pod))),
