@@ -89,6 +89,11 @@ async fn env() -> Env {
     let root = dir.path().join("agent");
     let mut config = Config::new("n1", root.clone(), "10.0.0.1".parse().unwrap());
     config.status_report_interval = Duration::from_millis(300);
+    // The host's own disk must not put the test node under pressure (it refuses pods then).
+    config.eviction_hard = k1s_kubelet::pressure::Thresholds::parse(
+        "memory.available<1Mi,nodefs.available<1%,imagefs.available<1%",
+    )
+    .unwrap();
     let images = FakeImageService::new(dir.path().join("layers"));
     images.add_local("busybox", Default::default()).unwrap();
     let runtime = Arc::new(FakeRuntime::default());

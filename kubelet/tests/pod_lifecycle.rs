@@ -71,6 +71,11 @@ async fn env() -> Env {
         .unwrap();
     let mut config = Config::new("n1", dir.path().join("agent"), "10.0.0.1".parse().unwrap());
     config.backoff_initial = Duration::from_millis(200);
+    // The host's own disk must not put the test node under pressure (it refuses pods then).
+    config.eviction_hard = k1s_kubelet::pressure::Thresholds::parse(
+        "memory.available<1Mi,nodefs.available<1%,imagefs.available<1%",
+    )
+    .unwrap();
     config.backoff_max = Duration::from_secs(1);
     let images = FakeImageService::new(dir.path().join("layers"));
     images.add_local("busybox", Default::default()).unwrap();

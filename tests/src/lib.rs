@@ -228,8 +228,13 @@ pub fn all_kubectls() -> Vec<(String, PathBuf)> {
 /// behind the test's back (e.g. `kube-root-ca.crt` in every namespace, Deployment status).
 pub const API_ONLY: &[&str] = &["--disable-controller-manager", "--disable-scheduler"];
 
+/// Hard eviction thresholds for test kubelets: low enough that the host's own state never
+/// puts a test node under pressure (a thin-provisioned VM disk can show under 15% available,
+/// upstream's imagefs default, and a node under disk pressure refuses every pod).
+pub const TEST_EVICTION_HARD: &str = "memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%,imagefs.inodesFree<1%";
+
 /// Flags that give a test server a kubelet of its own: a bridge, a cgroup tree and a pod
-/// CIDR no other test uses, and a 1 s restart back-off.
+/// CIDR no other test uses, a 1 s restart back-off, and [`TEST_EVICTION_HARD`].
 pub fn kubelet_flags(tag: &str) -> Vec<String> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n =
@@ -245,6 +250,8 @@ pub fn kubelet_flags(tag: &str) -> Vec<String> {
         format!("10.{}.{}.0/24", 100 + n / 250, n % 250),
         "--restart-backoff-seconds".into(),
         "1".into(),
+        "--eviction-hard".into(),
+        TEST_EVICTION_HARD.into(),
     ]
 }
 

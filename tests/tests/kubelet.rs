@@ -466,12 +466,9 @@ fn disk_pressure_is_reported_tainted_and_refuses_new_pods() {
     }
     // A threshold every file system crosses: the node is under disk pressure from the start.
     let mut flags = k1s_tests::kubelet_flags("press");
-    flags.extend([
-        "--eviction-hard".into(),
-        "nodefs.available<100%".into(),
-        "--disable".into(),
-        "local-storage".into(),
-    ]);
+    let at = flags.iter().position(|f| f == "--eviction-hard").unwrap() + 1;
+    flags[at] = "nodefs.available<100%".into();
+    flags.extend(["--disable".into(), "local-storage".into()]);
     let _cleanup = HostCleanup(flags.clone());
     let Some(c) = start("press", &flags) else {
         return;
