@@ -718,16 +718,16 @@ async fn device_plugin_devices_reach_containers() {
     })
     .await;
 
-    let wants = |n: u32| json!({"limits": {RES: n.to_string()}, "requests": {RES: n.to_string()}});
-    create_pod(
-        &env,
+    // A pod of one container running `cmd` that asks for `n` sample devices.
+    let device_pod = |name: &str, cmd: &str, n: u32| {
+        let wants = json!({"limits": {RES: n.to_string()}, "requests": {RES: n.to_string()}});
         pod(
-            "dev",
+            name,
             json!({"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "IfNotPresent",
-                "command": ["gpu-job"], "resources": wants(2)}], "terminationGracePeriodSeconds": 1}),
-        ),
-    )
-    .await;
+                "command": [cmd], "resources": wants}], "terminationGracePeriodSeconds": 1}),
+        )
+    };
+    create_pod(&env, device_pod("dev", "gpu-job", 2)).await;
     pod_where(&env, "dev", "Running", |p| {
         p["status"]["phase"] == "Running"
     })
@@ -791,15 +791,7 @@ async fn device_plugin_devices_reach_containers() {
 
     // Bound here directly (as a scheduler that ignored the node's capacity would): two more
     // than the one free device, so the kubelet rejects the pod.
-    create_pod(
-        &env,
-        pod(
-            "greedy",
-            json!({"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "IfNotPresent",
-                "command": ["gpu-job"], "resources": wants(2)}]}),
-        ),
-    )
-    .await;
+    create_pod(&env, device_pod("greedy", "gpu-job", 2)).await;
     let p = pod_where(&env, "greedy", "rejected", |p| {
         p["status"]["phase"] == "Failed"
     })
@@ -841,15 +833,7 @@ async fn device_plugin_devices_reach_containers() {
         .await
         .unwrap();
     pod_gone(&env, "dev").await;
-    create_pod(
-        &env,
-        pod(
-            "next",
-            json!({"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "IfNotPresent",
-                "command": ["next-job"], "resources": wants(2)}]}),
-        ),
-    )
-    .await;
+    create_pod(&env, device_pod("next", "next-job", 2)).await;
     pod_where(&env, "next", "Running", |p| {
         p["status"]["phase"] == "Running"
     })

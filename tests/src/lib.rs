@@ -228,6 +228,15 @@ pub fn all_kubectls() -> Vec<(String, PathBuf)> {
 /// behind the test's back (e.g. `kube-root-ca.crt` in every namespace, Deployment status).
 pub const API_ONLY: &[&str] = &["--disable-controller-manager", "--disable-scheduler"];
 
+/// The name the external provisioner gives a claim's dynamically provisioned PV:
+/// `pvc-<claim UID>`.
+pub fn provisioned_pv_name(claim: &serde_json::Value) -> String {
+    format!(
+        "pvc-{}",
+        claim["metadata"]["uid"].as_str().unwrap_or_default()
+    )
+}
+
 /// Hard eviction thresholds for test kubelets: low enough that the host's own state never
 /// puts a test node under pressure (a thin-provisioned VM disk can show under 15% available,
 /// upstream's imagefs default, and a node under disk pressure refuses every pod).

@@ -113,7 +113,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         c.get_json(&["pvc", "dyn"])["status"]["phase"] == "Bound"
     });
     let pvc = c.get_json(&["pvc", "dyn"]);
-    let pv_name = format!("pvc-{}", pvc["metadata"]["uid"].as_str().unwrap());
+    let pv_name = k1s_tests::provisioned_pv_name(&pvc);
     assert_eq!(pvc["spec"]["volumeName"], pv_name.as_str());
     let pv = c.get_json(&["pv", &pv_name]);
     assert_eq!(pv["spec"]["csi"]["driver"], DRIVER, "{pv}");
@@ -247,7 +247,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
         c.get_json(&["pod", "near-user"])["status"]["phase"] == "Running"
     });
     let near = c.get_json(&["pvc", "near"]);
-    let near_pv = format!("pvc-{}", near["metadata"]["uid"].as_str().unwrap());
+    let near_pv = k1s_tests::provisioned_pv_name(&near);
     assert_eq!(near["status"]["phase"], "Bound");
     assert_eq!(
         near["metadata"]["annotations"]["volume.kubernetes.io/selected-node"],
@@ -292,12 +292,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     eventually("the grower to run", 120, || {
         c.get_json(&["pod", "grower"])["status"]["phase"] == "Running"
     });
-    let grow_pv = format!(
-        "pvc-{}",
-        c.get_json(&["pvc", "grow"])["metadata"]["uid"]
-            .as_str()
-            .unwrap()
-    );
+    let grow_pv = k1s_tests::provisioned_pv_name(&c.get_json(&["pvc", "grow"]));
     eventually("the grower's file", 30, || {
         std::fs::read_to_string(plugin.volume_dir(&grow_pv).join("v")).ok() == Some("v1\n".into())
     });
@@ -330,12 +325,7 @@ fn a_third_party_plugin_provisions_attaches_mounts_and_reclaims() {
     eventually("the reader to run", 120, || {
         c.get_json(&["pod", "reader"])["status"]["phase"] == "Running"
     });
-    let restored_pv = format!(
-        "pvc-{}",
-        c.get_json(&["pvc", "restored"])["metadata"]["uid"]
-            .as_str()
-            .unwrap()
-    );
+    let restored_pv = k1s_tests::provisioned_pv_name(&c.get_json(&["pvc", "restored"]));
     eventually("the restored content read back in the pod", 30, || {
         std::fs::read_to_string(plugin.volume_dir(&restored_pv).join("read-back")).ok()
             == Some("v1\n".into())

@@ -137,10 +137,7 @@ fn local_path_volumes_provision_share_expand_and_go() {
     });
     let pvc = c.get_json(&["pvc", "data"]);
     let pv_name = pvc["spec"]["volumeName"].as_str().unwrap().to_owned();
-    assert_eq!(
-        pv_name,
-        format!("pvc-{}", pvc["metadata"]["uid"].as_str().unwrap())
-    );
+    assert_eq!(pv_name, k1s_tests::provisioned_pv_name(&pvc));
     let pv = c.get_json(&["pv", &pv_name]);
     assert_eq!(pv["spec"]["csi"]["driver"], DRIVER, "{pv}");
     assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Delete");
