@@ -71,6 +71,53 @@ pub fn now_rfc3339() -> String {
         .unwrap_or_default()
 }
 
+/// At most this many events wait to be written by [`record_detached`]; more are dropped, as
+/// client-go's broadcaster drops events when its queue (1000) is full.
+const DETACHED_LIMIT: usize = 1000;
+
+/// Records an Event without waiting for the API: the write runs as its own task, as
+/// client-go's recorder hands events to its broadcaster. For callers on a latency path (a
+/// pod worker starting containers), so that three Event writes do not hold up every start.
+/// Must be called within a tokio runtime.
+#[allow(clippy::too_many_arguments)]
+pub fn record_detached(
+    client: std::sync::Arc<dyn Client>,
+    source: &Source,
+    about: &Involved,
+    type_: &str,
+    reason: &str,
+    action: &str,
+    message: &str,
+) {
+    static SLOTS: OnceLock<std::sync::Arc<tokio::sync::Semaphore>> = OnceLock::new();
+    let slots =
+        SLOTS.get_or_init(|| std::sync::Arc::new(tokio::sync::Semaphore::new(DETACHED_LIMIT)));
+    let Ok(permit) = slots.clone().try_acquire_owned() else {
+        tracing::debug!(%reason, object = %about.name, "event dropped: too many waiting");
+        return;
+    };
+    let (source, about) = (source.clone(), about.clone());
+    let (type_, reason, action, message) = (
+        type_.to_owned(),
+        reason.to_owned(),
+        action.to_owned(),
+        message.to_owned(),
+    );
+    tokio::spawn(async move {
+        record(
+            client.as_ref(),
+            &source,
+            &about,
+            &type_,
+            &reason,
+            &action,
+            &message,
+        )
+        .await;
+        drop(permit);
+    });
+}
+
 /// Creates an Event (`type_` is `Normal` or `Warning`).
 pub async fn record(
     client: &dyn Client,

@@ -1,8 +1,8 @@
-//! What the API server asks of a kubelet for the streaming subresources of pods: `log`,
-//! `exec`, `attach` and `portforward`. The kubelet of the server's own node implements it in
-//! process (today only `log` for real; the other three answer 501 until the kubelet runtime
-//! and the API server's wire protocols land); a remote node's kubelet will be reached over
-//! HTTPS on its port 10250.
+//! What the API server asks of a kubelet: the streaming subresources of pods (`log`, `exec`,
+//! `attach`, `portforward`) and the plain requests of `nodes/NAME/proxy/PATH` (the summary
+//! API, `/pods`, `/healthz`, ...). The kubelet of the server's own node implements it in
+//! process; a remote node's kubelet will be reached over HTTPS on its port 10250 (with the
+//! agents' join, a later issue).
 //!
 //! The wire protocols (websocket channels, SPDY) are the API server's business; this trait
 //! deals in plain byte channels, so a kubelet never sees them.
@@ -26,6 +26,33 @@ pub struct LogOptions {
     pub since_time: Option<String>,
     pub timestamps: bool,
     pub limit_bytes: Option<i64>,
+}
+
+impl LogOptions {
+    /// The options of a log request's query (`container`, `follow`, `previous`, `tailLines`,
+    /// `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`); a number that does not parse
+    /// is an error with a message for the user.
+    pub fn from_query(q: &std::collections::HashMap<String, String>) -> Result<Self, String> {
+        let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
+        let int = |k: &str| -> Result<Option<i64>, String> {
+            q.get(k)
+                .map(|v| {
+                    v.parse::<i64>()
+                        .map_err(|_| format!("{k}: {v:?} is not an integer"))
+                })
+                .transpose()
+        };
+        Ok(Self {
+            container: q.get("container").cloned(),
+            follow: flag("follow"),
+            previous: flag("previous"),
+            tail_lines: int("tailLines")?,
+            since_seconds: int("sinceSeconds")?,
+            since_time: q.get("sinceTime").cloned(),
+            timestamps: flag("timestamps"),
+            limit_bytes: int("limitBytes")?,
+        })
+    }
 }
 
 /// Chunks of a log.
@@ -68,6 +95,14 @@ pub struct StreamIo {
 pub trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Duplex for T {}
 
+/// The kubelet's answer to a plain HTTP request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyResponse {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
 #[async_trait::async_trait]
 pub trait NodeStreams: Send + Sync {
     /// The node this kubelet runs.
@@ -95,4 +130,24 @@ pub trait NodeStreams: Send + Sync {
     ) -> Result<i32, ClientError>;
     /// Opens a TCP connection to `port` on the pod's loopback, inside its network namespace.
     async fn port_forward(&self, pod: &Value, port: u16) -> Result<Box<dyn Duplex>, ClientError>;
+    /// A plain request to the kubelet's HTTP API (`path` as the kubelet serves it, e.g.
+    /// `/stats/summary`; `query` undecoded), as `nodes/NAME/proxy/PATH` forwards it.
+    async fn proxy(
+        &self,
+        method: &str,
+        path: &str,
+        query: Option<&str>,
+    ) -> Result<ProxyResponse, ClientError> {
+        let _ = (method, query);
+        Err(not_served(self.node_name(), path))
+    }
+}
+
+/// The 503 of a kubelet that does not serve `path`.
+pub fn not_served(node: &str, path: &str) -> ClientError {
+    ClientError {
+        code: 503,
+        reason: "ServiceUnavailable".into(),
+        message: format!("the kubelet of node {node} does not serve {path}"),
+    }
 }

@@ -291,6 +291,11 @@ pub fn builtin() -> Vec<ResourceType> {
         verbs: &["create"],
         kind: Some(("authentication.k8s.io", "v1", "TokenRequest")),
     };
+    let node_proxy = Subresource {
+        name: "proxy",
+        verbs: &["create", "delete", "get", "patch", "update"],
+        kind: Some(("", "v1", "NodeProxyOptions")),
+    };
     let finalize = Subresource {
         name: "finalize",
         verbs: &["update"],
@@ -303,7 +308,7 @@ pub fn builtin() -> Vec<ResourceType> {
         res::<core::v1::Event>(&["ev"], &[], &[], false),
         res::<core::v1::LimitRange>(&["limits"], &[], &[], false),
         res::<core::v1::Namespace>(&["ns"], &[], &[STATUS, finalize], false),
-        res::<core::v1::Node>(&["no"], &[], &[STATUS], false),
+        res::<core::v1::Node>(&["no"], &[], &[node_proxy, STATUS], false),
         res::<core::v1::PersistentVolumeClaim>(&["pvc"], &[], &[STATUS], false),
         res::<core::v1::PersistentVolume>(&["pv"], &[], &[STATUS], false),
         res::<core::v1::Pod>(&["po"], &["all"], &pod_subresources, true),

@@ -199,10 +199,18 @@ pub fn start(
             "shim".into(),
         ]));
     let config = Arc::new(config);
-    let streams: Arc<dyn NodeStreams> = Arc::new(k1s_kubelet::streams::KubeletStreams::new(
-        config.clone(),
-        runtime.clone(),
-    ));
+    let cgroups: Arc<dyn k1s_kubelet::cgroups::CgroupManager> = Arc::from(cgroups);
+    let node_api = k1s_kubelet::node_api::NodeApi {
+        client: client.clone(),
+        stats: Arc::new(k1s_kubelet::stats::StatsProvider::new(
+            config.clone(),
+            cgroups.clone(),
+        )),
+    };
+    let streams: Arc<dyn NodeStreams> = Arc::new(
+        k1s_kubelet::streams::KubeletStreams::new(config.clone(), runtime.clone())
+            .with_node_api(node_api),
+    );
     let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(
         client.clone(),
         config.pods_dir(),
@@ -236,12 +244,13 @@ pub fn start(
         config,
         images: images.clone(),
         runtime,
-        cgroups: Arc::from(cgroups),
+        cgroups,
         network: Arc::new(network),
         event_source: k1s_api::events::Source {
             component: "kubelet".into(),
             host: Some(node_name.clone()),
         },
+        start_slots: k1s_kubelet::start_slots(),
     });
     tracing::info!(node = %node_name, root = %root.display(), "starting the kubelet");
     let airgap = root.join("images");

@@ -92,6 +92,8 @@ pub struct PodWorker {
     /// The status last written, and where: a static pod's mirror pod UID (a new mirror pod
     /// gets the status again).
     last_reported: Option<(Option<String>, Value)>,
+    /// The setup slot a new pod holds ([`crate::start_slots`]).
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
     cancel: CancellationToken,
 }
 
@@ -142,6 +144,7 @@ impl PodWorker {
             rejected: None,
             admitted: false,
             last_reported: None,
+            slot: None,
             cancel,
         }
     }
@@ -191,6 +194,7 @@ impl PodWorker {
                         self.adopt(&pod).await;
                     }
                     self.sync(&pod).await;
+                    self.slot = None;
                     self.report(&pod).await;
                     last_pod = Some(pod);
                 }
@@ -496,6 +500,11 @@ impl PodWorker {
         if !self.admitted && !self.admit(pod).await {
             return;
         }
+        // A new pod waits for a setup slot ([`crate::start_slots`]), held until its containers
+        // are started or it waits on something outside (a registry, a storage plugin).
+        if self.sandbox.is_none() {
+            self.slot = self.deps.start_slots.clone().acquire_owned().await.ok();
+        }
         if self.sandbox.is_none() {
             match Sandbox::create(&self.deps, pod).await {
                 Ok(sb) => self.sandbox = Some(sb),
@@ -506,15 +515,19 @@ impl PodWorker {
                         "Warning",
                         "FailedCreatePodSandBox",
                         &e.to_string(),
-                    )
-                    .await;
+                    );
                     self.set_backoff_all(pod);
                     return;
                 }
             }
         }
+        if spec.volumes.iter().flatten().any(|v| {
+            v.persistent_volume_claim.is_some() || v.csi.is_some() || v.ephemeral.is_some()
+        }) {
+            self.slot = None;
+        }
         if let Err(e) = self.sandbox_volumes(pod).await {
-            self.event(pod, None, "Warning", "FailedMount", &e).await;
+            self.event(pod, None, "Warning", "FailedMount", &e);
             return;
         }
         let policy = spec
@@ -596,7 +609,7 @@ impl PodWorker {
     /// The pod is refused: it ends Failed with `reason`, and an event says why.
     async fn reject(&mut self, pod: &Pod, reason: &str, message: String) {
         tracing::warn!(pod = %pod_name(pod), %reason, %message, "pod rejected");
-        self.event(pod, None, "Warning", reason, &message).await;
+        self.event(pod, None, "Warning", reason, &message);
         self.deps.devices.release(&self.uid);
         self.rejected = Some((reason.into(), message));
         self.terminal = Some("Failed");
@@ -670,7 +683,7 @@ impl PodWorker {
                 c.name,
                 pod_log_name(pod)
             );
-            self.event(pod, Some(c), "Warning", "BackOff", &msg).await;
+            self.event(pod, Some(c), "Warning", "BackOff", &msg);
         }
         if waiting {
             return;
@@ -701,14 +714,15 @@ impl PodWorker {
             Vec::new()
         };
         if pulling {
+            // A pull can take minutes; other new pods need not wait for it.
+            self.slot = None;
             self.event(
                 pod,
                 Some(c),
                 "Normal",
                 "Pulling",
                 &format!("Pulling image \"{reference}\""),
-            )
-            .await;
+            );
         }
         let image = self
             .deps
@@ -727,7 +741,7 @@ impl PodWorker {
         let image = match image {
             Ok(i) => {
                 if let Some(m) = pulled_msg {
-                    self.event(pod, Some(c), "Normal", "Pulled", &m).await;
+                    self.event(pod, Some(c), "Normal", "Pulled", &m);
                 } else if !pulling || present {
                     self.event(
                         pod,
@@ -735,8 +749,7 @@ impl PodWorker {
                         "Normal",
                         "Pulled",
                         &format!("Container image \"{reference}\" already present on machine"),
-                    )
-                    .await;
+                    );
                 }
                 i
             }
@@ -752,7 +765,7 @@ impl PodWorker {
                     "ImagePullBackOff"
                 };
                 self.back_off(key, reason, &msg);
-                self.event(pod, Some(c), "Warning", "Failed", &msg).await;
+                self.event(pod, Some(c), "Warning", "Failed", &msg);
                 if reason == "ImagePullBackOff" {
                     self.event(
                         pod,
@@ -760,8 +773,7 @@ impl PodWorker {
                         "Normal",
                         "BackOff",
                         &format!("Back-off pulling image \"{reference}\""),
-                    )
-                    .await;
+                    );
                 }
                 return;
             }
@@ -779,16 +791,14 @@ impl PodWorker {
             Ok(s) => s,
             Err(msg) => {
                 self.back_off(key, "CreateContainerConfigError", &msg);
-                self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
-                    .await;
+                self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"));
                 return;
             }
         };
         if let Err(e) = self.deps.devices.pre_start(&self.uid, key).await {
             let msg = e.to_string();
             self.back_off(key, "RunContainerError", &msg);
-            self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
-                .await;
+            self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"));
             return;
         }
         let _ = std::fs::create_dir_all(&bundle);
@@ -822,19 +832,21 @@ impl PodWorker {
                     "Normal",
                     "Created",
                     &format!("Created container: {}", c.name),
-                )
-                .await;
+                );
                 self.event(
                     pod,
                     Some(c),
                     "Normal",
                     "Started",
                     &format!("Started container {}", c.name),
-                )
-                .await;
+                );
                 self.spawn_waiter(key.to_string(), attempt, bundle);
                 // A failed postStart has killed the instance; its exit comes through the
-                // waiter. Init containers have no probes.
+                // waiter. Init containers have no probes. A hook may take long: the setup
+                // slot goes back first.
+                if c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some()) {
+                    self.slot = None;
+                }
                 if self.post_start(pod, c, key, attempt).await {
                     if key.starts_with("init/") {
                         self.records
@@ -851,8 +863,7 @@ impl PodWorker {
                 let msg = e.to_string();
                 self.records.entry(key.to_string()).or_default().attempt = Some(attempt);
                 self.back_off(key, "RunContainerError", &msg);
-                self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"))
-                    .await;
+                self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"));
             }
         }
     }
@@ -1065,8 +1076,7 @@ impl PodWorker {
             r = crate::hooks::run(h, c, &who, &ip, &target) => r,
         };
         let Err(msg) = res else { return true };
-        self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg)
-            .await;
+        self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg);
         let grace = pod
             .spec
             .as_ref()
@@ -1101,8 +1111,7 @@ impl PodWorker {
         let name = key.split_once('/').map_or(key, |(_, n)| n);
         let message = message.unwrap_or_else(|| format!("Stopping container {name}"));
         if let Some(c) = c {
-            self.event(pod, Some(c), "Normal", "Killing", &message)
-                .await;
+            self.event(pod, Some(c), "Normal", "Killing", &message);
         }
         let bundle = self.bundle(key, attempt);
         let mut grace = grace;
@@ -1118,8 +1127,7 @@ impl PodWorker {
             match tokio::time::timeout(grace, run).await {
                 Ok(Ok(())) => {}
                 Ok(Err(msg)) => {
-                    self.event(pod, Some(c), "Warning", "FailedPreStopHook", &msg)
-                        .await;
+                    self.event(pod, Some(c), "Warning", "FailedPreStopHook", &msg);
                 }
                 Err(_) => tracing::info!(
                     pod = %pod_name(pod), container = name, grace = grace.as_secs(),
@@ -1222,28 +1230,21 @@ impl PodWorker {
         }
     }
 
-    async fn event(
-        &self,
-        pod: &Pod,
-        c: Option<&Container>,
-        type_: &str,
-        reason: &str,
-        message: &str,
-    ) {
+    /// Records an event about `pod` (or one of its containers) without waiting for it.
+    fn event(&self, pod: &Pod, c: Option<&Container>, type_: &str, reason: &str, message: &str) {
         let mut about = k1s_api::events::Involved::pod(&pod.metadata);
         if let Some(c) = c {
             about = about.with_field_path(format!("spec.containers{{{}}}", c.name));
         }
-        k1s_api::events::record(
-            self.deps.client.as_ref(),
+        k1s_api::events::record_detached(
+            self.deps.client.clone(),
             &self.deps.event_source,
             &about,
             type_,
             reason,
             reason,
             message,
-        )
-        .await;
+        );
     }
 }
 

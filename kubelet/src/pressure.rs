@@ -151,7 +151,8 @@ pub fn evaluate(signals: &Signals, thresholds: &Thresholds) -> Pressure {
     }
 }
 
-fn meminfo_bytes(meminfo: &str, key: &str) -> Option<i128> {
+/// `Key: N kB` of `/proc/meminfo`, in bytes.
+pub(crate) fn meminfo_bytes(meminfo: &str, key: &str) -> Option<i128> {
     let line = meminfo.lines().find(|l| l.starts_with(key))?;
     let kib: i128 = line[key.len()..]
         .trim()

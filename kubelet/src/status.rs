@@ -48,9 +48,14 @@ fn terminated_json(t: &Terminated) -> Value {
     let mut v = json!({
         "exitCode": t.exit_code,
         "reason": t.reason,
-        "startedAt": t.started_at,
-        "finishedAt": t.finished_at,
     });
+    // Unknown times are left out (upstream's zero metav1.Time); "" is not a time the API
+    // server accepts, and the whole status write would be refused.
+    for (key, at) in [("startedAt", &t.started_at), ("finishedAt", &t.finished_at)] {
+        if !at.is_empty() {
+            v[key] = json!(at);
+        }
+    }
     if let Some(s) = t.signal {
         v["signal"] = json!(s);
     }
@@ -73,6 +78,7 @@ pub fn container_status(c: &ContainerView) -> Value {
             }
             json!({"waiting": w})
         }
+        ContainerState::Running { started_at } if started_at.is_empty() => json!({"running": {}}),
         ContainerState::Running { started_at } => json!({"running": {"startedAt": started_at}}),
         ContainerState::Terminated(t) => json!({"terminated": terminated_json(t)}),
     };
@@ -325,6 +331,21 @@ mod tests {
             last: Some(Terminated::default()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn unknown_times_are_left_out() {
+        let t = Terminated {
+            exit_code: 137,
+            reason: "Error".into(),
+            finished_at: "2026-11-22T10:00:00Z".into(),
+            ..Default::default()
+        };
+        let v = terminated_json(&t);
+        assert!(v.get("startedAt").is_none(), "{v}");
+        assert_eq!(v["finishedAt"], "2026-11-22T10:00:00Z");
+        let never = terminated_json(&Terminated::default());
+        assert!(never.get("finishedAt").is_none(), "{never}");
     }
 
     #[test]

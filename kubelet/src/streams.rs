@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use k1s_api::client::ClientError;
-use k1s_api::streams::{ByteStream, Duplex, LogOptions, NodeStreams, StreamIo, StreamOptions};
+use k1s_api::streams::{
+    ByteStream, Duplex, LogOptions, NodeStreams, ProxyResponse, StreamIo, StreamOptions,
+};
 use serde_json::Value;
 
 use crate::config::Config;
@@ -30,6 +32,8 @@ fn internal(message: String) -> ClientError {
 pub struct KubeletStreams {
     config: Arc<Config>,
     runtime: Arc<dyn Runtime>,
+    /// The plain requests of `nodes/NAME/proxy/...`; without it they answer 503.
+    node_api: Option<crate::node_api::NodeApi>,
 }
 
 /// A container of a pod, as a session needs it.
@@ -99,7 +103,17 @@ fn latest_bundle(dir: &Path) -> Option<PathBuf> {
 
 impl KubeletStreams {
     pub fn new(config: Arc<Config>, runtime: Arc<dyn Runtime>) -> Self {
-        Self { config, runtime }
+        Self {
+            config,
+            runtime,
+            node_api: None,
+        }
+    }
+
+    /// Serves the kubelet's plain HTTP API ([`crate::node_api`]) too.
+    pub fn with_node_api(mut self, api: crate::node_api::NodeApi) -> Self {
+        self.node_api = Some(api);
+        self
     }
 
     /// The bundle of the running instance of `target`, or upstream's "container not found".
@@ -204,6 +218,18 @@ impl NodeStreams for KubeletStreams {
             ))
         })?;
         Ok(Box::new(stream))
+    }
+
+    async fn proxy(
+        &self,
+        method: &str,
+        path: &str,
+        query: Option<&str>,
+    ) -> Result<ProxyResponse, ClientError> {
+        match &self.node_api {
+            Some(api) => api.handle(&self.config, method, path, query).await,
+            None => Err(k1s_api::streams::not_served(&self.config.node_name, path)),
+        }
     }
 }
 

@@ -114,6 +114,7 @@ async fn env() -> Env {
             component: "kubelet".into(),
             host: Some("n1".into()),
         },
+        start_slots: k1s_kubelet::start_slots(),
     });
     let kubelet_cancel = cancel.child_token();
     let handle = tokio::spawn(k1s_kubelet::run(deps.clone(), kubelet_cancel.clone()));
@@ -152,6 +153,7 @@ impl Env {
             cgroups: d.cgroups.clone(),
             network: d.network.clone(),
             event_source: d.event_source.clone(),
+            start_slots: k1s_kubelet::start_slots(),
         });
         let cancel = self.cancel.child_token();
         let handle = tokio::spawn(k1s_kubelet::run(deps, cancel.clone()));

@@ -98,6 +98,7 @@ async fn env() -> Env {
             component: "kubelet".into(),
             host: Some("n1".into()),
         },
+        start_slots: k1s_kubelet::start_slots(),
     });
     tokio::spawn(k1s_kubelet::run(deps, cancel.clone()));
     Env {
@@ -546,12 +547,7 @@ async fn failed_post_start_hook_kills_the_container() {
         137
     );
     // Never ready: it never got past its hook.
-    let evs = events_of(&env, "ps").await;
-    assert!(
-        evs.iter()
-            .any(|(r, m)| r == "FailedPostStartHook" && m.contains("no config")),
-        "{evs:?}"
-    );
+    event_where(&env, "ps", "FailedPostStartHook", "no config").await;
 }
 
 /// A local HTTP server for preStop hooks: records, for each request, how many signals the
@@ -626,17 +622,14 @@ async fn pre_stop_runs_before_sigterm_within_the_grace_period() {
         execs.iter().any(|(b, c)| b == &db && c == &["drain"]),
         "{execs:?}"
     );
-    let evs = events_of(&env, "stop").await;
-    assert!(
-        evs.iter().any(|(r, m)| r == "FailedPreStopHook"
-            && m.contains("Exec lifecycle hook ([drain]) for Container \"db\"")),
-        "{evs:?}"
-    );
-    assert!(
-        evs.iter()
-            .any(|(r, m)| r == "Killing" && m == "Stopping container web"),
-        "{evs:?}"
-    );
+    event_where(
+        &env,
+        "stop",
+        "FailedPreStopHook",
+        "Exec lifecycle hook ([drain]) for Container \"db\"",
+    )
+    .await;
+    event_where(&env, "stop", "Killing", "Stopping container web").await;
 }
 
 #[tokio::test]

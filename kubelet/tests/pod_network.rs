@@ -362,8 +362,16 @@ async fn bridge_network_on_a_real_kernel() {
         "address of a still allocated"
     );
 
-    // The freed .2 is not handed out at once: a new pod gets .4.
+    // The freed .2 is not handed out at once: a new pod gets .4. Its namespace already has
+    // an eth0 that is not a veth of ours (left by something else): setup replaces it.
     create_netns(&ns_c).unwrap();
+    let (ok, out) = in_ns(
+        &ns_c,
+        &[
+            "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "stray0",
+        ],
+    );
+    assert!(ok, "adding a stray eth0: {out}");
     let c = net.setup(&uid_c, &ns_c).await.unwrap();
     assert_eq!(c.ip.to_string(), format!("10.244.{n}.4"));
     reachable(Some(&ns_c), &ns_b, b.ip).expect("pod c -> pod b");

@@ -724,3 +724,144 @@ fn static_pods_run_from_manifests_and_show_as_mirror_pods() {
         pids_with("static hello").is_empty()
     });
 }
+
+/// `nodes/NAME/proxy/...` reaches the kubelet: the summary API with the node's and a real
+/// container's usage, the resource metrics metrics-server reads, `/pods` and `/healthz`;
+/// RBAC's `nodes/proxy` guards it.
+#[test]
+fn node_proxy_serves_the_summary_api() {
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let flags = images.kubelet_flags("stats");
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(c) = start("stats", &flags) else {
+        return;
+    };
+    let node = "node-stats";
+    let proxy = |path: &str| format!("/api/v1/nodes/{node}/proxy{path}");
+    assert_eq!(c.ok(&["get", "--raw", &proxy("/healthz")]), "ok");
+
+    // A container that writes 512 KiB into its root file system, then waits.
+    c.ok(&[
+        "run",
+        "hog",
+        &format!("--image={}", images.busybox()),
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "dd if=/dev/zero of=/blob bs=1024 count=512; echo written; while true; do sleep 1; done",
+    ]);
+    eventually("hog to be Running", 90, || {
+        pod(&c, "hog")["status"]["phase"] == "Running"
+    });
+    eventually("hog to have written its file", 30, || {
+        String::from_utf8_lossy(&c.run(&["logs", "hog"]).stdout).contains("written")
+    });
+
+    let summary = |c: &Cluster| -> Value {
+        serde_json::from_str(&c.ok(&["get", "--raw", &proxy("/stats/summary")])).unwrap()
+    };
+    let first = summary(&c);
+    let n = &first["node"];
+    assert_eq!(n["nodeName"], node, "{n}");
+    for (what, v) in [
+        ("memory.workingSetBytes", &n["memory"]["workingSetBytes"]),
+        ("memory.availableBytes", &n["memory"]["availableBytes"]),
+        (
+            "cpu.usageCoreNanoSeconds",
+            &n["cpu"]["usageCoreNanoSeconds"],
+        ),
+        ("fs.capacityBytes", &n["fs"]["capacityBytes"]),
+        (
+            "runtime.imageFs.capacityBytes",
+            &n["runtime"]["imageFs"]["capacityBytes"],
+        ),
+        ("rlimit.maxpid", &n["rlimit"]["maxpid"]),
+    ] {
+        assert!(v.as_u64().unwrap_or(0) > 0, "node {what}: {n}");
+    }
+    assert!(n["startTime"].as_str().unwrap_or("").ends_with('Z'), "{n}");
+    let hog = |s: &Value| -> Value {
+        s["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["podRef"]["name"] == "hog")
+            .cloned()
+            .unwrap_or_else(|| panic!("no hog in {s}"))
+    };
+    let p = hog(&first);
+    assert_eq!(p["podRef"]["namespace"], "default");
+    assert_eq!(p["podRef"]["uid"], pod(&c, "hog")["metadata"]["uid"]);
+    let ct = &p["containers"][0];
+    assert_eq!(ct["name"], "hog", "{p}");
+    assert!(
+        ct["memory"]["workingSetBytes"].as_u64().unwrap() > 0,
+        "{ct}"
+    );
+    assert!(
+        ct["cpu"]["usageCoreNanoSeconds"].as_u64().unwrap() > 0,
+        "{ct}"
+    );
+    assert!(
+        ct["rootfs"]["usedBytes"].as_u64().unwrap() >= 512 * 1024,
+        "the 512 KiB file is in the writable layer: {ct}"
+    );
+    assert!(ct["logs"]["usedBytes"].as_u64().unwrap() > 0, "{ct}");
+    assert!(p["memory"]["workingSetBytes"].as_u64().unwrap() > 0, "{p}");
+    assert!(
+        p["process_stats"]["process_count"].as_u64().unwrap() >= 1,
+        "{p}"
+    );
+    assert!(p["network"]["txBytes"].is_u64(), "{p}");
+    assert!(
+        p["ephemeral-storage"]["usedBytes"].as_u64().unwrap() >= 512 * 1024,
+        "{p}"
+    );
+    // A rate needs two readings: the second summary has usageNanoCores.
+    std::thread::sleep(Duration::from_millis(300));
+    let second = summary(&c);
+    assert!(
+        second["node"]["cpu"]["usageNanoCores"].is_u64(),
+        "{}",
+        second["node"]
+    );
+    assert!(hog(&second)["containers"][0]["cpu"]["usageNanoCores"].is_u64());
+
+    let metrics = c.ok(&["get", "--raw", &proxy("/metrics/resource")]);
+    for series in [
+        "container_memory_working_set_bytes{container=\"hog\",namespace=\"default\",pod=\"hog\"}",
+        "container_cpu_usage_seconds_total{container=\"hog\",namespace=\"default\",pod=\"hog\"}",
+        "pod_memory_working_set_bytes{namespace=\"default\",pod=\"hog\"}",
+        "node_cpu_usage_seconds_total ",
+    ] {
+        assert!(metrics.contains(series), "{series} missing:\n{metrics}");
+    }
+    let pods: Value = serde_json::from_str(&c.ok(&["get", "--raw", &proxy("/pods")])).unwrap();
+    assert_eq!(pods["kind"], "PodList");
+    assert!(
+        pods["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["metadata"]["name"] == "hog")
+    );
+    let log = c.ok(&["get", "--raw", &proxy("/containerLogs/default/hog/hog")]);
+    assert!(log.contains("written"), "{log}");
+
+    // Errors: an unknown kubelet path, an unknown node, and a user without nodes/proxy.
+    let err = c.fails(&["get", "--raw", &proxy("/no/such/path")]);
+    assert!(err.contains("NotFound") || err.contains("404"), "{err}");
+    let err = c.fails(&["get", "--raw", "/api/v1/nodes/no-such-node/proxy/healthz"]);
+    assert!(err.contains("not found"), "{err}");
+    let err = c.fails(&[
+        "get",
+        "--raw",
+        &proxy("/stats/summary"),
+        "--as=system:serviceaccount:default:default",
+    ]);
+    assert!(err.contains("forbidden"), "{err}");
+    c.ok(&["delete", "pod", "hog", "--grace-period=0", "--force"]);
+}

@@ -13,6 +13,8 @@ pub struct Target {
     pub resource: String,
     pub name: Option<String>,
     pub subresource: Option<String>,
+    /// What follows `.../NAME/proxy` (`/stats/summary`), for the `proxy` subresource.
+    pub proxy_path: Option<String>,
     /// The deprecated `/watch/` path form.
     pub watch_path: bool,
 }
@@ -72,6 +74,11 @@ pub fn parse(path: &str) -> ApiPath {
         [name, sub] => {
             t.name = Some((*name).to_owned());
             t.subresource = Some((*sub).to_owned());
+        }
+        [name, "proxy", rest @ ..] => {
+            t.name = Some((*name).to_owned());
+            t.subresource = Some("proxy".to_owned());
+            t.proxy_path = Some(format!("/{}", rest.join("/")));
         }
         _ => return ApiPath::Unknown,
     }

@@ -254,6 +254,16 @@ pub async fn handle(
             )
             .await
         }
+        (m, Some(name), Some("proxy")) if res.kind == "Node" && res.group.is_empty() => {
+            node_proxy(
+                rest,
+                name,
+                m,
+                call.target.proxy_path.as_deref().unwrap_or("/"),
+                call.raw_query,
+            )
+            .await
+        }
         (_, _, Some(sub)) if res.subresource(sub).is_none() => Err(ApiError::no_route()),
         (m, _, Some(sub)) => Err(ApiError::new(
             501,
@@ -275,25 +285,7 @@ async fn pod_log(
 ) -> Result<Response<Body>, ApiError> {
     use k1s_api::streams::LogOptions;
     let pod = rest.get(res, Some(ns), name).await?;
-    let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
-    let int = |k: &str| -> Result<Option<i64>, ApiError> {
-        q.get(k)
-            .map(|v| {
-                v.parse::<i64>()
-                    .map_err(|_| ApiError::bad_request(format!("{k}: {v:?} is not an integer")))
-            })
-            .transpose()
-    };
-    let options = LogOptions {
-        container: q.get("container").cloned(),
-        follow: flag("follow"),
-        previous: flag("previous"),
-        tail_lines: int("tailLines")?,
-        since_seconds: int("sinceSeconds")?,
-        since_time: q.get("sinceTime").cloned(),
-        timestamps: flag("timestamps"),
-        limit_bytes: int("limitBytes")?,
-    };
+    let options = LogOptions::from_query(q).map_err(ApiError::bad_request)?;
     let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
     if node.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -321,6 +313,48 @@ async fn pod_log(
         http::HeaderValue::from_static("text/plain"),
     );
     Ok(resp)
+}
+
+/// `nodes/NAME/proxy/PATH`: a plain request forwarded to the node's kubelet (the summary
+/// API, `/pods`, `/healthz`, `/metrics/resource`, `/containerLogs/...`), its answer passed
+/// back as it is.
+async fn node_proxy(
+    rest: &crate::rest::Rest,
+    node: &str,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let nodes = rest
+        .registry
+        .builtin_kind("", "Node")
+        .ok_or_else(ApiError::no_route)?;
+    rest.get(&nodes, None, node).await?;
+    let Some(kubelet) = rest.node_streams.get().filter(|k| k.node_name() == node) else {
+        return Err(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("no route to the kubelet of node {node:?}"),
+        ));
+    };
+    let answer = kubelet
+        .proxy(method.as_str(), path, query)
+        .await
+        .map_err(|e| {
+            let reason = match e.code {
+                400 => "BadRequest",
+                404 => "NotFound",
+                503 => "ServiceUnavailable",
+                _ => "InternalError",
+            };
+            ApiError::new(e.code, reason, e.message)
+        })?;
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    Ok(crate::http::body::respond(
+        status,
+        &answer.content_type,
+        answer.body,
+    ))
 }
 
 /// A `Status` of success, as upstream answers bindings and evictions.

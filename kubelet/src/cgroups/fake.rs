@@ -227,6 +227,23 @@ impl CgroupManager for FakeCgroupManager {
         Ok(st.stats.get(container_id).cloned().unwrap_or_default())
     }
 
+    /// The sum of the stats set for the pod's containers.
+    fn pod_stats(&self, pod_uid: &str, _qos: QosClass) -> Result<Stats, CgroupError> {
+        let st = self.state();
+        if !st.pods.contains_key(pod_uid) {
+            return Err(CgroupError::Other(format!("no group for pod {pod_uid}")));
+        }
+        let mut sum = Stats::default();
+        for (_, id) in st.containers.keys().filter(|(p, _)| p == pod_uid) {
+            let s = st.stats.get(id).cloned().unwrap_or_default();
+            sum.cpu_usage_nanos += s.cpu_usage_nanos;
+            sum.memory_usage_bytes += s.memory_usage_bytes;
+            sum.memory_working_set_bytes += s.memory_working_set_bytes;
+            sum.pids += s.pids;
+        }
+        Ok(sum)
+    }
+
     fn remove_container(
         &self,
         pod_uid: &str,

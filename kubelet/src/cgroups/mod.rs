@@ -162,6 +162,8 @@ pub trait CgroupManager: Send + Sync {
         qos: QosClass,
         container_id: &str,
     ) -> Result<Stats, CgroupError>;
+    /// Usage of a pod's group (its containers and anything else in it).
+    fn pod_stats(&self, pod_uid: &str, qos: QosClass) -> Result<Stats, CgroupError>;
     /// Removes a container's group (its processes must be gone; a busy group is retried for
     /// about a second, then the error is returned). A missing group is not an error.
     fn remove_container(

@@ -154,6 +154,28 @@ impl V1Manager {
             .map(|h| h.mount.as_path())
     }
 
+    /// Usage of the group `rel` (relative to each hierarchy).
+    fn group_stats(&self, rel: &str) -> Result<Stats, CgroupError> {
+        let cpu_usage_nanos = fsutil::read_u64(&self.dir("cpuacct", rel)?.join("cpuacct.usage"))?;
+        let mem = self.dir("memory", rel)?;
+        let memory_usage_bytes = fsutil::read_u64(&mem.join("memory.usage_in_bytes"))?;
+        let stat_path = mem.join("memory.stat");
+        let stat = fsutil::read(&stat_path)?;
+        let inactive = fsutil::keyed(&stat, "total_inactive_file")
+            .or_else(|| fsutil::keyed(&stat, "inactive_file"))
+            .unwrap_or(0);
+        let pids = match self.mount_of("pids") {
+            Some(m) => fsutil::read_u64(&m.join(rel).join("pids.current"))?,
+            None => fsutil::procs(&mem)?.len() as u64,
+        };
+        Ok(Stats {
+            cpu_usage_nanos,
+            memory_usage_bytes,
+            memory_working_set_bytes: memory_usage_bytes.saturating_sub(inactive),
+            pids,
+        })
+    }
+
     /// The directory of relative group `rel` in the hierarchy of `controller`.
     fn dir(&self, controller: &str, rel: &str) -> Result<PathBuf, CgroupError> {
         self.mount_of(controller)
@@ -348,25 +370,16 @@ impl CgroupManager for V1Manager {
         qos: QosClass,
         container_id: &str,
     ) -> Result<Stats, CgroupError> {
-        let rel = container_group_name(&self.top, pod_uid, qos, container_id)?;
-        let cpu_usage_nanos = fsutil::read_u64(&self.dir("cpuacct", &rel)?.join("cpuacct.usage"))?;
-        let mem = self.dir("memory", &rel)?;
-        let memory_usage_bytes = fsutil::read_u64(&mem.join("memory.usage_in_bytes"))?;
-        let stat_path = mem.join("memory.stat");
-        let stat = fsutil::read(&stat_path)?;
-        let inactive = fsutil::keyed(&stat, "total_inactive_file")
-            .or_else(|| fsutil::keyed(&stat, "inactive_file"))
-            .unwrap_or(0);
-        let pids = match self.mount_of("pids") {
-            Some(m) => fsutil::read_u64(&m.join(&rel).join("pids.current"))?,
-            None => fsutil::procs(&mem)?.len() as u64,
-        };
-        Ok(Stats {
-            cpu_usage_nanos,
-            memory_usage_bytes,
-            memory_working_set_bytes: memory_usage_bytes.saturating_sub(inactive),
-            pids,
-        })
+        self.group_stats(&container_group_name(
+            &self.top,
+            pod_uid,
+            qos,
+            container_id,
+        )?)
+    }
+
+    fn pod_stats(&self, pod_uid: &str, qos: QosClass) -> Result<Stats, CgroupError> {
+        self.group_stats(&pod_group_name(&self.top, pod_uid, qos)?)
     }
 
     fn remove_container(

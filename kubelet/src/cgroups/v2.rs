@@ -80,6 +80,29 @@ impl V2Manager {
         &self.available
     }
 
+    /// Usage of the group `rel`.
+    fn group_stats(&self, rel: &str) -> Result<Stats, CgroupError> {
+        let dir = self.root.join(rel);
+        let cpu_stat_path = dir.join("cpu.stat");
+        let cpu_stat = fsutil::read(&cpu_stat_path)?;
+        let usage_usec = fsutil::keyed(&cpu_stat, "usage_usec")
+            .ok_or_else(|| fsutil::parse_err(&cpu_stat_path, "no usage_usec"))?;
+        let memory_usage_bytes = fsutil::read_u64(&dir.join("memory.current"))?;
+        let stat = fsutil::read(&dir.join("memory.stat"))?;
+        let inactive = fsutil::keyed(&stat, "inactive_file").unwrap_or(0);
+        let pids = if self.has("pids") {
+            fsutil::read_u64(&dir.join("pids.current"))?
+        } else {
+            fsutil::procs(&dir)?.len() as u64
+        };
+        Ok(Stats {
+            cpu_usage_nanos: usage_usec.saturating_mul(1000),
+            memory_usage_bytes,
+            memory_working_set_bytes: memory_usage_bytes.saturating_sub(inactive),
+            pids,
+        })
+    }
+
     fn has(&self, controller: &str) -> bool {
         self.available.contains(controller)
     }
@@ -282,26 +305,16 @@ impl CgroupManager for V2Manager {
         qos: QosClass,
         container_id: &str,
     ) -> Result<Stats, CgroupError> {
-        let rel = container_group_name(&self.top, pod_uid, qos, container_id)?;
-        let dir = self.root.join(rel);
-        let cpu_stat_path = dir.join("cpu.stat");
-        let cpu_stat = fsutil::read(&cpu_stat_path)?;
-        let usage_usec = fsutil::keyed(&cpu_stat, "usage_usec")
-            .ok_or_else(|| fsutil::parse_err(&cpu_stat_path, "no usage_usec"))?;
-        let memory_usage_bytes = fsutil::read_u64(&dir.join("memory.current"))?;
-        let stat = fsutil::read(&dir.join("memory.stat"))?;
-        let inactive = fsutil::keyed(&stat, "inactive_file").unwrap_or(0);
-        let pids = if self.has("pids") {
-            fsutil::read_u64(&dir.join("pids.current"))?
-        } else {
-            fsutil::procs(&dir)?.len() as u64
-        };
-        Ok(Stats {
-            cpu_usage_nanos: usage_usec.saturating_mul(1000),
-            memory_usage_bytes,
-            memory_working_set_bytes: memory_usage_bytes.saturating_sub(inactive),
-            pids,
-        })
+        self.group_stats(&container_group_name(
+            &self.top,
+            pod_uid,
+            qos,
+            container_id,
+        )?)
+    }
+
+    fn pod_stats(&self, pod_uid: &str, qos: QosClass) -> Result<Stats, CgroupError> {
+        self.group_stats(&pod_group_name(&self.top, pod_uid, qos)?)
     }
 
     fn remove_container(

@@ -13,16 +13,23 @@
 //!
 //! What [`PodNetwork::setup`] does for a pod:
 //! 1. makes sure the bridge (`k1s0` by default) exists, is up and holds the gateway address
-//!    (a new bridge gets the MAC [`mac_for`] the gateway);
+//!    (a new bridge gets the MAC [`mac_for`] the gateway); this is done at
+//!    [`PodNetwork::init`] and again only when a setup fails, since every netlink request
+//!    waits for the kernel's one rtnl lock;
 //! 2. takes the pod's address from IPAM (the same one again if it has one);
-//! 3. creates a veth pair, host side `veth<8 hex of FNV-1a(pod uid)>`, peer `tmp<same hex>`
-//!    with a MAC derived from the pod address ([`mac_for`]; an old pair of that name is
-//!    deleted first, so a second setup starts clean);
-//! 4. attaches the host side to the bridge, sets it up and turns on hairpin mode on the
-//!    bridge port (so a pod can reach itself through a Service address);
-//! 5. moves the peer into the pod's namespace (`IFLA_NET_NS_FD`);
-//! 6. on a dedicated thread inside the namespace: renames the peer to `eth0`, sets MTU and
-//!    address, brings `lo` and `eth0` up and adds the default route via the gateway.
+//! 3. creates the veth pair with one request: host side `veth<8 hex of FNV-1a(pod uid)>`
+//!    already attached to the bridge and up, peer created directly inside the pod's namespace
+//!    (`IFLA_NET_NS_FD`) as `eth0` with a MAC derived from the pod address ([`mac_for`]).
+//!    An old pair of that name is deleted first, and an `eth0` left in the namespace by an
+//!    earlier setup is removed, so a second setup starts clean. (Creating the peer in the
+//!    host namespace and moving it afterwards, as before, cost the most: a namespace move
+//!    waits for RCU grace periods with the rtnl lock held, and 100 pods at once queued ~2 s
+//!    behind each other on it.)
+//! 4. turns on hairpin mode on the bridge port (so a pod can reach itself through a Service
+//!    address);
+//! 5. on a dedicated thread inside the namespace: sets the address, brings `eth0` and `lo`
+//!    up (a veth end cannot be created up: its peer is not registered yet) and adds the
+//!    default route via the gateway.
 //!
 //! A failure after the veth exists deletes it again, and releases the address if this call
 //! allocated it.
@@ -30,6 +37,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures::TryStreamExt;
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth};
@@ -129,11 +137,6 @@ pub fn host_veth_name(pod_uid: &str) -> String {
     format!("veth{:08x}", fnv1a(pod_uid.as_bytes()))
 }
 
-/// The pod side's name while it is still in the host namespace.
-fn temp_peer_name(pod_uid: &str) -> String {
-    format!("tmp{:08x}", fnv1a(pod_uid.as_bytes()))
-}
-
 fn netlink(context: impl std::fmt::Display) -> impl FnOnce(rtnetlink::Error) -> NetworkError {
     move |e| NetworkError::Netlink(format!("{context}: {e}"))
 }
@@ -188,6 +191,8 @@ async fn delete_link(handle: &Handle, name: &str) -> Result<(), NetworkError> {
 pub struct BridgeNetwork {
     config: BridgeConfig,
     ipam: Ipam,
+    /// The bridge's interface index once known (0 before).
+    bridge_index: AtomicU32,
 }
 
 impl BridgeNetwork {
@@ -196,7 +201,11 @@ impl BridgeNetwork {
     pub fn new(config: BridgeConfig) -> Result<Self, NetworkError> {
         config.validate()?;
         let ipam = Ipam::open(config.cidr, &config.state_dir)?;
-        Ok(BridgeNetwork { config, ipam })
+        Ok(BridgeNetwork {
+            config,
+            ipam,
+            bridge_index: AtomicU32::new(0),
+        })
     }
 
     pub fn config(&self) -> &BridgeConfig {
@@ -208,7 +217,7 @@ impl BridgeNetwork {
     }
 
     /// Creates the bridge if missing, sets it up and gives it the gateway address.
-    /// Returns its index.
+    /// Returns its index, which later setups reuse without asking the kernel again.
     async fn ensure_bridge(&self, handle: &Handle) -> Result<u32, NetworkError> {
         let name = &self.config.bridge;
         let index = match link_index(handle, name).await? {
@@ -250,16 +259,15 @@ impl BridgeNetwork {
             .execute()
             .await
             .map_err(netlink(format!("setting {name} up")))?;
+        self.bridge_index.store(index, Ordering::Relaxed);
         Ok(index)
     }
 
     /// Turns on hairpin mode on a bridge port: netlink first, sysfs if that is refused.
-    async fn set_hairpin(
-        &self,
-        handle: &Handle,
-        index: u32,
-        name: &str,
-    ) -> Result<(), NetworkError> {
+    async fn set_hairpin(&self, handle: &Handle, name: &str) -> Result<(), NetworkError> {
+        let index = link_index(handle, name)
+            .await?
+            .ok_or_else(|| NetworkError::Netlink(format!("veth {name} vanished after creation")))?;
         let via_netlink = handle
             .link()
             .set_port(LinkBridgePort::new(index).hairpin(true).build())
@@ -275,7 +283,7 @@ impl BridgeNetwork {
         })
     }
 
-    /// Steps 3 to 6 of the module docs.
+    /// Steps 3 to 5 of the module docs.
     async fn plumb(
         &self,
         handle: &Handle,
@@ -285,16 +293,6 @@ impl BridgeNetwork {
         address: &PodAddress,
     ) -> Result<(), NetworkError> {
         let host = host_veth_name(pod_uid);
-        let peer = temp_peer_name(pod_uid);
-        let mtu = self.config.mtu;
-        // Opened first: a missing namespace fails before anything is created.
-        let ns = std::fs::File::open(netns).map_err(|source| NetworkError::Os {
-            context: format!("opening the network namespace {}", netns.display()),
-            source,
-        })?;
-        delete_link(handle, &host).await?;
-        delete_link(handle, &peer).await?;
-
         let (ip, gateway) = match (address.ip, address.gateway) {
             (IpAddr::V4(ip), IpAddr::V4(gw)) => (ip, gw),
             _ => {
@@ -304,71 +302,52 @@ impl BridgeNetwork {
                 )));
             }
         };
-        let veth = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
-            .name(host.clone())
-            .mtu(mtu)
-            .set_info_data(InfoData::Veth(InfoVeth::Peer(
-                LinkUnspec::new_with_name(&peer)
-                    .mtu(mtu)
-                    .address(mac_for(ip).to_vec())
-                    .build(),
-            )))
-            .build();
-        handle
-            .link()
-            .add(veth)
-            .execute()
-            .await
-            .map_err(netlink(format!("creating veth pair {host}/{peer}")))?;
-
-        let host_index = link_index(handle, &host)
-            .await?
-            .ok_or_else(|| NetworkError::Netlink(format!("veth {host} vanished after creation")))?;
-        handle
-            .link()
-            .set(
-                LinkUnspec::new_with_index(host_index)
-                    .controller(bridge)
-                    .up()
-                    .build(),
-            )
-            .execute()
-            .await
-            .map_err(netlink(format!(
-                "attaching {host} to bridge {} and setting it up",
-                self.config.bridge
-            )))?;
-        self.set_hairpin(handle, host_index, &host).await?;
-
-        let peer_index = link_index(handle, &peer)
-            .await?
-            .ok_or_else(|| NetworkError::Netlink(format!("veth {peer} vanished after creation")))?;
-        handle
-            .link()
-            .set(
-                LinkUnspec::new_with_index(peer_index)
-                    .setns_by_fd(ns.as_raw_fd())
-                    .build(),
-            )
-            .execute()
-            .await
-            .map_err(netlink(format!(
-                "moving {peer} into the network namespace {}",
-                netns.display()
-            )))?;
-        drop(ns);
-
-        let prefix = address.prefix_len;
-        let path = netns.to_path_buf();
-        tokio::task::spawn_blocking(move || {
-            // `run_in_netns` spawns a fresh thread for the namespace switch; this blocking-pool
-            // thread only waits for it.
-            run_in_netns(&path, move || {
-                configure_pod_side(&peer, ip, prefix, gateway, mtu)
+        // Opened first: a missing namespace fails before anything is created.
+        let ns = std::fs::File::open(netns).map_err(|source| NetworkError::Os {
+            context: format!("opening the network namespace {}", netns.display()),
+            source,
+        })?;
+        delete_link(handle, &host).await?;
+        let add = || {
+            let veth = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
+                .name(host.clone())
+                .mtu(self.config.mtu)
+                .controller(bridge)
+                .up()
+                .set_info_data(InfoData::Veth(InfoVeth::Peer(
+                    LinkUnspec::new_with_name(POD_INTERFACE)
+                        .mtu(self.config.mtu)
+                        .address(mac_for(ip).to_vec())
+                        .setns_by_fd(ns.as_raw_fd())
+                        .build(),
+                )))
+                .build();
+            handle.link().add(veth).execute()
+        };
+        if let Err(e) = add().await {
+            if !is_errno(&e, libc::EEXIST) {
+                return Err(netlink(format!(
+                    "creating veth pair {host}/{POD_INTERFACE}"
+                ))(e));
+            }
+            // The pod's namespace still has the eth0 of an earlier setup whose host end is
+            // gone: remove it and create the pair again.
+            let path = netns.to_path_buf();
+            in_pod_netns(path, |handle| async move {
+                delete_link(&handle, POD_INTERFACE).await
             })
+            .await?;
+            add().await.map_err(netlink(format!(
+                "creating veth pair {host}/{POD_INTERFACE}"
+            )))?;
+        }
+        drop(ns);
+        self.set_hairpin(handle, &host).await?;
+        let prefix = address.prefix_len;
+        in_pod_netns(netns.to_path_buf(), move |handle| async move {
+            configure_pod_side(&handle, ip, prefix, gateway).await
         })
         .await
-        .map_err(|e| NetworkError::Netlink(format!("pod namespace task failed: {e}")))??
     }
 
     /// Removes what [`PodNetwork::init`] made: the bridge (pods' veths stay, detached) and
@@ -385,75 +364,80 @@ impl BridgeNetwork {
     }
 }
 
-/// Runs inside the pod's namespace, on the thread `run_in_netns` made: a current-thread
-/// runtime for the netlink connection, whose socket therefore lives in the pod's namespace.
-fn configure_pod_side(
-    peer: &str,
+/// Runs `f` with a netlink connection inside the pod's namespace: on the fresh thread
+/// [`run_in_netns`] makes (waited for from the blocking pool), with a current-thread runtime
+/// whose netlink socket therefore lives in that namespace.
+async fn in_pod_netns<F, Fut>(netns: PathBuf, f: F) -> Result<(), NetworkError>
+where
+    F: FnOnce(Handle) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), NetworkError>>,
+{
+    tokio::task::spawn_blocking(move || {
+        run_in_netns(&netns, move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .map_err(|source| NetworkError::Os {
+                    context: "building the pod namespace runtime".into(),
+                    source,
+                })?;
+            runtime.block_on(async move { f(connect()?).await })
+        })
+    })
+    .await
+    .map_err(|e| NetworkError::Netlink(format!("pod namespace task failed: {e}")))??
+}
+
+/// Inside the pod's namespace (eth0 arrived there named, with its MAC and MTU): the
+/// address, `eth0` and `lo` up, and the default route via the gateway.
+async fn configure_pod_side(
+    handle: &Handle,
     ip: Ipv4Addr,
     prefix: u8,
     gateway: Ipv4Addr,
-    mtu: u32,
 ) -> Result<(), NetworkError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()
-        .map_err(|source| NetworkError::Os {
-            context: "building the pod namespace runtime".into(),
-            source,
-        })?;
-    runtime.block_on(async {
-        let handle = connect()?;
-        let index = link_index(&handle, peer).await?.ok_or_else(|| {
-            NetworkError::Netlink(format!("{peer} did not arrive in the pod namespace"))
-        })?;
+    let index = link_index(handle, POD_INTERFACE).await?.ok_or_else(|| {
+        NetworkError::Netlink(format!(
+            "{POD_INTERFACE} did not arrive in the pod namespace"
+        ))
+    })?;
+    allow(
         handle
-            .link()
-            .set(
-                LinkUnspec::new_with_index(index)
-                    .name(POD_INTERFACE.to_string())
-                    .mtu(mtu)
-                    .build(),
-            )
+            .address()
+            .add(index, IpAddr::V4(ip), prefix)
             .execute()
-            .await
-            .map_err(netlink(format!("renaming {peer} to {POD_INTERFACE}")))?;
-        allow(
-            handle
-                .address()
-                .add(index, IpAddr::V4(ip), prefix)
-                .execute()
-                .await,
-            libc::EEXIST,
+            .await,
+        libc::EEXIST,
+    )
+    .map_err(netlink(format!("adding {ip}/{prefix} to {POD_INTERFACE}")))?;
+    // Not at creation: a veth end cannot come up before its peer is registered (ENOTCONN).
+    handle
+        .link()
+        .set(LinkUnspec::new_with_index(index).up().build())
+        .execute()
+        .await
+        .map_err(netlink(format!("setting {POD_INTERFACE} up")))?;
+    let lo = link_index(handle, "lo")
+        .await?
+        .ok_or_else(|| NetworkError::Netlink("the pod namespace has no lo".into()))?;
+    handle
+        .link()
+        .set(LinkUnspec::new_with_index(lo).up().build())
+        .execute()
+        .await
+        .map_err(netlink("setting lo up"))?;
+    handle
+        .route()
+        .add(
+            RouteMessageBuilder::<Ipv4Addr>::new()
+                .gateway(gateway)
+                .output_interface(index)
+                .build(),
         )
-        .map_err(netlink(format!("adding {ip}/{prefix} to {POD_INTERFACE}")))?;
-        handle
-            .link()
-            .set(LinkUnspec::new_with_index(index).up().build())
-            .execute()
-            .await
-            .map_err(netlink(format!("setting {POD_INTERFACE} up")))?;
-        let lo = link_index(&handle, "lo")
-            .await?
-            .ok_or_else(|| NetworkError::Netlink("the pod namespace has no lo".into()))?;
-        handle
-            .link()
-            .set(LinkUnspec::new_with_index(lo).up().build())
-            .execute()
-            .await
-            .map_err(netlink("setting lo up"))?;
-        handle
-            .route()
-            .add(
-                RouteMessageBuilder::<Ipv4Addr>::new()
-                    .gateway(gateway)
-                    .output_interface(index)
-                    .build(),
-            )
-            .replace()
-            .execute()
-            .await
-            .map_err(netlink(format!("adding the default route via {gateway}")))
-    })
+        .replace()
+        .execute()
+        .await
+        .map_err(netlink(format!("adding the default route via {gateway}")))
 }
 
 /// Turns on IPv4 forwarding (so pods reach beyond the node); a failure is logged.
@@ -497,16 +481,27 @@ impl PodNetwork for BridgeNetwork {
             )));
         }
         let handle = connect()?;
-        let bridge = self.ensure_bridge(&handle).await?;
+        let cached = self.bridge_index.load(Ordering::Relaxed);
+        let bridge = match cached {
+            0 => self.ensure_bridge(&handle).await?,
+            known => known,
+        };
         let had_address = self.ipam.get(pod_uid).is_some();
         let address = self.ipam.allocate(pod_uid)?;
-        match self.plumb(&handle, bridge, pod_uid, netns, &address).await {
+        let mut result = self.plumb(&handle, bridge, pod_uid, netns, &address).await;
+        if result.is_err() && cached != 0 {
+            // The bridge may have been recreated under another index: look again, once.
+            result = match self.ensure_bridge(&handle).await {
+                Ok(bridge) => self.plumb(&handle, bridge, pod_uid, netns, &address).await,
+                Err(e) => Err(e),
+            };
+        }
+        match result {
             Ok(()) => Ok(address),
             Err(e) => {
                 if let Err(cleanup) = delete_link(&handle, &host_veth_name(pod_uid)).await {
                     tracing::warn!(pod_uid, error = %cleanup, "cleaning up after a failed pod network setup");
                 }
-                let _ = delete_link(&handle, &temp_peer_name(pod_uid)).await;
                 if !had_address && let Err(release) = self.ipam.release(pod_uid) {
                     tracing::warn!(pod_uid, error = %release, "releasing the address of a failed pod network setup");
                 }
@@ -519,7 +514,6 @@ impl PodNetwork for BridgeNetwork {
         // Deleting the host end deletes the pair; if the namespace is gone, so is the pair.
         let handle = connect()?;
         delete_link(&handle, &host_veth_name(pod_uid)).await?;
-        delete_link(&handle, &temp_peer_name(pod_uid)).await?;
         drop(handle);
         self.ipam.release(pod_uid)?;
         Ok(())
@@ -546,8 +540,6 @@ mod tests {
             assert!(host.starts_with("veth"));
             assert_eq!(host, host_veth_name(uid));
             check_ifname(&host).unwrap();
-            check_ifname(&temp_peer_name(uid)).unwrap();
-            assert_eq!(host[4..], temp_peer_name(uid)[3..]);
         }
         assert_ne!(host_veth_name("a"), host_veth_name("b"));
     }
