@@ -213,7 +213,11 @@ impl PodWorker {
                 _ = self.cancel.cancelled() => return,
                 changed = self.pod_rx.changed() => {
                     if changed.is_err() {
-                        self.pod_rx = watch::channel(None).1;
+                        // The feed is gone: the kubelet is stopping (deletion comes as an
+                        // explicit `None`). Containers keep running, as on cancel; taking
+                        // this for a deletion killed the pods of a kubelet that was merely
+                        // restarted whenever this branch won the race with `cancelled`.
+                        return;
                     }
                 }
                 Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()),

@@ -844,3 +844,32 @@ async fn device_plugin_devices_reach_containers() {
     })
     .await;
 }
+
+/// Stopping the kubelet leaves its containers alone. (A worker that saw the pod feed close
+/// before its own cancel once took that for a deletion and killed the pod; that race did not
+/// show here in 3 runs with the old code, it did in CI's csi restart test under load.)
+#[tokio::test]
+async fn stopping_the_kubelet_kills_no_container() {
+    let env = env().await;
+    for i in 0..6 {
+        create_pod(
+            &env,
+            pod(
+                &format!("keep{i}"),
+                json!({"containers": [{"name": "c", "image": "busybox",
+                    "imagePullPolicy": "IfNotPresent", "command": ["serve"]}]}),
+            ),
+        )
+        .await;
+    }
+    for i in 0..6 {
+        pod_where(&env, &format!("keep{i}"), "Running", |p| {
+            p["status"]["phase"] == "Running"
+        })
+        .await;
+    }
+    env.cancel.cancel();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let signals = env.runtime.signals.lock().unwrap().clone();
+    assert!(signals.is_empty(), "{signals:?}");
+}
