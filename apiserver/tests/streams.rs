@@ -118,6 +118,8 @@ impl NodeStreams for Scripted {
 struct Env {
     cancel: CancellationToken,
     kubeconfig: PathBuf,
+    /// The routes hold it weakly.
+    _streams: Arc<dyn NodeStreams>,
     _dir: tempfile::TempDir,
 }
 
@@ -152,7 +154,8 @@ async fn env() -> Env {
     let cancel = CancellationToken::new();
     let tasks = tokio_util::task::TaskTracker::new();
     state.start(&tasks, &cancel).await.unwrap();
-    let _ = state.rest.node_streams.set(Arc::new(Scripted));
+    let streams: Arc<dyn NodeStreams> = Arc::new(Scripted);
+    state.rest.set_node_streams(&streams);
     let client = LocalClient::new(state.rest.clone(), "test", cancel.clone());
     let sa = ResourceRef::new("", "v1", "serviceaccounts", Some("default"));
     let _ = client
@@ -211,6 +214,7 @@ async fn env() -> Env {
     Env {
         cancel,
         kubeconfig,
+        _streams: streams,
         _dir: dir,
     }
 }

@@ -216,10 +216,13 @@ pub fn start(
         config.pods_dir(),
     ));
     if let Some(server) = server {
-        let v = volumes.clone();
-        server
-            .metrics
-            .add_source(Arc::new(move || v.csi().metrics().encode()));
+        // Weak: the volume manager holds a client of the API server that owns these metrics.
+        let v = Arc::downgrade(&volumes);
+        server.metrics.add_source(Arc::new(move || {
+            v.upgrade()
+                .map(|v| v.csi().metrics().encode())
+                .unwrap_or_default()
+        }));
         tasks.spawn(follow_drivers(
             volumes.csi().drivers(),
             server.provisioners,

@@ -351,6 +351,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             }
         });
     }
+    let mut local_kubelet = None;
     if !args.disable_agent {
         let node_ip = node_ips
             .iter()
@@ -371,7 +372,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             &tasks,
             &cancel,
         )?;
-        let _ = state.rest.node_streams.set(streams);
+        state.rest.set_node_streams(&streams);
+        // Held here until the end of `run`: the API server only keeps a weak reference.
+        local_kubelet = Some(streams);
     }
     let certs = pki.client_cert_check()?;
     tasks.spawn(api::serve(
@@ -388,6 +391,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     cancel.cancel();
     tasks.wait().await;
+    drop(local_kubelet);
     drop(store);
     tracing::info!("stopped");
     Ok(())

@@ -936,14 +936,23 @@ impl PodWorker {
             file: true,
         });
         let qos = crate::cgroups::resources::qos_class(pod);
-        let resources = crate::sandbox::container_resources(pod, c);
+        let csc = c.security_context.as_ref();
+        let privileged = csc.and_then(|s| s.privileged).unwrap_or(false);
+        // Device access: the plugins' devices and the raw block volumes' devices.
+        let block = crate::volumes::container_block_devices(c, &self.volumes);
+        let block_nodes = crate::runtime::spec::device_nodes(&block)?;
+        let allowed = device_nodes.iter().chain(&block_nodes);
+        let permissions = devices.devices.iter().chain(&block);
+        let resources = crate::sandbox::container_resources(
+            c,
+            privileged,
+            allowed.zip(permissions.map(|d| d.permissions.as_str())),
+        )?;
         let cgroup_procs = self
             .deps
             .cgroups
             .ensure_container(&self.uid, qos, id, &resources)
             .map_err(|e| e.to_string())?;
-        let csc = c.security_context.as_ref();
-        let privileged = csc.and_then(|s| s.privileged).unwrap_or(false);
         let m = &pod.metadata;
         let log_dir = self.deps.config.container_logs_dir(
             m.namespace.as_deref().unwrap_or(""),

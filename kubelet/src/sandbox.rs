@@ -316,9 +316,37 @@ pub fn pod_resources(pod: &Pod) -> Resources {
     crate::cgroups::resources::pod_resources(pod, None)
 }
 
-/// A container cgroup's limits.
-pub fn container_resources(_pod: &Pod, c: &Container) -> Resources {
-    crate::cgroups::resources::container_resources(c)
+/// A container cgroup's limits and device access: upstream's default device allow-list plus
+/// the device plugins' devices (`nodes`, each with the cgroup permissions its plugin gave), or
+/// every device when the container is privileged.
+pub fn container_resources<'a>(
+    c: &Container,
+    privileged: bool,
+    nodes: impl IntoIterator<Item = (&'a crate::runtime::spec::DeviceNode, &'a str)>,
+) -> Result<Resources, String> {
+    use crate::cgroups::devices::{DeviceKind, DeviceRule, container_rules, parse_access};
+    let extra = nodes
+        .into_iter()
+        .map(|(n, permissions)| {
+            let number = |v: u64| {
+                u32::try_from(v).map_err(|_| format!("device {}: number {v} too large", n.path))
+            };
+            Ok(DeviceRule {
+                kind: if n.block {
+                    DeviceKind::Block
+                } else {
+                    DeviceKind::Char
+                },
+                major: Some(number(n.major)?),
+                minor: Some(number(n.minor)?),
+                access: parse_access(permissions).map_err(|e| format!("device {}: {e}", n.path))?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Resources {
+        devices: Some(container_rules(privileged, &extra)),
+        ..crate::cgroups::resources::container_resources(c)
+    })
 }
 
 /// Registry credentials from the pod's imagePullSecrets (`kubernetes.io/dockerconfigjson`

@@ -471,6 +471,8 @@ async fn attach_sends_stdin_and_gets_output_and_survives_a_new_kubelet() {
             !out.contains("got one"),
             "output from the moment of attach: {out}"
         );
+        // The shell writes the stderr line after the stdout one: wait for it before the kill.
+        read_until(client.stderr.as_mut().unwrap(), "err two").await;
         // The container's stdin stays open across sessions; closing this session's stdin
         // does not close it without stdinOnce, so end the container with a signal.
         drop(stdin);

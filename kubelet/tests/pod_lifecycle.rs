@@ -28,6 +28,7 @@ mod device_plugin;
 struct Env {
     client: Arc<dyn Client>,
     runtime: Arc<FakeRuntime>,
+    cgroups: Arc<FakeCgroupManager>,
     cancel: CancellationToken,
     _dir: tempfile::TempDir,
 }
@@ -81,6 +82,7 @@ async fn env() -> Env {
     images.add_local("busybox", Default::default()).unwrap();
     images.add_remote("busybox", Default::default()).unwrap();
     let runtime = Arc::new(FakeRuntime::default());
+    let cgroups = Arc::new(FakeCgroupManager::default());
     let volumes = Arc::new(k1s_kubelet::volumes::VolumeManager::new(
         client.clone(),
         config.pods_dir(),
@@ -92,7 +94,7 @@ async fn env() -> Env {
         config: Arc::new(config),
         images: Arc::new(images),
         runtime: runtime.clone(),
-        cgroups: Arc::new(FakeCgroupManager::default()),
+        cgroups: cgroups.clone(),
         network: Arc::new(FakePodNetwork::new()),
         event_source: k1s_api::events::Source {
             component: "kubelet".into(),
@@ -104,6 +106,7 @@ async fn env() -> Env {
     Env {
         client,
         runtime,
+        cgroups,
         cancel,
         _dir: dir,
     }
@@ -687,6 +690,7 @@ async fn node_where(env: &Env, what: &str, f: impl Fn(&Value) -> bool) -> Value 
 #[tokio::test]
 async fn device_plugin_devices_reach_containers() {
     use device_plugin::{Call, SamplePlugin, Setup};
+    use k1s_kubelet::cgroups::devices::{DeviceKind, DeviceRule, DeviceRules, READ, WRITE};
     const RES: &str = "example.com/sample";
     let env = env().await;
     let dir = env._dir.path().join("agent/device-plugins");
@@ -700,7 +704,8 @@ async fn device_plugin_devices_reach_containers() {
             ids: vec!["s0".into(), "s1".into(), "s2".into()],
             preferred: true,
             pre_start: true,
-            host_device: "/dev/null".into(),
+            // Not on the default device allow-list (c 1:11).
+            host_device: "/dev/kmsg".into(),
             mount_dir: mount_dir.clone(),
         },
     )
@@ -761,10 +766,26 @@ async fn device_plugin_devices_reach_containers() {
     assert_eq!(
         nodes,
         [
-            ("/dev/sample-s2".to_string(), false, 1, 3),
-            ("/dev/sample-s1".to_string(), false, 1, 3)
+            ("/dev/sample-s2".to_string(), false, 1, 11),
+            ("/dev/sample-s1".to_string(), false, 1, 11)
         ]
     );
+    // The container's device cgroup allows them, with the plugin's permissions, beside the
+    // defaults.
+    let p = pod_where(&env, "dev", "present", |_| true).await;
+    let uid = p["metadata"]["uid"].as_str().unwrap();
+    let id = env.cgroups.containers_of(uid)[0].clone();
+    let Some(DeviceRules::Only(rules)) = env.cgroups.container(uid, &id).unwrap().devices else {
+        panic!("an unprivileged container gets a device allow-list");
+    };
+    let kmsg = DeviceRule {
+        kind: DeviceKind::Char,
+        major: Some(1),
+        minor: Some(11),
+        access: READ | WRITE,
+    };
+    assert!(rules.contains(&kmsg), "{rules:?}");
+    assert!(rules.len() > 2, "{rules:?}");
 
     // A restart of the container: PreStart again, no second Allocate, the same devices.
     env.runtime.finish(&bundle, 1);

@@ -129,8 +129,20 @@ impl Server {
         }
     }
 
+    /// Whether a log line containing `needle` arrived (and is not taken yet), without waiting.
+    pub fn logged(&self, needle: &str) -> bool {
+        let mut pending = self.pending.lock().unwrap();
+        pending.extend(self.logs.lock().unwrap().try_iter());
+        pending.iter().any(|l| l.contains(needle))
+    }
+
     /// Sends SIGTERM and asserts a clean exit within 30 s; returns the remaining log lines.
     pub fn stop(mut self) -> Vec<String> {
+        self.terminate()
+    }
+
+    /// [`Server::stop`] in place (a new server can take this one's place afterwards).
+    pub fn terminate(&mut self) -> Vec<String> {
         let Some(mut child) = self.child.take() else {
             return Vec::new();
         };

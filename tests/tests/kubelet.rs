@@ -265,6 +265,22 @@ fn restarting_k1s_keeps_containers_running() {
         p["status"]["containerStatuses"][0]["restartCount"], 0,
         "{p}"
     );
+
+    // SIGTERM: a clean stop that closes the store (the next start repairs nothing), and the
+    // container lives on again.
+    c.server.wait_for_log("node registered");
+    let logs = c.server.terminate();
+    assert!(logs.iter().any(|l| l.contains("stopped")), "{logs:?}");
+    assert_eq!(pids_with("keep me"), before, "the container died with k1s");
+    c.server = k1s_tests::Server::start(&c.data_dir(), port, &c.kubeconfig, &flags);
+    assert!(
+        !c.server.logged("unclean shutdown"),
+        "the store was not closed cleanly on SIGTERM"
+    );
+    eventually("the server to answer", 60, || {
+        c.run(&["get", "pod", "keep"]).status.success()
+    });
+    assert_eq!(pids_with("keep me"), before, "the container was restarted");
     c.ok(&["delete", "pod", "keep", "--grace-period=1"]);
     eventually("the container process to be gone", 20, || {
         pids_with("keep me").is_empty()
@@ -530,8 +546,9 @@ fn disk_pressure_is_reported_tainted_and_refuses_new_pods() {
 /// A sample device plugin (real gRPC over the real socket directory) registers with
 /// `k1s server`: the node offers its devices, the scheduler keeps a pod that wants more than
 /// there are off the node, and a pod that gets one sees the plugin's env, mount and device
-/// node in a real container. A restart of k1s keeps the pod and its device (no second
-/// Allocate); the plugin registers again and its devices are offered again.
+/// node in a real container, which its device cgroup lets it open while a device node it
+/// makes itself for another device stays closed. A restart of k1s keeps the pod and its
+/// device (no second Allocate); the plugin registers again and its devices are offered again.
 #[test]
 fn device_plugin_devices_reach_real_containers() {
     use device_plugin::{SamplePlugin, Setup};
@@ -556,7 +573,9 @@ fn device_plugin_devices_reach_real_containers() {
             ids: vec!["s0".into(), "s1".into()],
             preferred: false,
             pre_start: false,
-            host_device: "/dev/null".into(),
+            // /dev/kmsg (c 1:11): not on the default device allow-list; opening it for
+            // writing needs no capability.
+            host_device: "/dev/kmsg".into(),
             mount_dir: files.path().to_owned(),
         },
     ));
@@ -574,12 +593,29 @@ fn device_plugin_devices_reach_real_containers() {
         offered(&c) == two
     });
 
+    // A host block device (`MAJOR:MINOR`): the container may make a node for it, but not open
+    // it.
+    let disk = std::fs::read_dir("/sys/dev/block")
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().replace(':', " "))
+        .unwrap_or_else(|| {
+            eprintln!("no block device on this host: the block device check opens nothing");
+            "7 0".into()
+        });
     let pod_with = |name: &str, n: u32| {
+        let script = format!(
+            "echo devices=$SAMPLE_DEVICES; ls -l /dev/sample-s0; cat /sample/info; \
+             true >/dev/sample-s0 && echo opened; \
+             mknod /tmp/disk b {disk} && {{ true </tmp/disk && echo read-host-disk || echo denied; }}; \
+             while true; do sleep 1; done"
+        );
         serde_json::json!({
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
                 "name": "c", "image": image,
-                "command": ["sh", "-c", "echo devices=$SAMPLE_DEVICES; ls -l /dev/sample-s0; cat /sample/info; echo x > /dev/sample-s0 && echo wrote; while true; do sleep 1; done"],
+                "command": ["sh", "-c", script],
                 "resources": {"limits": {RES: n.to_string()}}}]}
         })
     };
@@ -588,7 +624,7 @@ fn device_plugin_devices_reach_real_containers() {
         pod(&c, "gpu")["status"]["phase"] == "Running"
     });
     eventually("gpu's output", 30, || {
-        c.ok(&["logs", "gpu"]).contains("wrote")
+        c.ok(&["logs", "gpu"]).contains("denied")
     });
     let logs = c.ok(&["logs", "gpu"]);
     assert!(logs.contains("devices=s0"), "{logs}");
@@ -597,11 +633,14 @@ fn device_plugin_devices_reach_real_containers() {
         .lines()
         .find(|l| l.contains("/dev/sample-s0"))
         .unwrap_or_default();
-    // A character device with /dev/null's numbers (1, 3).
+    // A character device with /dev/kmsg's numbers (1, 11), which the container's device
+    // cgroup lets it open; a node it made itself for a host disk it cannot open.
     assert!(
-        node_line.starts_with('c') && node_line.contains("1,") && node_line.contains(" 3 "),
+        node_line.starts_with('c') && node_line.contains("1,") && node_line.contains(" 11 "),
         "{logs}"
     );
+    assert!(logs.contains("opened"), "{logs}");
+    assert!(!logs.contains("read-host-disk"), "{logs}");
     assert_eq!(plugin.allocations(), [vec!["s0".to_string()]]);
 
     // Two more than the one left: the scheduler says so, and the pod stays Pending.

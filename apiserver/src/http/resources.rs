@@ -292,7 +292,7 @@ async fn pod_log(
             "pod {name} does not have a host assigned"
         )));
     }
-    let Some(kubelet) = rest.node_streams.get().filter(|k| k.node_name() == node) else {
+    let Some(kubelet) = rest.node_streams(node) else {
         return Err(ApiError::new(
             503,
             "ServiceUnavailable",
@@ -330,7 +330,7 @@ async fn node_proxy(
         .builtin_kind("", "Node")
         .ok_or_else(ApiError::no_route)?;
     rest.get(&nodes, None, node).await?;
-    let Some(kubelet) = rest.node_streams.get().filter(|k| k.node_name() == node) else {
+    let Some(kubelet) = rest.node_streams(node) else {
         return Err(ApiError::new(
             503,
             "ServiceUnavailable",

@@ -52,8 +52,10 @@ pub struct Rest {
     pub services: ServiceNetwork,
     /// The admission plugins, set once when the server is assembled (none: admit all).
     pub admission: std::sync::OnceLock<Arc<dyn crate::admission::Admission>>,
-    /// The kubelet of this server's own node, for pods' log/exec/attach/portforward.
-    pub node_streams: std::sync::OnceLock<Arc<dyn k1s_api::streams::NodeStreams>>,
+    /// The kubelet of this server's own node, for pods' log/exec/attach/portforward and the
+    /// node proxy. Weak: the kubelet holds a client of this `Rest`, and a strong reference
+    /// here would keep both (and the store) alive after shutdown.
+    node_streams: std::sync::OnceLock<std::sync::Weak<dyn k1s_api::streams::NodeStreams>>,
     /// Encryption at rest: what stands between objects and stored bytes.
     pub encryption: Arc<Transformer>,
 }
@@ -138,6 +140,21 @@ impl Rest {
             node_streams: std::sync::OnceLock::new(),
             encryption: Arc::new(Transformer::identity()),
         }
+    }
+
+    /// Routes pods' streams and the node proxy of `streams.node_name()` to `streams` (the
+    /// server's own kubelet; set once). The caller keeps `streams` alive: only a weak
+    /// reference is kept here.
+    pub fn set_node_streams(&self, streams: &Arc<dyn k1s_api::streams::NodeStreams>) {
+        let _ = self.node_streams.set(Arc::downgrade(streams));
+    }
+
+    /// The in-process kubelet of `node`, if this server runs it (and it is still running).
+    pub fn node_streams(&self, node: &str) -> Option<Arc<dyn k1s_api::streams::NodeStreams>> {
+        self.node_streams
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .filter(|k| k.node_name() == node)
     }
 
     /// The same storage, with objects stored through `encryption`.

@@ -9,6 +9,8 @@
 //!   `/proc/self/mountinfo`;
 //! - [`v2`]: the cgroupfs driver over one unified (v2) mount;
 //! - [`resources`]: pure functions from a pod spec to [`Resources`] and [`QosClass`];
+//! - [`devices`]: a container's device access (default allow-list, device plugins' devices,
+//!   privileged) and its enforcement: v1 `devices` controller, v2 eBPF device program;
 //! - [`fake`]: an in-memory [`CgroupManager`] for pod-worker tests;
 //! - `fsutil` (private): cgroupfs file reads and writes, removal with retries, process killing.
 //!
@@ -29,6 +31,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod devices;
 pub mod fake;
 mod fsutil;
 pub mod resources;
@@ -89,6 +92,9 @@ pub struct Resources {
     pub memory_limit: Option<i64>,
     /// None = unlimited.
     pub pids_limit: Option<i64>,
+    /// Device access (containers); None leaves the group's (a new group inherits its
+    /// parent's: all devices for the pod and QoS groups).
+    pub devices: Option<devices::DeviceRules>,
 }
 
 /// Usage of one cgroup, for the summary API and `kubectl top`.

@@ -185,6 +185,7 @@ pub fn container_resources(c: &Container) -> Resources {
         cpu_period: Some(DEFAULT_CPU_PERIOD),
         memory_limit: Some(value(&lim, "memory")).filter(|m| *m > 0),
         pids_limit: None,
+        devices: None,
     }
 }
 
@@ -395,6 +396,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(128 << 20),
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (
@@ -406,6 +408,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(1_000_000_000),
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (
@@ -527,6 +530,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(gi + (256 << 20)),
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (
@@ -546,6 +550,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(2 * gi),
                     pids_limit: Some(100),
+                    devices: None,
                 },
             ),
             (
@@ -566,6 +571,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(512 << 20),
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (
@@ -581,6 +587,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(gi + (120 << 20)),
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (
@@ -593,6 +600,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(2 * gi),
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (
@@ -608,6 +616,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: None,
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (
@@ -651,6 +660,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(1 << 20),
                     pids_limit: None,
+                    devices: None,
                 },
             ),
             (

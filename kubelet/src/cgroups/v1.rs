@@ -11,6 +11,7 @@
 //!   `memory.usage_in_bytes` and `memory.stat` `total_inactive_file`;
 //! - `cpuacct`: `cpuacct.usage`;
 //! - `pids`: `pids.max` (`max` = unlimited), `pids.current`;
+//! - `devices`: a container's device allow-list ([`super::devices::apply_v1`]);
 //! - `cpuset`: each new group gets its parent's `cpuset.cpus` / `cpuset.mems` (v1 leaves them
 //!   empty, and an empty cpuset cannot take processes).
 //!
@@ -232,6 +233,15 @@ impl V1Manager {
                 );
             }
             None => {}
+        }
+        if let Some(rules) = &res.devices {
+            match self.mount_of("devices") {
+                Some(m) => super::devices::apply_v1(&m.join(rel), rules)?,
+                None => tracing::warn!(
+                    group = rel,
+                    "devices controller not mounted; device access not restricted"
+                ),
+            }
         }
         Ok(())
     }
@@ -555,6 +565,7 @@ mod tests {
                     cpu_period: None,
                     memory_limit: Some(1 << 30),
                     pids_limit: None,
+                    devices: None,
                 },
             )
             .unwrap();
@@ -576,6 +587,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(512 << 20),
                     pids_limit: Some(20),
+                    devices: None,
                 },
             )
             .unwrap();
@@ -751,6 +763,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(256 << 20),
                     pids_limit: Some(50),
+                    devices: None,
                 },
             )
             .unwrap();
@@ -766,6 +779,7 @@ mod tests {
                     cpu_period: Some(100_000),
                     memory_limit: Some(64 << 20),
                     pids_limit: None,
+                    devices: None,
                 },
             )
             .unwrap();
@@ -908,5 +922,53 @@ mod tests {
         m.remove_pod("u3", QosClass::BestEffort).unwrap();
         let _ = child.wait().unwrap();
         assert!(!m.mount_of("pids").unwrap().join(&rel).exists());
+    }
+
+    #[test]
+    fn real_kernel_device_access() {
+        use crate::cgroups::devices::container_rules;
+        let Some(r) = real("devices") else { return };
+        let m = &r.0;
+        if m.mount_of("devices").is_none() {
+            eprintln!("SKIP: no devices hierarchy");
+            return;
+        }
+        m.ensure_qos_hierarchy(&Resources::default()).unwrap();
+        m.ensure_pod("u4", QosClass::BestEffort, &Resources::default())
+            .unwrap();
+        let ensure = |id: &str, privileged: bool| {
+            let res = Resources {
+                devices: Some(container_rules(privileged, &[])),
+                ..Resources::default()
+            };
+            m.ensure_container("u4", QosClass::BestEffort, id, &res)
+                .unwrap()
+        };
+        let confined = ensure("confined", false);
+        let rel = format!("{}/besteffort/podu4/confined", m.top());
+        let list = group_file(m, "devices", &rel, "devices.list");
+        assert!(list.lines().any(|l| l == "c 1:3 rwm"), "{list}");
+        assert!(!list.contains("a *:* rwm"), "{list}");
+        // Again: nothing to change, and the same list.
+        assert_eq!(ensure("confined", false), confined);
+        assert_eq!(group_file(m, "devices", &rel, "devices.list"), list);
+        let privileged = ensure("privileged", true);
+
+        // /dev/null opens; /dev/kmsg (c 1:11) does not, though a node for it can be made.
+        let dir = tempfile::tempdir().unwrap();
+        let script = format!(
+            "true </dev/null || exit 10; true </dev/kmsg && exit 11; \
+             mknod {0}/kmsg c 1 11 || exit 12; true <{0}/kmsg && exit 13; exit 0",
+            dir.path().display()
+        );
+        let run = |paths: &[PathBuf], script: &str| {
+            let mut child = gated(script);
+            join(paths, child.id()).unwrap();
+            go(&mut child);
+            child.wait().unwrap().code()
+        };
+        assert_eq!(run(&confined, &script), Some(0));
+        assert_eq!(run(&privileged, "exec true </dev/kmsg"), Some(0));
+        m.remove_pod("u4", QosClass::BestEffort).unwrap();
     }
 }

@@ -8,7 +8,8 @@
 //!   or `max <period>`;
 //! - `memory.max` (`max` = unlimited); OOM kills from `memory.events` `oom_kill`; usage from
 //!   `memory.current` and `memory.stat` `inactive_file`;
-//! - `pids.max`, `pids.current`; CPU time from `cpu.stat` `usage_usec`.
+//! - `pids.max`, `pids.current`; CPU time from `cpu.stat` `usage_usec`;
+//! - device access: an eBPF device program ([`super::devices::apply_v2`]).
 //!
 //! Writes for a controller the root does not offer are skipped (an unlimited value silently, a
 //! limit with a warning). `cgroup.controllers` missing in a freshly made group means a fixture
@@ -212,6 +213,9 @@ impl V2Manager {
         } else if res.pids_limit.is_some() {
             tracing::warn!(group = %dir.display(), "pids controller not available; pids limit not set");
         }
+        if let Some(rules) = &res.devices {
+            super::devices::apply_v2(dir, rules)?;
+        }
         Ok(())
     }
 
@@ -402,6 +406,7 @@ mod tests {
             cpu_period: Some(100_000),
             memory_limit: Some(256 << 20),
             pids_limit: Some(100),
+            devices: None,
         };
         let rel = m.ensure_pod("u1", QosClass::Burstable, &pod).unwrap();
         assert_eq!(rel, "kubepods/burstable/podu1");

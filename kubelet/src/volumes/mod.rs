@@ -488,6 +488,29 @@ fn container_env(pod: &Pod, container: &Container) -> HashMap<String, String> {
 /// The bind mounts of `container`'s volumeMounts: the volume's path, or a sub path inside it
 /// (created if missing, refused if it leaves the volume). Read-only if the volumeMount says so
 /// or the volume is read-only by nature. Mount propagation is ignored.
+/// The host device nodes behind a container's raw block volumes (`volumeDevices`) with the
+/// cgroup permissions upstream gives them (`mrw`, or `r` for a read-only volume), for the
+/// container's device allow-list. Volumes not set up yet are left out ([`container_mounts`]
+/// reports them).
+pub fn container_block_devices(
+    container: &Container,
+    volumes: &PodVolumes,
+) -> Vec<crate::devices::HostDevice> {
+    container
+        .volume_devices
+        .iter()
+        .flatten()
+        .filter_map(|vd| {
+            let v = volumes.get(&vd.name)?;
+            Some(crate::devices::HostDevice {
+                container_path: vd.device_path.clone(),
+                host_path: v.path.to_string_lossy().into_owned(),
+                permissions: if v.read_only { "r" } else { "mrw" }.into(),
+            })
+        })
+        .collect()
+}
+
 pub fn container_mounts(
     pod: &Pod,
     container: &Container,

@@ -114,13 +114,7 @@ pub async fn serve(
             "container not found ({c:?})"
         )));
     }
-    let Some(kubelet) = state
-        .rest
-        .node_streams
-        .get()
-        .filter(|k| k.node_name() == node)
-        .cloned()
-    else {
+    let Some(kubelet) = state.rest.node_streams(node) else {
         return Err(ApiError::new(
             503,
             "ServiceUnavailable",
