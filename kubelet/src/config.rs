@@ -30,6 +30,9 @@ pub struct Config {
     /// Image garbage collection: how often, and the disk usage (percent of the image file
     /// system) that starts it and where it stops (5 min, 85 and 80 upstream).
     pub image_gc_period: Duration,
+    /// How often the eviction manager looks at the node and the pods' local storage (10 s,
+    /// upstream's monitoring period).
+    pub eviction_interval: Duration,
     pub image_gc_high_percent: u8,
     pub image_gc_low_percent: u8,
     pub max_pods: u32,
@@ -72,6 +75,7 @@ impl Config {
             eviction_hard: crate::pressure::Thresholds::default(),
             sync_frequency: Duration::from_secs(60),
             image_gc_period: Duration::from_secs(300),
+            eviction_interval: Duration::from_secs(10),
             image_gc_high_percent: 85,
             image_gc_low_percent: 80,
             max_pods: 110,

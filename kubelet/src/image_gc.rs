@@ -35,6 +35,22 @@ pub fn in_use(pods: &[Value], images: &dyn ImageService) -> Vec<String> {
 
 /// One collection: the bytes freed.
 pub async fn collect_once(deps: &Deps) -> Result<u64, String> {
+    let config = &deps.config;
+    collect(
+        deps,
+        config.image_gc_high_percent,
+        config.image_gc_low_percent,
+    )
+    .await
+}
+
+/// Deletes every image no pod on this node uses (the eviction manager's reclaim under disk
+/// pressure, upstream's `DeleteUnusedImages`): the bytes freed.
+pub async fn reclaim(deps: &Deps) -> Result<u64, String> {
+    collect(deps, 0, 0).await
+}
+
+async fn collect(deps: &Deps, high_percent: u8, low_percent: u8) -> Result<u64, String> {
     let pods = deps
         .client
         .list(
@@ -47,13 +63,8 @@ pub async fn collect_once(deps: &Deps) -> Result<u64, String> {
         .await
         .map_err(|e| format!("listing this node's pods: {e}"))?;
     let in_use = in_use(&pods.items, deps.images.as_ref());
-    let config = &deps.config;
     deps.images
-        .garbage_collect(
-            &in_use,
-            config.image_gc_high_percent,
-            config.image_gc_low_percent,
-        )
+        .garbage_collect(&in_use, high_percent, low_percent)
         .await
         .map_err(|e| e.to_string())
 }

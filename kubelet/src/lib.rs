@@ -4,13 +4,15 @@
 //! Each OS edge sits behind a trait with a real and a fake implementation:
 //! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`],
 //! [`runtime::Runtime`]. [`run`] wires them: it registers the node, keeps its Lease, and feeds
-//! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]).
+//! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]); the
+//! [`eviction`] manager fails pods to protect the node.
 
 pub mod cgroups;
 pub mod config;
 pub mod container;
 pub mod csi;
 pub mod devices;
+pub mod eviction;
 pub mod hooks;
 pub mod image_gc;
 pub mod images;
@@ -115,7 +117,10 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
         cancel.clone(),
     ));
     let gc = tokio::spawn(image_gc::run(deps.clone(), cancel.clone()));
-    pods::run(deps, cancel).await;
+    let (evict_tx, evict_rx) = tokio::sync::mpsc::channel(16);
+    let eviction = tokio::spawn(eviction::run(deps.clone(), evict_tx, cancel.clone()));
+    pods::run(deps, evict_rx, cancel).await;
+    let _ = eviction.await;
     let _ = hb.await;
     let _ = gc.await;
 }

@@ -14,6 +14,11 @@
 //! then restarts per `restartPolicy`. postStart runs right after the start, before the
 //! container counts as started (a failure kills it); preStop runs before SIGTERM on every
 //! kill, inside the grace period ([`PodWorker::kill_container`]).
+//!
+//! The kubelet fails a pod itself ([`PodWorker::fail`]: containers killed, sandbox and
+//! volumes torn down, `Failed` with a reason and message) when the eviction manager evicts it
+//! ([`crate::eviction`]: `Evicted`, with a `DisruptionTarget` condition) or when it has been
+//! active longer than `activeDeadlineSeconds` (`DeadlineExceeded`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -74,6 +79,7 @@ pub struct PodWorker {
     deps: Arc<Deps>,
     uid: String,
     pod_rx: watch::Receiver<Option<Arc<Pod>>>,
+    evict_rx: mpsc::UnboundedReceiver<crate::eviction::Eviction>,
     records: HashMap<String, Record>,
     exits_tx: mpsc::UnboundedSender<Exited>,
     exits_rx: mpsc::UnboundedReceiver<Exited>,
@@ -85,8 +91,11 @@ pub struct PodWorker {
     resync_at: Option<Instant>,
     start_time: String,
     terminal: Option<&'static str>,
-    /// Why the pod was refused at admission (reason, message); it is then Failed.
+    /// Why the kubelet failed the pod (reason, message): refused at admission, evicted, past
+    /// its deadline.
     rejected: Option<(String, String)>,
+    /// The kubelet evicted the pod (a `DisruptionTarget` condition).
+    disrupted: bool,
     /// Whether admission (device allocation) has passed.
     admitted: bool,
     /// The status last written, and where: a static pod's mirror pod UID (a new mirror pod
@@ -123,6 +132,7 @@ impl PodWorker {
         deps: Arc<Deps>,
         uid: String,
         pod_rx: watch::Receiver<Option<Arc<Pod>>>,
+        evict_rx: mpsc::UnboundedReceiver<crate::eviction::Eviction>,
         cancel: CancellationToken,
     ) -> Self {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
@@ -131,6 +141,7 @@ impl PodWorker {
             deps,
             uid,
             pod_rx,
+            evict_rx,
             records: HashMap::new(),
             exits_tx,
             exits_rx,
@@ -142,6 +153,7 @@ impl PodWorker {
             start_time: now(),
             terminal: None,
             rejected: None,
+            disrupted: false,
             admitted: false,
             last_reported: None,
             slot: None,
@@ -193,6 +205,20 @@ impl PodWorker {
                         };
                         self.adopt(&pod).await;
                     }
+                    if self.terminal.is_none()
+                        && self.deadline(&pod).is_some_and(|d| d <= Instant::now())
+                    {
+                        let message =
+                            "Pod was active on the node longer than the specified deadline";
+                        self.fail(
+                            &pod,
+                            "DeadlineExceeded",
+                            message.into(),
+                            termination_grace(&pod),
+                            false,
+                        )
+                        .await;
+                    }
                     self.sync(&pod).await;
                     self.slot = None;
                     self.report(&pod).await;
@@ -207,6 +233,12 @@ impl PodWorker {
                 .filter(|r| !r.running)
                 .filter_map(|r| r.not_before)
                 .chain(self.resync_at)
+                .chain(
+                    last_pod
+                        .as_deref()
+                        .filter(|_| self.terminal.is_none())
+                        .and_then(|p| self.deadline(p)),
+                )
                 .filter(|t| *t > now)
                 .min();
             tokio::select! {
@@ -221,6 +253,12 @@ impl PodWorker {
                     }
                 }
                 Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()),
+                Some(e) = self.evict_rx.recv() => {
+                    if let Some(pod) = last_pod.clone() {
+                        self.fail(&pod, "Evicted", e.message, e.grace, true).await;
+                        self.report(&pod).await;
+                    }
+                }
                 Some(u) = self.probe_rx.recv() => {
                     if let Some(pod) = last_pod.clone() {
                         self.on_probe(u, &pod).await;
@@ -608,6 +646,47 @@ impl PodWorker {
                 false
             }
         }
+    }
+
+    /// When the pod's `activeDeadlineSeconds` runs out, counted from its start time.
+    fn deadline(&self, pod: &Pod) -> Option<Instant> {
+        let secs = pod.spec.as_ref()?.active_deadline_seconds?;
+        let start = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0)
+            .or_else(|| self.start_time.parse::<k8s_openapi::jiff::Timestamp>().ok())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs() as i64;
+        let left = start.as_second().saturating_add(secs).saturating_sub(now);
+        Some(Instant::now() + Duration::from_secs(left.max(0) as u64))
+    }
+
+    /// The kubelet fails the pod: an event says why (`Warning` for an eviction), its
+    /// containers are killed with `grace`, its sandbox and volumes torn down, and it reports
+    /// `Failed` with `reason` and `message` from now on.
+    async fn fail(
+        &mut self,
+        pod: &Pod,
+        reason: &str,
+        message: String,
+        grace: Duration,
+        disruption: bool,
+    ) {
+        if self.terminal.is_some() {
+            return;
+        }
+        tracing::warn!(pod = %pod_name(pod), %reason, %message, "failing the pod");
+        let type_ = if disruption { "Warning" } else { "Normal" };
+        self.event(pod, None, type_, reason, &message);
+        self.rejected = Some((reason.into(), message));
+        self.disrupted = disruption;
+        self.terminal = Some("Failed");
+        self.terminate(pod, grace).await;
+        self.teardown().await;
     }
 
     /// The pod is refused: it ends Failed with `reason`, and an event says why.
@@ -1034,6 +1113,7 @@ impl PodWorker {
                 .rejected
                 .as_ref()
                 .map(|(r, m)| (r.as_str(), m.as_str())),
+            disrupted: self.disrupted,
             now: &now,
         });
         // Compare without the timestamps that move on their own.
@@ -1064,7 +1144,9 @@ impl PodWorker {
             .patch(
                 &r,
                 &name,
-                &Patch::Merge(json!({"status": reported.1})),
+                // Strategic: conditions merge by type, so a condition another component set
+                // meanwhile (a readiness gate's, DisruptionTarget) is not overwritten.
+                &Patch::Strategic(json!({"status": reported.1})),
                 Some("status"),
                 &WriteParams::default(),
             )
@@ -1305,4 +1387,14 @@ pub fn pod_name(pod: &Pod) -> String {
         pod.metadata.namespace.as_deref().unwrap_or(""),
         pod.metadata.name.as_deref().unwrap_or("")
     )
+}
+
+/// The pod's `terminationGracePeriodSeconds` (30 s by default).
+fn termination_grace(pod: &Pod) -> Duration {
+    let secs = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    Duration::from_secs(secs.max(0) as u64)
 }

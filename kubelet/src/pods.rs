@@ -13,10 +13,11 @@ use k1s_api::client::ResourceRef;
 use k1s_controllers::runtime::watcher::{self, Event};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::Deps;
+use crate::eviction::Eviction;
 use crate::pod_worker::PodWorker;
 use crate::static_pods::{self, Mirror};
 
@@ -26,6 +27,8 @@ pub const MIRROR_UID_ANNOTATION: &str = "k1s.io/mirror-uid";
 
 struct Worker {
     tx: watch::Sender<Option<Arc<Pod>>>,
+    /// Evictions from the eviction manager.
+    evict: mpsc::UnboundedSender<Eviction>,
 }
 
 fn decode(v: &Value) -> Option<(String, Arc<Pod>)> {
@@ -163,8 +166,12 @@ fn deleting(pod: &Pod) -> Arc<Pod> {
     Arc::new(serde_json::from_value(v).unwrap_or_else(|_| pod.clone()))
 }
 
-/// Feeds the workers until `cancel` fires.
-pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
+/// Feeds the workers until `cancel` fires; hands each eviction to its pod's worker.
+pub async fn run(
+    deps: Arc<Deps>,
+    mut evictions: mpsc::Receiver<Eviction>,
+    cancel: CancellationToken,
+) {
     let r = ResourceRef::new("", "v1", "pods", None);
     let cfg =
         watcher::Config::default().fields(&format!("spec.nodeName={}", deps.config.node_name));
@@ -187,6 +194,12 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
                 statics.rescan(&deps, &mut workers);
                 statics.settle(&deps, &mut workers, &cancel).await;
                 workers.retain(|_, w| !w.tx.is_closed());
+                continue;
+            }
+            Some(e) = evictions.recv() => {
+                if let Some(w) = workers.get(&e.uid) {
+                    let _ = w.evict.send(e);
+                }
                 continue;
             }
             ev = stream.next() => match ev { Some(ev) => ev, None => return },
@@ -267,9 +280,16 @@ fn feed(
     }
     let Some(pod) = pod else { return };
     let (tx, rx) = watch::channel(Some(pod));
-    let worker = PodWorker::new(deps.clone(), uid.clone(), rx, cancel.child_token());
+    let (evict, evict_rx) = mpsc::unbounded_channel();
+    let worker = PodWorker::new(
+        deps.clone(),
+        uid.clone(),
+        rx,
+        evict_rx,
+        cancel.child_token(),
+    );
     tokio::spawn(worker.run());
-    workers.insert(uid, Worker { tx });
+    workers.insert(uid, Worker { tx, evict });
 }
 
 /// Kills the containers of pods this node no longer has and removes their sandboxes.

@@ -6,8 +6,8 @@
 //! `node.kubernetes.io/*-pressure` taints, so the scheduler stops placing pods there, and
 //! the kubelet refuses new pods as upstream's eviction manager does ([`admit`]).
 //!
-//! Not done (yet): evicting running pods under pressure, and soft thresholds with grace
-//! periods.
+//! Evicting running pods under pressure is [`crate::eviction`]'s. Not done (yet): soft
+//! thresholds with grace periods.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -33,7 +33,7 @@ pub enum Threshold {
 
 impl Threshold {
     /// Whether `available` (of `capacity`) is below this threshold.
-    fn crossed(self, available: i128, capacity: i128) -> bool {
+    pub(crate) fn crossed(self, available: i128, capacity: i128) -> bool {
         match self {
             Threshold::Amount(a) => available < a,
             Threshold::Percent(p) => (available as f64) < capacity as f64 * p / 100.0,

@@ -9,8 +9,10 @@
 //!   image store (`runtime.imageFs`), `kernel.pid_max` and the process count (`rlimit`), and
 //!   the host's interfaces (`/sys/class/net/*/statistics`, without `lo` and the pods' veths);
 //! - each pod and container: its cgroup ([`CgroupManager`]); a container's writable layer
-//!   (`rootfs`) and log files (`logs`) by walking them; a pod's network from the host end of
-//!   its veth (what the host end receives, the pod sent).
+//!   (`rootfs`) and log files (`logs`) by walking them; its emptyDir volumes (`volume`) the
+//!   same way, the disk-backed ones counted in its `ephemeral-storage` (which the eviction
+//!   manager reads); a pod's network from the host end of its veth (what the host end
+//!   receives, the pod sent).
 //!
 //! `usageNanoCores` is a rate: like upstream's CRI stats provider, the provider keeps the
 //! previous cumulative reading of each node, pod and container and reports the rate since
@@ -342,6 +344,41 @@ impl StatsProvider {
                 "logs": logs,
             }));
         }
+        // emptyDir volumes: disk-backed ones count as the pod's ephemeral storage.
+        let mut volumes = Vec::new();
+        for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
+            let Some(vname) = v["name"].as_str() else {
+                continue;
+            };
+            if v.get("emptyDir").is_none() {
+                continue;
+            }
+            let dir = self
+                .config
+                .pods_dir()
+                .join(&uid)
+                .join("volumes")
+                .join(crate::volumes::EMPTY_DIR)
+                .join(vname);
+            let (bytes, inodes) = disk_usage(&dir);
+            let in_memory = v["emptyDir"]["medium"] == "Memory";
+            let mut vs = fs_stats(
+                if in_memory {
+                    &dir
+                } else {
+                    &self.config.root_dir
+                },
+                now,
+            );
+            vs["name"] = json!(vname);
+            vs["usedBytes"] = json!(bytes);
+            vs["inodesUsed"] = json!(inodes);
+            if !in_memory {
+                ephemeral.0 += bytes;
+                ephemeral.1 += inodes;
+            }
+            volumes.push(vs);
+        }
         let mut storage = fs_stats(&self.config.root_dir, now);
         storage["usedBytes"] = json!(ephemeral.0);
         storage["inodesUsed"] = json!(ephemeral.1);
@@ -354,6 +391,9 @@ impl StatsProvider {
             "ephemeral-storage": storage,
             "process_stats": {"process_count": pod_cgroup.pids},
         });
+        if !volumes.is_empty() {
+            out["volume"] = json!(volumes);
+        }
         let host_network = pod["spec"]["hostNetwork"].as_bool() == Some(true);
         if !host_network
             && let Some(mut net) =

@@ -1,6 +1,8 @@
 //! The pod's status as the kubelet reports it: phase, the conditions (PodReadyToStartContainers,
-//! Initialized, ContainersReady, Ready, with PodScheduled kept), container statuses, pod and
-//! host IPs, start time. Pure: built from the pod worker's view of its containers.
+//! Initialized, ContainersReady, Ready with the readiness gates, DisruptionTarget when the
+//! kubelet evicts; conditions others own kept), container statuses, pod and host IPs, start
+//! time, and the reason and message of a pod the kubelet failed. Pure: built from the pod
+//! worker's view of its containers.
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -109,9 +111,54 @@ pub struct PodView<'a> {
     pub start_time: &'a str,
     /// Set once the pod has reached a terminal phase (it never leaves it).
     pub terminal: Option<&'a str>,
-    /// Why admission refused the pod (reason, message), shown in `status`.
+    /// Why the kubelet failed the pod (reason, message), shown in `status`: refused at
+    /// admission, evicted, or past its active deadline.
     pub rejected: Option<(&'a str, &'a str)>,
+    /// The kubelet evicted the pod: a `DisruptionTarget` condition (reason
+    /// `TerminationByKubelet`, the rejection's message) says so, as upstream.
+    pub disrupted: bool,
     pub now: &'a str,
+}
+
+/// The pod conditions the kubelet owns; others (PodScheduled, DisruptionTarget from the
+/// scheduler or the taint manager, readiness gates' conditions from controllers) are kept.
+const KUBELET_CONDITIONS: &[&str] = &[
+    "PodReadyToStartContainers",
+    "Initialized",
+    "ContainersReady",
+    "Ready",
+];
+
+/// Whether the pod's readiness gates all hold (each named condition present and True); else
+/// upstream's message for the first that does not.
+fn readiness_gates(pod: &Pod, old: &Value) -> Result<(), String> {
+    let gates = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .into_iter()
+        .flatten();
+    for g in gates {
+        let t = g.condition_type.as_str();
+        let found = old["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t));
+        match found {
+            None => {
+                return Err(format!(
+                    "corresponding condition of pod readiness gate {t:?} does not exist."
+                ));
+            }
+            Some(c) if c["status"] != "True" => {
+                return Err(format!(
+                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
+                    c["status"].as_str().unwrap_or_default()
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn restart_policy(pod: &Pod) -> &str {
@@ -246,7 +293,19 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
             v.now,
             &old,
         ),
-        condition(
+    ];
+    // Ready also needs the readiness gates (upstream: ReadinessGatesNotReady).
+    let gates = readiness_gates(v.pod, &old);
+    conditions.push(match (&gates, all_ready) {
+        (Err(m), true) => condition(
+            "Ready",
+            false,
+            Some("ReadinessGatesNotReady"),
+            Some(m),
+            v.now,
+            &old,
+        ),
+        _ => condition(
             "Ready",
             all_ready,
             Some("ContainersNotReady"),
@@ -254,13 +313,22 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
             v.now,
             &old,
         ),
-    ];
+    });
     if let Some(cs) = old["conditions"].as_array() {
-        for c in cs {
-            if c["type"] == "PodScheduled" {
-                conditions.insert(0, c.clone());
-            }
+        let others = cs.iter().filter(|c| {
+            let t = c["type"].as_str().unwrap_or_default();
+            let replaced = v.disrupted && t == "DisruptionTarget";
+            !KUBELET_CONDITIONS.contains(&t) && !replaced
+        });
+        for c in others.rev() {
+            conditions.insert(0, c.clone());
         }
+    }
+    if v.disrupted {
+        let mut c = condition("DisruptionTarget", true, None, None, v.now, &old);
+        c["reason"] = json!("TerminationByKubelet");
+        c["message"] = json!(v.rejected.map(|r| r.1).unwrap_or_default());
+        conditions.push(c);
     }
     let mut s = json!({
         "phase": phase,
@@ -383,6 +451,7 @@ mod tests {
             start_time: "t0",
             terminal: None,
             rejected: None,
+            disrupted: false,
             now: "t1",
         });
         assert_eq!(s["phase"], "Running");
@@ -420,6 +489,7 @@ mod tests {
             start_time: "t0",
             terminal: None,
             rejected: None,
+            disrupted: false,
             now: "t1",
         });
         for i in [3, 4] {
@@ -433,6 +503,82 @@ mod tests {
         assert_eq!(
             s["containerStatuses"][0]["state"]["running"]["startedAt"],
             "t"
+        );
+    }
+
+    #[test]
+    fn readiness_gates_kept_conditions_and_disruption() {
+        let with = |conditions: Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"},
+                "spec": {"containers": [], "readinessGates": [{"conditionType": "example.com/lb"}]},
+                "status": {"conditions": conditions}}))
+            .unwrap()
+        };
+        let cs = [running()];
+        let status = |p: &Pod, rejected: Option<(&str, &str)>, disrupted: bool| {
+            pod_status(&PodView {
+                pod: p,
+                init: &[],
+                containers: &cs,
+                sandbox_ready: true,
+                pod_ip: None,
+                host_ip: "192.168.1.2".into(),
+                start_time: "t0",
+                terminal: rejected.map(|_| "Failed"),
+                rejected,
+                disrupted,
+                now: "t1",
+            })
+        };
+        let cond = |s: &Value, t: &str| {
+            s["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == t)
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        // The gate's condition is missing: not Ready, with upstream's reason and message.
+        let s = status(&with(json!([])), None, false);
+        let ready = cond(&s, "Ready");
+        assert_eq!(ready["status"], "False");
+        assert_eq!(ready["reason"], "ReadinessGatesNotReady");
+        assert_eq!(
+            ready["message"],
+            "corresponding condition of pod readiness gate \"example.com/lb\" does not exist."
+        );
+        assert_eq!(cond(&s, "ContainersReady")["status"], "True");
+        // False, then True: the controller's condition is kept either way.
+        let gate = |st: &str| json!([{"type": "example.com/lb", "status": st}]);
+        let s = status(&with(gate("False")), None, false);
+        assert_eq!(
+            cond(&s, "Ready")["message"],
+            "the status of pod readiness gate \"example.com/lb\" is not \"True\", but False"
+        );
+        assert_eq!(cond(&s, "example.com/lb")["status"], "False");
+        let s = status(&with(gate("True")), None, false);
+        assert_eq!(cond(&s, "Ready")["status"], "True");
+        assert_eq!(cond(&s, "example.com/lb")["status"], "True");
+        // An eviction: reason, message, and DisruptionTarget (replacing an older one).
+        let old = json!([{"type": "DisruptionTarget", "status": "False"}]);
+        let s = status(&with(old), Some(("Evicted", "low on memory")), true);
+        assert_eq!(
+            (s["phase"].as_str(), s["reason"].as_str()),
+            (Some("Failed"), Some("Evicted"))
+        );
+        let d = cond(&s, "DisruptionTarget");
+        assert_eq!(d["status"], "True");
+        assert_eq!(d["reason"], "TerminationByKubelet");
+        assert_eq!(d["message"], "low on memory");
+        assert_eq!(
+            s["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["type"] == "DisruptionTarget")
+                .count(),
+            1
         );
     }
 }

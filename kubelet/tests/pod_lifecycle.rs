@@ -16,6 +16,7 @@ use k1s_apiserver::server::{ApiConfig, ApiState};
 use k1s_kubelet::cgroups::FakeCgroupManager;
 use k1s_kubelet::images::fake::FakeImageService;
 use k1s_kubelet::network::FakePodNetwork;
+use k1s_kubelet::runtime::Runtime;
 use k1s_kubelet::runtime::fake::FakeRuntime;
 use k1s_kubelet::{Config, Deps};
 use k1s_store::redb::{RedbConfig, RedbStore};
@@ -78,6 +79,7 @@ async fn env() -> Env {
     )
     .unwrap();
     config.backoff_max = Duration::from_secs(1);
+    config.eviction_interval = Duration::from_millis(300);
     let images = FakeImageService::new(dir.path().join("layers"));
     images.add_local("busybox", Default::default()).unwrap();
     images.add_remote("busybox", Default::default()).unwrap();
@@ -893,4 +895,118 @@ async fn stopping_the_kubelet_kills_no_container() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let signals = env.runtime.signals.lock().unwrap().clone();
     assert!(signals.is_empty(), "{signals:?}");
+}
+
+/// `activeDeadlineSeconds`: once the pod has been active that long, the kubelet kills it and
+/// reports it Failed with reason DeadlineExceeded.
+#[tokio::test]
+async fn the_active_deadline_fails_the_pod() {
+    let env = env().await;
+    create_pod(
+        &env,
+        pod(
+            "short",
+            json!({"activeDeadlineSeconds": 2, "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox",
+                "imagePullPolicy": "IfNotPresent", "command": ["serve-short"]}]}),
+        ),
+    )
+    .await;
+    pod_where(&env, "short", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    let p = pod_where(&env, "short", "Failed", |p| {
+        p["status"]["phase"] == "Failed"
+    })
+    .await;
+    assert_eq!(p["status"]["reason"], "DeadlineExceeded", "{p}");
+    assert_eq!(
+        p["status"]["message"],
+        "Pod was active on the node longer than the specified deadline"
+    );
+    assert_eq!(cond(&p, "DisruptionTarget"), "", "{p}");
+    event_where(
+        &env,
+        "short",
+        "DeadlineExceeded",
+        "longer than the specified deadline",
+    )
+    .await;
+    let bundle = env.runtime.bundles_of("serve-short")[0].clone();
+    assert!(
+        env.runtime.state(&bundle).is_none(),
+        "the container still runs"
+    );
+    assert!(
+        env.runtime
+            .signals
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(b, s)| *b == bundle && *s == libc::SIGTERM)
+    );
+}
+
+/// The eviction manager: a pod whose disk emptyDir holds more than its sizeLimit is evicted
+/// (Failed, Evicted, upstream's message, DisruptionTarget, an event), its container killed and
+/// its volumes torn down; a pod within its limit keeps running.
+#[tokio::test]
+async fn an_empty_dir_over_its_size_limit_gets_the_pod_evicted() {
+    let env = env().await;
+    let scratch = |name: &str, cmd: &str| {
+        pod(
+            name,
+            json!({"terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": "busybox",
+                "imagePullPolicy": "IfNotPresent", "command": [cmd],
+                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+                "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "64Ki"}}]}),
+        )
+    };
+    create_pod(&env, scratch("filler", "fill")).await;
+    create_pod(&env, scratch("calm", "idle")).await;
+    let mut uids = Vec::new();
+    for name in ["filler", "calm"] {
+        let p = pod_where(&env, name, "Running", |p| p["status"]["phase"] == "Running").await;
+        uids.push(p["metadata"]["uid"].as_str().unwrap().to_string());
+    }
+    let volume = |uid: &str| {
+        env._dir
+            .path()
+            .join("agent/pods")
+            .join(uid)
+            .join("volumes/kubernetes.io~empty-dir/scratch")
+    };
+    // What the container would write (the runtime is faked): 256 KiB, and 8 KiB for "calm".
+    std::fs::write(volume(&uids[0]).join("data"), vec![7u8; 256 << 10]).unwrap();
+    std::fs::write(volume(&uids[1]).join("data"), vec![7u8; 8 << 10]).unwrap();
+    let p = pod_where(&env, "filler", "Failed", |p| {
+        p["status"]["phase"] == "Failed"
+    })
+    .await;
+    let message = "Usage of EmptyDir volume \"scratch\" exceeds the limit \"64Ki\". ";
+    assert_eq!(p["status"]["reason"], "Evicted", "{p}");
+    assert_eq!(p["status"]["message"], message);
+    let disruption = p["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(disruption["status"], "True", "{p}");
+    assert_eq!(disruption["reason"], "TerminationByKubelet");
+    event_where(&env, "filler", "Evicted", message).await;
+    let bundle = env.runtime.bundles_of("fill")[0].clone();
+    assert!(
+        env.runtime.state(&bundle).is_none(),
+        "the container still runs"
+    );
+    assert!(!volume(&uids[0]).exists(), "the volume was not torn down");
+    // The other pod runs on, untouched.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let calm = pod_where(&env, "calm", "present", |_| true).await;
+    assert_eq!(calm["status"]["phase"], "Running", "{calm}");
+    assert!(volume(&uids[1]).join("data").exists());
 }

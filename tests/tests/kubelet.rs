@@ -471,6 +471,146 @@ fn probes_hooks_and_oom_on_real_containers() {
     }
 }
 
+/// The eviction manager on real containers: a pod whose emptyDir outgrows its sizeLimit, and
+/// one whose container writes more than its ephemeral-storage limit, are evicted (Failed,
+/// Evicted, upstream's messages, DisruptionTarget, an event); a pod within its limits runs on.
+#[test]
+fn local_storage_limits_evict_pods() {
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let flags = images.kubelet_flags("evict");
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(c) = start("evict", &flags) else {
+        return;
+    };
+    let image = images.busybox();
+    let writer = |name: &str, script: &str, limits: Value| {
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                "name": "c", "image": image, "command": ["sh", "-c", script],
+                "resources": {"limits": limits},
+                "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}],
+                "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}]}
+        })
+    };
+    let fill = |path: &str, kib: u32| {
+        format!(
+            "dd if=/dev/zero of={path} bs=1024 count={kib} 2>/dev/null; echo written; while true; do sleep 1; done"
+        )
+    };
+    apply(
+        &c,
+        &writer(
+            "volume-hog",
+            &fill("/scratch/data", 4096),
+            serde_json::json!({}),
+        ),
+    );
+    apply(
+        &c,
+        &writer(
+            "layer-hog",
+            &fill("/data", 4096),
+            serde_json::json!({"ephemeral-storage": "2Mi"}),
+        ),
+    );
+    apply(
+        &c,
+        &writer(
+            "modest",
+            &fill("/scratch/data", 256),
+            serde_json::json!({"ephemeral-storage": "2Mi"}),
+        ),
+    );
+    let evicted = |name: &str, message: &str| {
+        eventually(&format!("{name} to be evicted"), 120, || {
+            pod(&c, name)["status"]["phase"] == "Failed"
+        });
+        let p = pod(&c, name);
+        assert_eq!(p["status"]["reason"], "Evicted", "{p}");
+        assert_eq!(p["status"]["message"], message, "{p}");
+        let d = p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["type"] == "DisruptionTarget")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            (d["status"].as_str(), d["reason"].as_str()),
+            (Some("True"), Some("TerminationByKubelet")),
+            "{p}"
+        );
+        let events = c.ok(&[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={name}"),
+        ]);
+        assert!(events.contains("Evicted"), "{events}");
+    };
+    evicted(
+        "volume-hog",
+        "Usage of EmptyDir volume \"scratch\" exceeds the limit \"1Mi\". ",
+    );
+    evicted(
+        "layer-hog",
+        "Container c exceeded its local ephemeral storage limit \"2Mi\". ",
+    );
+    eventually("modest to have written", 60, || {
+        c.ok(&["logs", "modest"]).contains("written")
+    });
+    // Two more eviction rounds (10 s each): it stays.
+    std::thread::sleep(Duration::from_secs(21));
+    assert_eq!(pod(&c, "modest")["status"]["phase"], "Running");
+    assert!(
+        pids_with("of=/data bs=1024").is_empty(),
+        "the evicted container still runs"
+    );
+    for p in ["volume-hog", "layer-hog", "modest"] {
+        c.ok(&["delete", "pod", p, "--grace-period=0", "--force"]);
+    }
+}
+
+/// Memory pressure from the start (a threshold every node crosses): a Burstable pod, admitted
+/// under memory pressure as upstream admits it, is evicted once running, with upstream's
+/// message naming the signal.
+#[test]
+fn memory_pressure_evicts_running_pods() {
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let mut flags = images.kubelet_flags("mempress");
+    let at = flags.iter().position(|f| f == "--eviction-hard").unwrap() + 1;
+    flags[at] = "memory.available<100%,nodefs.available<1%,imagefs.available<1%".into();
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(c) = start("mempress", &flags) else {
+        return;
+    };
+    apply(
+        &c,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "burst"},
+            "spec": {"nodeName": "node-mempress", "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "c", "image": images.busybox(),
+                "command": ["sh", "-c", "echo up; while true; do sleep 1; done"],
+                "resources": {"requests": {"memory": "16Mi", "cpu": "10m"}}}]}}),
+    );
+    eventually("burst to be evicted", 120, || {
+        pod(&c, "burst")["status"]["phase"] == "Failed"
+    });
+    let p = pod(&c, "burst");
+    assert_eq!(p["status"]["reason"], "Evicted", "{p}");
+    let message = p["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("The node was low on resource: memory. Threshold quantity: "),
+        "{p}"
+    );
+    assert!(c.ok(&["logs", "burst"]).contains("up"), "it never ran");
+    c.ok(&["delete", "pod", "burst", "--grace-period=0", "--force"]);
+}
+
 /// Disk pressure from the start (a threshold every file system crosses): the condition, the
 /// taint, the scheduler keeping new pods off, and the kubelet refusing a pod bound to it
 /// directly.
