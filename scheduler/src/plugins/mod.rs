@@ -80,7 +80,7 @@ pub fn new_plugin(
         IMAGE_LOCALITY => Arc::new(image_locality::ImageLocality),
         DEFAULT_PREEMPTION => Arc::new(default_preemption::DefaultPreemption::new(handle, args)?),
         INTER_POD_AFFINITY => Arc::new(inter_pod_affinity::InterPodAffinity::new(args)?),
-        POD_TOPOLOGY_SPREAD => Arc::new(pod_topology_spread::PodTopologySpread),
+        POD_TOPOLOGY_SPREAD => Arc::new(pod_topology_spread::PodTopologySpread::default()),
         VOLUME_BINDING => Arc::new(volume_binding::VolumeBinding::new(handle, args)?),
         DEFAULT_BINDER => Arc::new(default_binder::DefaultBinder::new(handle.client.clone())),
         VOLUME_RESTRICTIONS => Arc::new(volume_restrictions::VolumeRestrictions::new(handle)),

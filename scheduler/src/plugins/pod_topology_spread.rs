@@ -4,6 +4,12 @@
 //! for `ScheduleAnyway` constraints, and for pods without constraints applies upstream's
 //! system default spreading (hostname maxSkew 3, zone maxSkew 5).
 //!
+//! PreFilter counts the matching pods of every domain, as upstream, but keeps what it counted
+//! per node ([`Memo`]) for the next pod with the same constraints (the pods of one workload
+//! come in a row): only nodes that changed since (a new `Arc<NodeInfo>` in the snapshot) are
+//! counted again, so a cycle costs O(nodes) pointer comparisons instead of O(pods) selector
+//! matches. Filter reads each constraint's global minimum computed once per cycle.
+//!
 //! System defaults need the selector of the pod's owner; without ReplicaSet/Service
 //! listers this plugin uses the pod's own labels (minus the per-revision hash labels) when
 //! the pod has a controller owner, and no default spreading otherwise.
@@ -159,16 +165,29 @@ struct PreFilterState {
     constraints: Vec<Constraint>,
     /// Per constraint: domain value → matching pods.
     counts: Vec<HashMap<String, i64>>,
+    /// Per constraint: the global minimum ([`Self::compute_min`]), kept up to date.
+    mins: Vec<i64>,
 }
 
 impl PreFilterState {
-    fn min_match(&self, i: usize) -> i64 {
+    /// The smallest count of any domain (0 with fewer domains than minDomains).
+    fn compute_min(&self, i: usize) -> i64 {
         let c = &self.constraints[i];
         let m = &self.counts[i];
         if (m.len() as i64) < c.min_domains {
             return 0;
         }
         m.values().copied().min().unwrap_or(0)
+    }
+
+    fn refresh_mins(&mut self) {
+        self.mins = (0..self.constraints.len())
+            .map(|i| self.compute_min(i))
+            .collect();
+    }
+
+    fn min_match(&self, i: usize) -> i64 {
+        self.mins[i]
     }
 
     fn update(&mut self, pod: &Pod, other: &Pod, node: &NodeInfo, v: i64) {
@@ -185,6 +204,82 @@ impl PreFilterState {
                 *self.counts[i].entry(val.clone()).or_default() += v;
             }
         }
+        self.refresh_mins();
+    }
+}
+
+/// What PreFilter counted on one node for one memo key.
+#[derive(Debug, Clone)]
+struct MemoNode {
+    /// The node as counted (held, so a changed node is a different pointer).
+    info: Arc<NodeInfo>,
+    /// Per constraint: the node's domain and its matching pods; None when the node does not
+    /// count for the constraints (node policies, missing keys).
+    domains: Option<Vec<(String, i64)>>,
+}
+
+/// PreFilter's counts for one key (namespace, constraints, node policies' inputs), per node in
+/// snapshot order, and their sums per domain: per constraint, domain → (counted nodes,
+/// matching pods).
+#[derive(Debug, Default)]
+struct Memo {
+    key: String,
+    nodes: Vec<MemoNode>,
+    totals: Vec<HashMap<String, (i64, i64)>>,
+}
+
+impl Memo {
+    fn add(&mut self, n: &MemoNode, sign: i64) {
+        for (i, (domain, matching)) in n.domains.iter().flatten().enumerate() {
+            let t = self.totals[i].entry(domain.clone()).or_default();
+            t.0 += sign;
+            t.1 += sign * matching;
+            if t.0 == 0 {
+                self.totals[i].remove(domain);
+            }
+        }
+    }
+}
+
+/// What the counts depend on besides the nodes: the pod's namespace, the constraints, and what
+/// the node policies read of the pod.
+fn memo_key(pod: &Pod, cs: &[Constraint]) -> String {
+    let spec = pod.spec.as_ref();
+    let json = |v: Option<String>| v.unwrap_or_default();
+    format!(
+        "{}\n{cs:?}\n{}\n{}\n{}",
+        helpers::namespace(pod),
+        json(
+            spec.and_then(|s| s.node_selector.as_ref())
+                .and_then(|v| serde_json::to_string(v).ok())
+        ),
+        json(
+            spec.and_then(|s| s.affinity.as_ref())
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|v| serde_json::to_string(v).ok())
+        ),
+        json(
+            spec.and_then(|s| s.tolerations.as_ref())
+                .and_then(|v| serde_json::to_string(v).ok())
+        ),
+    )
+}
+
+/// One node's entry: whether it counts, and per constraint its domain and matching pods.
+fn count_node(pod: &Pod, n: &Arc<NodeInfo>, cs: &[Constraint]) -> MemoNode {
+    let domains = node_counts(pod, n, cs, true).then(|| {
+        let ns = helpers::namespace(pod);
+        let labels = n.labels();
+        cs.iter()
+            .map(|c| {
+                let v = labels.get(&c.topology_key).cloned().unwrap_or_default();
+                (v, count_matching(n, &c.selector, ns))
+            })
+            .collect()
+    });
+    MemoNode {
+        info: n.clone(),
+        domains,
     }
 }
 
@@ -197,7 +292,64 @@ struct PreScoreState {
 }
 
 #[derive(Debug, Default)]
-pub struct PodTopologySpread;
+pub struct PodTopologySpread {
+    memo: std::sync::Mutex<Memo>,
+}
+
+impl PodTopologySpread {
+    /// Per constraint, domain → matching pods over the snapshot's nodes, from the memo where
+    /// the nodes did not change.
+    fn domain_counts(
+        &self,
+        pod: &Pod,
+        cs: &[Constraint],
+        snap: &Snapshot,
+    ) -> Vec<HashMap<String, i64>> {
+        let Ok(mut memo) = self.memo.try_lock() else {
+            // Another cycle (a preemption dry run) has it: count without it.
+            let mut fresh = Memo::default();
+            return fresh.refresh(pod, cs, snap);
+        };
+        memo.refresh(pod, cs, snap)
+    }
+}
+
+impl Memo {
+    fn refresh(
+        &mut self,
+        pod: &Pod,
+        cs: &[Constraint],
+        snap: &Snapshot,
+    ) -> Vec<HashMap<String, i64>> {
+        let key = memo_key(pod, cs);
+        if self.key != key || self.nodes.len() != snap.nodes.len() {
+            *self = Memo {
+                key,
+                nodes: Vec::with_capacity(snap.nodes.len()),
+                totals: vec![HashMap::new(); cs.len()],
+            };
+            for n in snap.nodes.iter() {
+                let entry = count_node(pod, n, cs);
+                self.add(&entry, 1);
+                self.nodes.push(entry);
+            }
+        } else {
+            for (i, n) in snap.nodes.iter().enumerate() {
+                if Arc::ptr_eq(&self.nodes[i].info, n) {
+                    continue;
+                }
+                let entry = count_node(pod, n, cs);
+                let old = std::mem::replace(&mut self.nodes[i], entry.clone());
+                self.add(&old, -1);
+                self.add(&entry, 1);
+            }
+        }
+        self.totals
+            .iter()
+            .map(|t| t.iter().map(|(d, (_, m))| (d.clone(), *m)).collect())
+            .collect()
+    }
+}
 
 impl Plugin for PodTopologySpread {
     fn name(&self) -> &'static str {
@@ -235,21 +387,12 @@ impl PreFilterPlugin for PodTopologySpread {
         if cs.is_empty() {
             return Status::skip();
         }
-        let ns = helpers::namespace(&pod.pod);
         let mut st = PreFilterState {
-            counts: vec![HashMap::new(); cs.len()],
+            counts: self.domain_counts(&pod.pod, &cs, snap),
             constraints: cs,
+            mins: Vec::new(),
         };
-        for n in snap.nodes.iter() {
-            if !node_counts(&pod.pod, n, &st.constraints, true) {
-                continue;
-            }
-            let labels = n.labels();
-            for (i, c) in st.constraints.iter().enumerate() {
-                let v = labels.get(&c.topology_key).cloned().unwrap_or_default();
-                *st.counts[i].entry(v).or_default() += count_matching(n, &c.selector, ns);
-            }
-        }
+        st.refresh_mins();
         state.write(PRE_FILTER_KEY, st);
         Status::success()
     }
@@ -543,13 +686,13 @@ mod tests {
                 .spec_with(|s| s.topology_spread_constraints = Some(cs))
                 .info();
             let mut st = CycleState::new();
-            let s = PodTopologySpread.pre_filter(&mut st, &pod, &snap);
+            let s = PodTopologySpread::default().pre_filter(&mut st, &pod, &snap);
             let got: Vec<Code> = if s.is_skip() {
                 vec![Success; 4]
             } else {
                 snap.nodes
                     .iter()
-                    .map(|n| PodTopologySpread.filter(&st, &pod, n).code())
+                    .map(|n| PodTopologySpread::default().filter(&st, &pod, n).code())
                     .collect()
             };
             assert_eq!(got, want, "{name}");
@@ -567,18 +710,26 @@ mod tests {
             })
             .info();
         let mut st = CycleState::new();
-        PodTopologySpread.pre_filter(&mut st, &pod, &snap);
+        PodTopologySpread::default().pre_filter(&mut st, &pod, &snap);
         let n1 = snap.get("n1").unwrap();
-        assert!(!PodTopologySpread.filter(&st, &pod, n1).is_success());
+        assert!(
+            !PodTopologySpread::default()
+                .filter(&st, &pod, n1)
+                .is_success()
+        );
         for p in n1.pods.clone() {
-            PodTopologySpread.remove_pod(&mut st, &pod, &p, n1);
+            PodTopologySpread::default().remove_pod(&mut st, &pod, &p, n1);
         }
-        assert!(PodTopologySpread.filter(&st, &pod, n1).is_success());
+        assert!(
+            PodTopologySpread::default()
+                .filter(&st, &pod, n1)
+                .is_success()
+        );
     }
 
     fn scores(pod: &PodInfo, snap: &Snapshot) -> Option<Vec<i64>> {
         let mut st = CycleState::new();
-        if PodTopologySpread
+        if PodTopologySpread::default()
             .pre_score(&mut st, pod, &snap.nodes, snap)
             .is_skip()
         {
@@ -589,10 +740,10 @@ mod tests {
             .iter()
             .map(|n| NodeScore {
                 name: n.name().into(),
-                score: PodTopologySpread.score(&st, pod, n).0,
+                score: PodTopologySpread::default().score(&st, pod, n).0,
             })
             .collect();
-        PodTopologySpread.normalize_score(&st, pod, &mut s);
+        PodTopologySpread::default().normalize_score(&st, pod, &mut s);
         Some(s.iter().map(|s| s.score).collect())
     }
 
@@ -645,5 +796,69 @@ mod tests {
         }]);
         let got = scores(&PodInfo::new(Arc::new(owned)), &snap).unwrap();
         assert_eq!(got, vec![0, 0, 0, 0]);
+    }
+
+    /// The memo gives what a fresh count gives: after a node changed (a matching pod added,
+    /// another removed), for another namespace, and after a node left the snapshot.
+    #[test]
+    fn remembered_counts_equal_fresh_counts() {
+        let plugin = PodTopologySpread::default();
+        let counts = |plugin: &PodTopologySpread, pod: &PodInfo, snap: &Snapshot| {
+            let mut st = CycleState::new();
+            plugin.pre_filter(&mut st, pod, snap);
+            let st = st.read::<PreFilterState>(PRE_FILTER_KEY).unwrap().clone();
+            (st.counts, st.mins)
+        };
+        let pod_in = |ns: &str| {
+            PodBuilder::new("p")
+                .namespace(ns)
+                .labels(&[("app", "web")])
+                .spec_with(|s| {
+                    s.topology_spread_constraints = Some(vec![
+                        spread("zone", 1, "DoNotSchedule"),
+                        spread("kubernetes.io/hostname", 1, "DoNotSchedule"),
+                    ])
+                })
+                .info()
+        };
+        let pod = pod_in("default");
+        let snap = snapshot();
+        let first = counts(&plugin, &pod, &snap);
+        assert_eq!(first.0[0]["a"], 3);
+        assert_eq!(first, counts(&PodTopologySpread::default(), &pod, &snap));
+
+        // n3 gets a matching pod, n1 loses one: new NodeInfos, the rest shared.
+        let mut nodes: Vec<Arc<NodeInfo>> = snap.nodes.iter().cloned().collect();
+        let mut n3 = (*nodes[2]).clone();
+        n3.add_pod(Arc::new(PodInfo::new(Arc::new(web("w9", "n3")))));
+        nodes[2] = Arc::new(n3);
+        let mut n1 = (*nodes[0]).clone();
+        let w1 = n1.pods[0].pod.clone();
+        assert!(n1.remove_pod(&w1));
+        nodes[0] = Arc::new(n1);
+        let changed = Snapshot::from_arcs(nodes.clone(), snap.namespaces.clone());
+        let second = counts(&plugin, &pod, &changed);
+        assert_eq!(
+            second,
+            counts(&PodTopologySpread::default(), &pod, &changed)
+        );
+        assert_eq!((second.0[0]["a"], second.0[0]["b"]), (2, 1));
+
+        // Another namespace: nothing matches there.
+        let other = pod_in("other");
+        let third = counts(&plugin, &other, &changed);
+        assert_eq!(
+            third,
+            counts(&PodTopologySpread::default(), &other, &changed)
+        );
+        assert_eq!(third.0[0]["a"], 0);
+
+        // A node leaves.
+        nodes.remove(1);
+        let fewer = Snapshot::from_arcs(nodes, snap.namespaces.clone());
+        assert_eq!(
+            counts(&plugin, &pod, &fewer),
+            counts(&PodTopologySpread::default(), &pod, &fewer)
+        );
     }
 }
