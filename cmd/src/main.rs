@@ -75,6 +75,11 @@ fn init_logging(format: &str) {
     }
 }
 
+/// mimalloc: with glibc's malloc a quarter of the API server's and scheduler's CPU went to
+/// malloc/free under load; see README "Dependencies and why" and docs/benchmarks.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The shim forks: it must run before any thread (tokio's included) exists.
