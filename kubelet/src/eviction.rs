@@ -54,9 +54,6 @@ pub struct Eviction {
 /// Upstream's grace period for evictions on hard thresholds.
 pub const HARD_EVICTION_GRACE: Duration = Duration::from_secs(1);
 
-/// Upstream's SystemCriticalPriority: pods at or above it are not evicted.
-const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
-
 /// A signal under pressure and the resource its messages name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Starved {
@@ -130,13 +127,6 @@ fn quantity(bytes: i128) -> String {
     Quantity::from_value(bytes.clamp(0, i64::MAX as i128) as i64, Format::BinarySI).to_canonical()
 }
 
-fn threshold_quantity(t: Threshold, capacity: i128) -> String {
-    match t {
-        Threshold::Amount(a) => quantity(a),
-        Threshold::Percent(p) => quantity((capacity as f64 * p / 100.0) as i128),
-    }
-}
-
 /// Upstream's eviction message for a pod evicted because `signal` crossed `threshold`.
 pub fn pressure_message(
     signal: &str,
@@ -152,15 +142,7 @@ pub fn pressure_message(
     };
     let mut m = format!(
         "The node was low on resource: {resource}. Threshold quantity: {}, available: {}. ",
-        match (kind, threshold) {
-            (Starved::Memory, _) => threshold_quantity(threshold, reading.capacity),
-            (Starved::Disk, _) if resource != "inodes" => {
-                threshold_quantity(threshold, reading.capacity)
-            }
-            (_, Threshold::Amount(a)) => a.to_string(),
-            (_, Threshold::Percent(p)) =>
-                ((reading.capacity as f64 * p / 100.0) as i128).to_string(),
-        },
+        amount(threshold.amount(reading.capacity)),
         amount(reading.available),
     );
     if kind != Starved::Pids {
@@ -184,7 +166,8 @@ pub fn evictable(pod: &Value) -> bool {
     let phase = pod["status"]["phase"].as_str().unwrap_or_default();
     ann.get("kubernetes.io/config.mirror").is_none()
         && ann.get(crate::static_pods::SOURCE_ANNOTATION).is_none()
-        && pod["spec"]["priority"].as_i64().unwrap_or(0) < i64::from(SYSTEM_CRITICAL_PRIORITY)
+        && pod["spec"]["priority"].as_i64().unwrap_or(0)
+            < i64::from(crate::pressure::SYSTEM_CRITICAL_PRIORITY)
         && pod["metadata"]["deletionTimestamp"].is_null()
         && !matches!(phase, "Succeeded" | "Failed")
 }
@@ -338,12 +321,28 @@ pub fn local_storage_violation(pod: &Value, stats: &Value) -> Option<String> {
     None
 }
 
-/// One pass: the evictions to make now.
+/// Whether the pod has a local storage limit to watch (a disk emptyDir `sizeLimit`, a
+/// container `ephemeral-storage` limit).
+fn has_local_limits(pod: &Value) -> bool {
+    let volumes = pod["spec"]["volumes"].as_array().into_iter().flatten();
+    let containers = pod["spec"]["containers"].as_array().into_iter().flatten();
+    volumes
+        .into_iter()
+        .any(|v| v["emptyDir"]["sizeLimit"].is_string() && v["emptyDir"]["medium"] != "Memory")
+        || containers
+            .into_iter()
+            .any(|c| limit(c, "ephemeral-storage").is_some())
+}
+
+/// One pass: the evictions to make now. The summary (which walks layers, logs and emptyDirs)
+/// is built only when a pod has a local storage limit or a threshold is crossed.
 pub async fn synchronize(
     deps: &Deps,
     stats: &crate::stats::StatsProvider,
 ) -> Result<Vec<Eviction>, String> {
     let cfg = &deps.config;
+    let observe = || crate::pressure::observe(&cfg.root_dir, &cfg.images_dir());
+    let mut pressure = crossed(&observe(), &cfg.eviction_hard);
     let list = deps
         .client
         .list(
@@ -356,61 +355,61 @@ pub async fn synchronize(
         .await
         .map_err(|e| format!("listing this node's pods: {e}"))?;
     let pods: Vec<Value> = list.items.into_iter().filter(evictable).collect();
+    let local_limits = pods.iter().any(has_local_limits);
+    if !local_limits && pressure.is_none() {
+        return Ok(Vec::new());
+    }
     let summary = stats.summary(&pods);
-    let entry = |pod: &Value| {
-        summary["pods"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| s["podRef"]["uid"] == pod["metadata"]["uid"])
-            .cloned()
-    };
-    let evict = |pod: &Value, message: String| Eviction {
-        uid: pod["metadata"]["uid"]
+    let entries: std::collections::HashMap<&str, &Value> = summary["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| Some((s["podRef"]["uid"].as_str()?, s)))
+        .collect();
+    let uid = |pod: &Value| {
+        pod["metadata"]["uid"]
             .as_str()
             .unwrap_or_default()
-            .to_string(),
+            .to_string()
+    };
+    let entry = |pod: &Value| entries.get(pod["metadata"]["uid"].as_str()?).copied();
+    let evict = |uid: String, message: String| Eviction {
+        uid,
         message,
         grace: HARD_EVICTION_GRACE,
     };
-    let local: Vec<Eviction> = pods
-        .iter()
-        .filter_map(|p| Some(evict(p, local_storage_violation(p, &entry(p)?)?)))
-        .collect();
-    if !local.is_empty() {
-        return Ok(local);
+    if local_limits {
+        let local: Vec<Eviction> = pods
+            .iter()
+            .filter_map(|p| Some(evict(uid(p), local_storage_violation(p, entry(p)?)?)))
+            .collect();
+        if !local.is_empty() {
+            return Ok(local);
+        }
     }
 
-    let observe = || crate::pressure::observe(&cfg.root_dir, &cfg.images_dir());
-    let Some((_, kind, _, _)) = crossed(&observe(), &cfg.eviction_hard) else {
-        return Ok(Vec::new());
-    };
-    if kind == Starved::Disk {
+    if pressure.is_some_and(|(_, kind, _, _)| kind == Starved::Disk) {
         // Node-level resources first: every image no pod uses.
         match crate::image_gc::reclaim(deps).await {
             Ok(freed) => tracing::info!(freed, "reclaimed unused images under disk pressure"),
             Err(e) => tracing::warn!(error = %e, "reclaiming unused images"),
         }
+        pressure = crossed(&observe(), &cfg.eviction_hard);
     }
-    let Some((signal, kind, threshold, reading)) = crossed(&observe(), &cfg.eviction_hard) else {
+    let Some((signal, kind, threshold, reading)) = pressure else {
         return Ok(Vec::new());
     };
-    let mut candidates: Vec<(Candidate, &Value)> = pods
+    let mut candidates: Vec<Candidate> = pods
         .iter()
-        .filter_map(|p| Some((candidate(kind, p, &entry(p)?), p)))
+        .filter_map(|p| Some(candidate(kind, p, entry(p)?)))
         .collect();
-    let mut ranked: Vec<Candidate> = candidates.iter().map(|(c, _)| c.clone()).collect();
-    rank(kind, &mut ranked);
-    let Some(first) = ranked.into_iter().next() else {
+    rank(kind, &mut candidates);
+    let Some(first) = candidates.first() else {
         tracing::warn!(signal, "under pressure, and no pod to evict");
         return Ok(Vec::new());
     };
-    candidates.retain(|(c, _)| c.uid == first.uid);
-    let message = pressure_message(signal, kind, threshold, reading, &first);
-    Ok(candidates
-        .into_iter()
-        .map(|(_, p)| evict(p, message.clone()))
-        .collect())
+    let message = pressure_message(signal, kind, threshold, reading, first);
+    Ok(vec![evict(first.uid.clone(), message)])
 }
 
 /// Runs [`synchronize`] every `eviction_interval` until `cancel`, sending the evictions.

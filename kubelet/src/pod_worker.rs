@@ -679,21 +679,24 @@ impl PodWorker {
         if self.terminal.is_some() {
             return;
         }
-        tracing::warn!(pod = %pod_name(pod), %reason, %message, "failing the pod");
         let type_ = if disruption { "Warning" } else { "Normal" };
-        self.event(pod, None, type_, reason, &message);
-        self.rejected = Some((reason.into(), message));
+        self.mark_failed(pod, type_, reason, message);
         self.disrupted = disruption;
-        self.terminal = Some("Failed");
         self.terminate(pod, grace).await;
         self.teardown().await;
     }
 
     /// The pod is refused: it ends Failed with `reason`, and an event says why.
     async fn reject(&mut self, pod: &Pod, reason: &str, message: String) {
-        tracing::warn!(pod = %pod_name(pod), %reason, %message, "pod rejected");
-        self.event(pod, None, "Warning", reason, &message);
+        self.mark_failed(pod, "Warning", reason, message);
         self.deps.devices.release(&self.uid);
+    }
+
+    /// From now on the pod is reported Failed with `reason` and `message`; a log line and an
+    /// event of `type_` say so.
+    fn mark_failed(&mut self, pod: &Pod, type_: &str, reason: &str, message: String) {
+        tracing::warn!(pod = %pod_name(pod), %reason, %message, "the pod failed");
+        self.event(pod, None, type_, reason, &message);
         self.rejected = Some((reason.into(), message));
         self.terminal = Some("Failed");
     }

@@ -32,6 +32,14 @@ pub enum Threshold {
 }
 
 impl Threshold {
+    /// The amount this threshold stands for, of `capacity`.
+    pub fn amount(self, capacity: i128) -> i128 {
+        match self {
+            Threshold::Amount(a) => a,
+            Threshold::Percent(p) => (capacity as f64 * p / 100.0) as i128,
+        }
+    }
+
     /// Whether `available` (of `capacity`) is below this threshold.
     pub(crate) fn crossed(self, available: i128, capacity: i128) -> bool {
         match self {
@@ -104,11 +112,8 @@ impl Thresholds {
 
     /// The memory the threshold keeps back from pods (for allocatable), in bytes.
     pub fn memory_reserve(&self, capacity: i128) -> i128 {
-        match self.get("memory.available") {
-            Some(Threshold::Amount(a)) => a,
-            Some(Threshold::Percent(p)) => (capacity as f64 * p / 100.0) as i128,
-            None => 0,
-        }
+        self.get("memory.available")
+            .map_or(0, |t| t.amount(capacity))
     }
 }
 
@@ -223,8 +228,9 @@ pub fn observe(root: &Path, images: &Path) -> Signals {
     out
 }
 
-/// Upstream's SystemCriticalPriority: pods at or above it are admitted under pressure.
-const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
+/// Upstream's SystemCriticalPriority: pods at or above it are admitted under pressure and
+/// never evicted.
+pub(crate) const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 
 /// Whether a new pod may start under `pressure`, as upstream's eviction manager admits:
 /// critical pods (static pods, priority at or above system-critical) always; under memory

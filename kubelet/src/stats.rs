@@ -353,11 +353,7 @@ impl StatsProvider {
             if v.get("emptyDir").is_none() {
                 continue;
             }
-            let dir = self
-                .config
-                .pods_dir()
-                .join(&uid)
-                .join("volumes")
+            let dir = crate::volumes::pod_volumes_dir(&self.config.pods_dir(), &uid)
                 .join(crate::volumes::EMPTY_DIR)
                 .join(vname);
             let (bytes, inodes) = disk_usage(&dir);

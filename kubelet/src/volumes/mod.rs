@@ -54,6 +54,11 @@ use projected::{PodCtx, TokenCache};
 
 /// Upstream's plugin directory names.
 pub const EMPTY_DIR: &str = "kubernetes.io~empty-dir";
+
+/// Where a pod's volumes live: `PODS_DIR/<uid>/volumes/<plugin>/<name>` below this.
+pub fn pod_volumes_dir(pods_dir: &Path, pod_uid: &str) -> PathBuf {
+    pods_dir.join(pod_uid).join("volumes")
+}
 pub const CONFIGMAP: &str = "kubernetes.io~configmap";
 pub const SECRET: &str = "kubernetes.io~secret";
 pub const PROJECTED: &str = "kubernetes.io~projected";
@@ -175,7 +180,7 @@ impl VolumeManager {
 
     /// `PODS_DIR/<uid>/volumes`.
     pub fn volumes_dir(&self, pod_uid: &str) -> PathBuf {
-        self.pods_dir.join(pod_uid).join("volumes")
+        pod_volumes_dir(&self.pods_dir, pod_uid)
     }
 
     /// When the pod's volumes should be set up again to refresh a service account token
