@@ -197,7 +197,7 @@ impl HttpClient {
         });
         let server_name =
             ServerName::try_from(name.clone()).map_err(|_| HttpClientError::ServerName(name))?;
-        let config = rustls_config(&tls, options.http1_only)?;
+        let config = client_tls_config(&tls, options.http1_only)?;
         let connector = TlsConnector {
             tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
             server_name,
@@ -449,7 +449,9 @@ fn transport_error(e: &(dyn std::error::Error + 'static)) -> ClientError {
     ClientError::transport(message)
 }
 
-fn rustls_config(
+/// The rustls client configuration of `tls`: its CA (or the system's), its client certificate,
+/// ALPN `h2` and `http/1.1` (or only `http/1.1`).
+pub fn client_tls_config(
     tls: &TlsSettings,
     http1_only: bool,
 ) -> std::result::Result<rustls::ClientConfig, HttpClientError> {

@@ -5,6 +5,7 @@
 //! the HTTP client is behind the `http` feature, off by default.
 //!
 //! - [`client`]: the [`client::Client`] trait (in-process and HTTP), typed [`client::Api`].
+//! - [`join`]: the CA pin of join tokens.
 //! - [`quantity`]: exact `resource.Quantity` values and resource lists.
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
 //! - [`volume`]: PV ↔ PVC matching shared by the scheduler and the PV controller.
@@ -17,6 +18,7 @@ pub mod client;
 pub mod events;
 #[cfg(feature = "http")]
 pub mod http_client;
+pub mod join;
 #[cfg(feature = "http")]
 pub mod kubeconfig;
 pub mod quantity;

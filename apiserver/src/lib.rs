@@ -36,6 +36,8 @@ pub mod crds;
 pub mod encryption;
 pub mod event_ttl;
 pub mod http;
+pub mod kubelet_client;
+pub mod kubelet_server;
 pub mod local_client;
 pub mod metrics;
 pub mod mirror;

@@ -322,17 +322,6 @@ impl Pki {
         validity: Duration,
         csr_pem: Option<&str>,
     ) -> Result<(String, Option<String>), PkiError> {
-        let gen_err = |source| PkiError::Generate {
-            what: "client certificate",
-            source,
-        };
-        let ca_key = KeyPair::from_pem(&self.ca.key_pem).map_err(|e| PkiError::Corrupt {
-            path: self.ca.key_path.clone(),
-            what: "CA private key",
-            reason: e.to_string(),
-            remedy: ca_remedy(&self.dir),
-        })?;
-        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, ca_key).map_err(gen_err)?;
         let mut params = CertificateParams::default();
         let mut dn = DistinguishedName::new();
         if let Some(g) = group {
@@ -340,12 +329,60 @@ impl Pki {
         }
         dn.push(DnType::CommonName, user);
         params.distinguished_name = dn;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        self.issue("client certificate", params, validity, csr_pem)
+    }
+
+    /// Signs a serving certificate for a kubelet's HTTPS port: subject `system:node:NAME` in
+    /// `system:nodes` (as upstream's kubelet serving certificates), the node name and `ips`
+    /// as its names, for the key of `csr_pem` (or a new key, returned too).
+    pub fn issue_kubelet_serving_cert(
+        &self,
+        node: &str,
+        ips: &[IpAddr],
+        validity: Duration,
+        csr_pem: Option<&str>,
+    ) -> Result<(String, Option<String>), PkiError> {
+        let gen_err = |source| PkiError::Generate {
+            what: "kubelet serving certificate",
+            source,
+        };
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::OrganizationName, "system:nodes");
+        dn.push(DnType::CommonName, format!("system:node:{node}"));
+        params.distinguished_name = dn;
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let mut sans = vec![SanType::DnsName(
+            Ia5String::try_from(node).map_err(gen_err)?,
+        )];
+        sans.extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+        params.subject_alt_names = sans;
+        self.issue("kubelet serving certificate", params, validity, csr_pem)
+    }
+
+    /// Signs `params` (a leaf, valid for `validity` from now, back-dated a little) by the
+    /// cluster CA, for the key of `csr_pem`, or for a new key that is returned too.
+    fn issue(
+        &self,
+        what: &'static str,
+        mut params: CertificateParams,
+        validity: Duration,
+        csr_pem: Option<&str>,
+    ) -> Result<(String, Option<String>), PkiError> {
+        let gen_err = |source| PkiError::Generate { what, source };
+        let ca_key = KeyPair::from_pem(&self.ca.key_pem).map_err(|e| PkiError::Corrupt {
+            path: self.ca.key_path.clone(),
+            what: "CA private key",
+            reason: e.to_string(),
+            remedy: ca_remedy(&self.dir),
+        })?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, ca_key).map_err(gen_err)?;
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         params.use_authority_key_identifier_extension = true;
         let now = OffsetDateTime::now_utc();
         params.not_before = now - BACKDATE;

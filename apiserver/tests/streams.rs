@@ -133,7 +133,10 @@ fn pods() -> ResourceRef {
     ResourceRef::new("", "v1", "pods", Some("default"))
 }
 
-async fn env() -> Env {
+/// The API server with the scripted kubelet of node `n1`: in process, or (`remote`) behind
+/// the kubelet's HTTPS port ([`k1s_apiserver::kubelet_server`]), reached by the API server
+/// over TLS as a remote node's kubelet.
+async fn env(remote: bool) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
     let pki = Pki::load_or_create(&PkiConfig {
@@ -155,8 +158,12 @@ async fn env() -> Env {
     let tasks = tokio_util::task::TaskTracker::new();
     state.start(&tasks, &cancel).await.unwrap();
     let streams: Arc<dyn NodeStreams> = Arc::new(Scripted);
-    state.rest.set_node_streams(&streams);
     let client = LocalClient::new(state.rest.clone(), "test", cancel.clone());
+    if remote {
+        serve_kubelet_port(&pki, &state, &client, streams.clone(), &cancel).await;
+    } else {
+        state.rest.set_node_streams(&streams);
+    }
     let sa = ResourceRef::new("", "v1", "serviceaccounts", Some("default"));
     let _ = client
         .create(
@@ -219,6 +226,67 @@ async fn env() -> Env {
     }
 }
 
+/// Serves `streams` on a kubelet port of node `n1` (registered with that port at 127.0.0.1),
+/// with a serving certificate from the cluster CA, and lets the API server dial it.
+async fn serve_kubelet_port(
+    pki: &Pki,
+    state: &ApiState,
+    client: &LocalClient,
+    streams: Arc<dyn NodeStreams>,
+    cancel: &CancellationToken,
+) {
+    use k1s_apiserver::kubelet_client::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_USER, KubeletDialer};
+    use k1s_apiserver::kubelet_server::{KubeletServer, KubeletTls};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    let node = client
+        .create(
+            &nodes,
+            json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}),
+            &WriteParams::default(),
+        )
+        .await
+        .unwrap();
+    let mut node = node;
+    node["status"] = json!({"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}}});
+    client
+        .update(&nodes, node, Some("status"), &WriteParams::default())
+        .await
+        .unwrap();
+    let (serving, key) = pki
+        .issue_kubelet_serving_cert(
+            "n1",
+            &["127.0.0.1".parse().unwrap()],
+            time::Duration::days(1),
+            None,
+        )
+        .unwrap();
+    let tls = KubeletTls::new(&pki.ca.cert_pem, &serving, &key.unwrap()).unwrap();
+    let server = KubeletServer {
+        streams,
+        client: Arc::new(client.clone()),
+    };
+    tokio::spawn(k1s_apiserver::kubelet_server::serve(
+        listener,
+        tls,
+        Arc::new(server),
+        cancel.clone(),
+    ));
+    let (cert, key) = pki
+        .issue_client_cert(
+            KUBELET_CLIENT_USER,
+            Some(KUBELET_CLIENT_GROUP),
+            time::Duration::days(1),
+            None,
+        )
+        .unwrap();
+    state
+        .rest
+        .set_kubelet_dialer(KubeletDialer::new(&pki.ca.cert_pem, &cert, &key.unwrap()).unwrap());
+}
+
 /// The kubectl binaries present: (label, path).
 fn kubectls() -> Vec<(&'static str, PathBuf)> {
     [
@@ -261,12 +329,21 @@ fn text(b: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_exec_attach_and_errors() {
+    exec_attach_and_errors(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_attach_and_errors_through_a_kubelet_port() {
+    exec_attach_and_errors(true).await;
+}
+
+async fn exec_attach_and_errors(remote: bool) {
     let bins = kubectls();
     if bins.is_empty() {
         eprintln!("SKIP: no kubectl");
         return;
     }
-    let env = env().await;
+    let env = env(remote).await;
     let env = Arc::new(env);
     for (label, bin) in bins {
         let e = env.clone();
@@ -389,12 +466,21 @@ fn port_forward(bin: &Path, env: &Env, remote: u16) -> (std::process::Child, u16
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_port_forward() {
+    port_forwards(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_port_forward_through_a_kubelet_port() {
+    port_forwards(true).await;
+}
+
+async fn port_forwards(remote: bool) {
     let bins = kubectls();
     if bins.is_empty() {
         eprintln!("SKIP: no kubectl");
         return;
     }
-    let env = Arc::new(env().await);
+    let env = Arc::new(env(remote).await);
     for (label, bin) in bins {
         let e = env.clone();
         tokio::task::spawn_blocking(move || {
@@ -439,7 +525,7 @@ async fn python_client_exec_and_port_forward() {
         eprintln!("SKIP: the Python kubernetes client venv is missing");
         return;
     }
-    let env = env().await;
+    let env = env(false).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/python/streams_test.py");
     let kubeconfig = env.kubeconfig.clone();
     let out = tokio::task::spawn_blocking(move || {

@@ -1,5 +1,5 @@
 //! The kubelet's flags and its start-up: shared by `k1s server` (the server is a node too,
-//! unless `--disable-agent`) and, later, `k1s agent`.
+//! unless `--disable-agent`) and `k1s agent` ([`crate::agent_cmd`]).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -10,6 +10,7 @@ use clap::Args;
 use k1s_api::client::Client;
 use k1s_api::quantity::{Quantity, ResourceList};
 use k1s_api::streams::NodeStreams;
+use k1s_apiserver::kubelet_server::{self, KubeletServer, KubeletTls};
 use k1s_controllers::provisioner::ProvisionerSet;
 use k1s_kubelet::images::pull::RegistryImageService;
 use k1s_kubelet::images::registries::RegistriesConfig;
@@ -80,6 +81,13 @@ pub struct KubeletArgs {
     /// How often the static pod directory is read again (upstream: 20s).
     #[arg(long, default_value = "20s", value_parser = crate::server::parse_duration)]
     pub file_check_frequency: std::time::Duration,
+    /// The kubelet's HTTPS port (logs, exec, attach, port-forward and the node proxy, for
+    /// the API server), advertised in the Node's status.
+    #[arg(long, default_value_t = 10250)]
+    pub kubelet_port: u16,
+    /// Address the kubelet's HTTPS port listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub kubelet_bind_address: IpAddr,
     /// First container restart back-off, in seconds (upstream: 10).
     #[arg(long, default_value_t = 10, hide = true)]
     pub restart_backoff_seconds: u64,
@@ -107,8 +115,16 @@ pub struct ServerSide {
     pub provisioners: ProvisionerSet,
 }
 
+/// This node's name: `--node-name`, or the host name.
+pub fn node_name(args: &KubeletArgs, hostname: &str) -> String {
+    args.node_name
+        .clone()
+        .unwrap_or_else(|| hostname.to_string())
+}
+
 /// Starts the kubelet for this node on `client` (with `server` on the server's own node),
-/// and, with `local_storage`, the `k1s csi-hostpath` plugin beside it.
+/// serving its HTTPS port with `port_tls`, and, with `local_storage`, the `k1s csi-hostpath`
+/// plugin beside it.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
     args: &KubeletArgs,
@@ -117,14 +133,19 @@ pub fn start(
     node_ip: IpAddr,
     client: Arc<dyn Client>,
     server: Option<ServerSide>,
+    port_tls: KubeletTls,
     local_storage: bool,
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) -> anyhow::Result<Arc<dyn NodeStreams>> {
-    let node_name = args
-        .node_name
-        .clone()
-        .unwrap_or_else(|| hostname.to_string());
+    let node_name = node_name(args, hostname);
+    let addr = std::net::SocketAddr::new(args.kubelet_bind_address, args.kubelet_port);
+    let listener = std::net::TcpListener::bind(addr)
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .and_then(tokio::net::TcpListener::from_std)
+        .with_context(|| {
+            format!("cannot listen on {addr} (is another kubelet running? use --kubelet-port)")
+        })?;
     let root = data_dir.join("agent");
     std::fs::create_dir_all(&root).with_context(|| format!("creating {}", root.display()))?;
     let mut config = Config::new(&node_name, root.clone(), node_ip);
@@ -142,6 +163,7 @@ pub fn start(
         config.labels.insert(k.into(), v.into());
     }
     config.taints = args.node_taint.clone();
+    config.port = args.kubelet_port;
     config.pod_cidr = args.pod_cidr.clone();
     config.cluster_dns = args.cluster_dns.clone();
     config.cluster_domain = args.cluster_domain.clone();
@@ -239,6 +261,16 @@ pub fn start(
             cancel.clone(),
         ));
     }
+    tasks.spawn(kubelet_server::serve(
+        listener,
+        port_tls,
+        Arc::new(KubeletServer {
+            streams: streams.clone(),
+            client: client.clone(),
+        }),
+        cancel.clone(),
+    ));
+    tracing::info!(node = %node_name, %addr, "kubelet port listening");
     let devices = k1s_kubelet::devices::DeviceManager::new(config.device_plugins_dir());
     let deps = Arc::new(Deps {
         client,

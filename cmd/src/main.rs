@@ -2,6 +2,7 @@
 //! library crates together; the work happens in them.
 
 mod agent;
+mod agent_cmd;
 mod bench;
 mod bench_api;
 mod bench_pods;
@@ -29,6 +30,8 @@ struct Cli {
 enum Command {
     /// Run the control plane (datastore, API server, scheduler, controllers) on this node.
     Server(Box<server::ServerArgs>),
+    /// Run a worker node: join the server at --server with --token and run its kubelet.
+    Agent(Box<agent_cmd::AgentArgs>),
     /// Measure this machine: `k1s bench store` checks whether a disk is fast enough, `k1s bench
     /// api` measures a running API server.
     Bench {
@@ -111,6 +114,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async move {
         match cli.command {
             Command::Server(args) => server::run(*args).await,
+            Command::Agent(args) => agent_cmd::run(*args).await,
             Command::Bench { what } => bench::run(what).await,
             Command::CsiHostpath(args) => csi_hostpath::run(args).await,
             Command::Internal { .. } | Command::SecretsEncrypt(_) => {

@@ -177,7 +177,7 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 /// This machine's host name.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .ok()
@@ -186,7 +186,7 @@ fn hostname() -> String {
 }
 
 /// The node IPs: the flags, or the non-loopback addresses the host name resolves to.
-fn node_ips(flags: &[IpAddr], hostname: &str) -> Vec<IpAddr> {
+pub(crate) fn node_ips(flags: &[IpAddr], hostname: &str) -> Vec<IpAddr> {
     if !flags.is_empty() {
         return flags.to_vec();
     }
@@ -358,6 +358,18 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             .find(|ip| ip.is_ipv4())
             .copied()
             .unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        let node = crate::agent::node_name(&args.kubelet, &hostname);
+        let mut addresses = node_ips.clone();
+        if !addresses.contains(&node_ip) {
+            addresses.push(node_ip);
+        }
+        let (cert, key) =
+            pki.issue_kubelet_serving_cert(&node, &addresses, time::Duration::days(365), None)?;
+        let port_tls = k1s_apiserver::kubelet_server::KubeletTls::new(
+            &pki.ca.cert_pem,
+            &cert,
+            &key.unwrap_or_default(),
+        )?;
         let streams = crate::agent::start(
             &args.kubelet,
             &args.data_dir,
@@ -368,6 +380,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 metrics: state.metrics.clone(),
                 provisioners: provisioners.clone(),
             }),
+            port_tls,
             local_storage,
             &tasks,
             &cancel,
@@ -376,6 +389,21 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         // Held here until the end of `run`: the API server only keeps a weak reference.
         local_kubelet = Some(streams);
     }
+    // Remote nodes' kubelets are reached over HTTPS with a client certificate of this
+    // server's own (re-issued at every start).
+    let (cert, key) = pki.issue_client_cert(
+        k1s_apiserver::kubelet_client::KUBELET_CLIENT_USER,
+        Some(k1s_apiserver::kubelet_client::KUBELET_CLIENT_GROUP),
+        time::Duration::days(365),
+        None,
+    )?;
+    state
+        .rest
+        .set_kubelet_dialer(k1s_apiserver::kubelet_client::KubeletDialer::new(
+            &pki.ca.cert_pem,
+            &cert,
+            &key.unwrap_or_default(),
+        )?);
     let certs = pki.client_cert_check()?;
     tasks.spawn(api::serve(
         listener,
@@ -398,7 +426,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
 }
 
 /// Installs the SIGTERM and SIGINT handlers now; the returned future completes on either.
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+pub(crate) fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

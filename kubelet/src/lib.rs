@@ -7,6 +7,7 @@
 //! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]); the
 //! [`eviction`] manager fails pods to protect the node.
 
+pub mod bootstrap;
 pub mod cgroups;
 pub mod config;
 pub mod container;

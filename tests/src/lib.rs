@@ -31,7 +31,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A running `k1s server`; SIGKILLed on drop unless [`Server::stop`] stopped it.
+/// A running `k1s server` (or `k1s agent`); SIGKILLed on drop unless [`Server::stop`] stopped it.
 pub struct Server {
     child: Option<Child>,
     /// In a mutex so a `Server` can be shared with scoped threads.
@@ -44,8 +44,8 @@ impl Server {
     /// Starts `k1s server` on `data_dir`, listening on 127.0.0.1:`port` and writing its admin
     /// kubeconfig to `kubeconfig`, with `extra` flags. Does not wait for it to be ready.
     pub fn spawn(data_dir: &Path, port: u16, kubeconfig: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(k1s_bin())
-            .arg("server")
+        let mut cmd = Command::new(k1s_bin());
+        cmd.arg("server")
             .arg("--data-dir")
             .arg(data_dir)
             .args([
@@ -69,7 +69,26 @@ impl Server {
                         .iter()
                         .any(|a| a.starts_with("--node-monitor-grace-period")))
                 .then_some("--node-monitor-grace-period=1h"),
-            )
+            );
+        Self::run(cmd)
+    }
+
+    /// Starts `k1s agent` on `data_dir`, joining the server on 127.0.0.1:`server_port` with
+    /// `token`, with `extra` flags (give it [`kubelet_flags`]). Does not wait for it.
+    pub fn spawn_agent(data_dir: &Path, server_port: u16, token: &str, extra: &[&str]) -> Server {
+        let mut cmd = Command::new(k1s_bin());
+        cmd.arg("agent")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--server", &format!("https://127.0.0.1:{server_port}")])
+            .env("K1S_TOKEN", token)
+            .args(extra);
+        Self::run(cmd)
+    }
+
+    /// Runs `cmd` with its log (stderr) collected.
+    fn run(mut cmd: Command) -> Server {
+        let mut child = cmd
             .env("K1S_LOG", "info")
             .stderr(Stdio::piped())
             .spawn()
@@ -254,8 +273,8 @@ pub fn provisioned_pv_name(claim: &serde_json::Value) -> String {
 /// upstream's imagefs default, and a node under disk pressure refuses every pod).
 pub const TEST_EVICTION_HARD: &str = "memory.available<1Mi,nodefs.available<1%,nodefs.inodesFree<1%,imagefs.available<1%,imagefs.inodesFree<1%";
 
-/// Flags that give a test server a kubelet of its own: a bridge, a cgroup tree and a pod
-/// CIDR no other test uses, a 1 s restart back-off, and [`TEST_EVICTION_HARD`].
+/// Flags that give a test server a kubelet of its own: a bridge, a cgroup tree, a pod CIDR
+/// and a kubelet port no other test uses, a 1 s restart back-off, and [`TEST_EVICTION_HARD`].
 pub fn kubelet_flags(tag: &str) -> Vec<String> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n =
@@ -273,6 +292,8 @@ pub fn kubelet_flags(tag: &str) -> Vec<String> {
         "1".into(),
         "--eviction-hard".into(),
         TEST_EVICTION_HARD.into(),
+        "--kubelet-port".into(),
+        free_port().to_string(),
     ]
 }
 

@@ -698,6 +698,38 @@ fn node_identities_reach_only_their_own_objects() {
         "{err}"
     );
     ok_as(&c, &n1, &["label", "node", "n1", "example.com/rack=r1"]);
+    // Its own Lease and CSINode (created without a name in the URL); not another's.
+    for (kind, api, ns) in [
+        (
+            "Lease",
+            "coordination.k8s.io/v1",
+            r#", "namespace": "kube-node-lease""#,
+        ),
+        ("CSINode", "storage.k8s.io/v1", ""),
+    ] {
+        let obj = |n: &str| {
+            let spec = if kind == "CSINode" {
+                r#", "spec": {"drivers": []}"#
+            } else {
+                ""
+            };
+            format!(
+                r#"{{"apiVersion": "{api}", "kind": "{kind}", "metadata": {{"name": "{n}"{ns}}}{spec}}}"#
+            )
+        };
+        let out = kubectl_stdin(&c, &n1, &["create", "-f", "-"], &obj("n1"));
+        assert!(
+            out.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = kubectl_stdin(&c, &n1, &["create", "-f", "-"], &obj("n2"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("with the same name as the requesting node"),
+            "{kind}: {err}"
+        );
+    }
     let err = fails_as(&c, &n2, &["label", "node", "n1", "example.com/rack=r2"]);
     assert!(err.contains("Forbidden"), "{err}");
     // A kubelet may only create mirror pods bound to itself.

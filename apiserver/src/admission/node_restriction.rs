@@ -2,7 +2,7 @@
 //! reach. It may create only mirror pods bound to itself that reference no secrets,
 //! configmaps, PVCs or ServiceAccounts; it may not set labels in the restricted
 //! `kubernetes.io`/`k8s.io` namespaces (other than the kubelet's own ones) nor change its
-//! taints after registration; and it may write only its own Node.
+//! taints after registration; and it may write only its own Node, node Lease and CSINode.
 
 use serde_json::Value;
 
@@ -111,6 +111,17 @@ pub fn admit(
                     "node {node:?} can only create pods with an owner reference set to itself"
                 ));
             }
+        }
+    }
+    // The authorizer lets a node create any Lease or CSINode: only its own gets through.
+    for (group, kind, what) in [
+        ("coordination.k8s.io", "Lease", "node lease"),
+        ("storage.k8s.io", "CSINode", "CSINode"),
+    ] {
+        if req.is(group, kind) && obj["metadata"]["name"] != node {
+            return deny(format!(
+                "can only access {what} with the same name as the requesting node"
+            ));
         }
     }
     if req.is("", "Node") && req.subresource.is_none() {

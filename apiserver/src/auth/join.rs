@@ -1,8 +1,10 @@
 //! The server side of joining an agent: `POST /k1s/v1/node-certificate` exchanges the join
 //! token (the bootstrap user, authorized by the `system:k1s:agent-bootstrapper` role) and a
 //! certificate request for a kubelet client certificate (`system:node:NAME` in
-//! `system:nodes`) signed by the cluster CA. The agent checks the CA it gets from `/cacerts`
-//! against the hash in its token before it trusts it.
+//! `system:nodes`) signed by the cluster CA, and, when it sends `servingCsr` and its
+//! `addresses`, a serving certificate for its kubelet's HTTPS port (the node name and those
+//! addresses as names). The agent checks the CA it gets from `/cacerts` against the hash in
+//! its token before it trusts it.
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -18,7 +20,8 @@ pub const NODE_CERT_PATH: &str = "/k1s/v1/node-certificate";
 /// How long node certificates are valid (k3s: one year).
 const VALIDITY: time::Duration = time::Duration::days(365);
 
-/// Answers `POST /k1s/v1/node-certificate` with `{"nodeName": N, "csr": PEM}`.
+/// Answers `POST /k1s/v1/node-certificate` with `{"nodeName": N, "csr": PEM}` (and optionally
+/// `"servingCsr": PEM, "addresses": ["10.0.0.5"]`).
 pub async fn node_certificate(
     state: &ApiState,
     user: &UserInfo,
@@ -41,8 +44,31 @@ pub async fn node_certificate(
     let (cert, _) = pki
         .issue_client_cert(&user_name, Some(super::NODES), VALIDITY, Some(csr))
         .map_err(|e| ApiError::bad_request(format!("cannot sign the request: {e}")))?;
+    let mut out = json!({"certificate": cert, "ca": pki.ca.cert_pem});
+    if let Some(serving_csr) = v["servingCsr"].as_str() {
+        let ips = v["addresses"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .map(|a| {
+                a.as_str()
+                    .and_then(|a| a.parse::<std::net::IpAddr>().ok())
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!("addresses: {a} is not an IP address"))
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if ips.len() > 16 {
+            return Err(ApiError::bad_request("addresses: at most 16"));
+        }
+        out["servingCertificate"] = pki
+            .issue_kubelet_serving_cert(node, &ips, VALIDITY, Some(serving_csr))
+            .map_err(|e| ApiError::bad_request(format!("cannot sign servingCsr: {e}")))?
+            .0
+            .into();
+    }
     tracing::info!(requester = %user.name, node, "issued a node client certificate");
-    let out = json!({"certificate": cert, "ca": pki.ca.cert_pem});
     Ok(crate::http::body::respond(
         StatusCode::CREATED,
         "application/json",

@@ -47,9 +47,7 @@ impl std::fmt::Debug for JoinToken {
 }
 
 /// The hash a full token pins: SHA-256 of the CA certificate PEM, hex.
-pub fn ca_hash(ca_pem: &str) -> String {
-    hex(ring::digest::digest(&ring::digest::SHA256, ca_pem.as_bytes()).as_ref())
-}
+pub use k1s_api::join::ca_hash;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

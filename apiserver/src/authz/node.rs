@@ -355,13 +355,14 @@ impl NodeAuthorizer {
                 verb == "create"
                     && self.any_pod(node, |p| p.namespace == ns && p.service_account == name),
             ),
+            // A create names no object here: NodeRestriction admission checks its name.
             ("coordination.k8s.io", "leases", "") => allow(
                 ns == "kube-node-lease"
-                    && name == node
+                    && (name == node || verb == "create")
                     && matches!(verb, "get" | "create" | "update" | "patch" | "delete"),
             ),
             ("storage.k8s.io", "csinodes", "") => allow(
-                name == node
+                (name == node || verb == "create")
                     && matches!(
                         verb,
                         "get" | "create" | "update" | "patch" | "delete" | "list" | "watch"

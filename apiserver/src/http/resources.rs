@@ -292,13 +292,7 @@ async fn pod_log(
             "pod {name} does not have a host assigned"
         )));
     }
-    let Some(kubelet) = rest.node_streams(node) else {
-        return Err(ApiError::new(
-            503,
-            "ServiceUnavailable",
-            format!("no route to the kubelet of node {node:?} for the logs of pod {name}"),
-        ));
-    };
+    let kubelet = rest.node_streams(node).await?;
     let stream = kubelet
         .logs(&pod, &options)
         .await
@@ -330,13 +324,7 @@ async fn node_proxy(
         .builtin_kind("", "Node")
         .ok_or_else(ApiError::no_route)?;
     rest.get(&nodes, None, node).await?;
-    let Some(kubelet) = rest.node_streams(node) else {
-        return Err(ApiError::new(
-            503,
-            "ServiceUnavailable",
-            format!("no route to the kubelet of node {node:?}"),
-        ));
-    };
+    let kubelet = rest.node_streams(node).await?;
     let answer = kubelet
         .proxy(method.as_str(), path, query)
         .await

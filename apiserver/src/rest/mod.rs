@@ -56,6 +56,8 @@ pub struct Rest {
     /// node proxy. Weak: the kubelet holds a client of this `Rest`, and a strong reference
     /// here would keep both (and the store) alive after shutdown.
     node_streams: std::sync::OnceLock<std::sync::Weak<dyn k1s_api::streams::NodeStreams>>,
+    /// How remote nodes' kubelets are dialled (set when serving HTTPS with a cluster CA).
+    kubelets: std::sync::OnceLock<crate::kubelet_client::KubeletDialer>,
     /// Encryption at rest: what stands between objects and stored bytes.
     pub encryption: Arc<Transformer>,
 }
@@ -138,6 +140,7 @@ impl Rest {
             services,
             admission: std::sync::OnceLock::new(),
             node_streams: std::sync::OnceLock::new(),
+            kubelets: std::sync::OnceLock::new(),
             encryption: Arc::new(Transformer::identity()),
         }
     }
@@ -149,12 +152,41 @@ impl Rest {
         let _ = self.node_streams.set(Arc::downgrade(streams));
     }
 
-    /// The in-process kubelet of `node`, if this server runs it (and it is still running).
-    pub fn node_streams(&self, node: &str) -> Option<Arc<dyn k1s_api::streams::NodeStreams>> {
-        self.node_streams
+    /// Reaches the kubelets of other nodes with `dialer` (set once).
+    pub fn set_kubelet_dialer(&self, dialer: crate::kubelet_client::KubeletDialer) {
+        let _ = self.kubelets.set(dialer);
+    }
+
+    /// The kubelet of `node`: the in-process one if this server runs it, else the node's
+    /// kubelet over HTTPS (`Err` says why it cannot be reached).
+    pub async fn node_streams(
+        &self,
+        node: &str,
+    ) -> Result<Arc<dyn k1s_api::streams::NodeStreams>, ApiError> {
+        let no_route = |why: String| {
+            ApiError::new(
+                503,
+                "ServiceUnavailable",
+                format!("no route to the kubelet of node {node:?}: {why}"),
+            )
+        };
+        if let Some(local) = self
+            .node_streams
             .get()
             .and_then(std::sync::Weak::upgrade)
             .filter(|k| k.node_name() == node)
+        {
+            return Ok(local);
+        }
+        let Some(dialer) = self.kubelets.get() else {
+            return Err(no_route("this server reaches no remote kubelets".into()));
+        };
+        let nodes = self
+            .registry
+            .builtin_kind("", "Node")
+            .ok_or_else(ApiError::no_route)?;
+        let obj = self.get(&nodes, None, node).await?;
+        dialer.kubelet(&obj).map_err(no_route)
     }
 
     /// The same storage, with objects stored through `encryption`.

@@ -151,15 +151,24 @@ impl rustls::client::danger::ServerCertVerifier for NoVerify {
     }
 }
 
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+/// A TLS client configuration that accepts any server certificate (see [`NoVerify`]; also
+/// the agent's first download of the CA, which it then checks against its token).
+pub(crate) fn insecure_client_config() -> Result<rustls::ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+    Ok(
+        rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth(),
+    )
+}
+
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(
+        insecure_client_config()?,
+    )))
 }
 
 /// Aborts the connection task when the request is done (or abandoned).

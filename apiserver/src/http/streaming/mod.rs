@@ -114,13 +114,7 @@ pub async fn serve(
             "container not found ({c:?})"
         )));
     }
-    let Some(kubelet) = state.rest.node_streams(node) else {
-        return Err(ApiError::new(
-            503,
-            "ServiceUnavailable",
-            format!("no route to the kubelet of node {node:?} for pod {name}"),
-        ));
-    };
+    let kubelet = state.rest.node_streams(node).await?;
     let request = Request {
         kind,
         pod,
@@ -129,6 +123,16 @@ pub async fn serve(
         ports,
         cancel: state.cancel.child_token(),
     };
+    start(request, headers, upgrade)
+}
+
+/// Upgrades to the protocol the `Upgrade` header asks for (websocket or SPDY/3.1) and runs
+/// `request`'s session on the upgraded connection.
+pub fn start(
+    request: Request,
+    headers: &HeaderMap,
+    upgrade: Option<OnUpgrade>,
+) -> Result<Response<Body>, ApiError> {
     let upgrade_to = headers
         .get(header::UPGRADE)
         .and_then(|v| v.to_str().ok())
@@ -235,7 +239,7 @@ fn flag(pairs: &[(String, String)], key: &str) -> bool {
 
 /// `PodExecOptions`/`PodAttachOptions` from the query, validated as upstream does, with the
 /// container defaulted when the pod has only one.
-fn stream_options(
+pub(crate) fn stream_options(
     kind: Kind,
     pairs: &[(String, String)],
     pod: &Value,
@@ -325,7 +329,7 @@ fn resolve_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<Str
 }
 
 /// Whether the pod's status shows `container` running.
-fn container_running(pod: &Value, container: &str) -> bool {
+pub(crate) fn container_running(pod: &Value, container: &str) -> bool {
     [
         "containerStatuses",
         "initContainerStatuses",
@@ -338,7 +342,7 @@ fn container_running(pod: &Value, container: &str) -> bool {
 }
 
 /// The `ports` of a port-forward query (repeated or comma-separated).
-fn query_ports(pairs: &[(String, String)]) -> Result<Vec<u16>, ApiError> {
+pub(crate) fn query_ports(pairs: &[(String, String)]) -> Result<Vec<u16>, ApiError> {
     let mut ports = Vec::new();
     for (_, v) in pairs.iter().filter(|(k, _)| k == "ports") {
         for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {

@@ -311,7 +311,13 @@ async fn port_forward(ws: Ws, request: Request, base64: bool) {
                     }
                 }
             };
-            tokio::join!(up, down);
+            // As upstream's kubelet: a port's forward ends when the pod's side does (the
+            // channel protocol has no half-close), and the session when every port's has.
+            tokio::pin!(up, down);
+            tokio::select! {
+                () = &mut down => {}
+                () = &mut up => down.await,
+            }
         });
     }
     let reader = async {

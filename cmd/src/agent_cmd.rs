@@ -1,0 +1,134 @@
+//! `k1s agent`: a worker node. It joins the server with the join token (credentials from
+//! [`k1s_kubelet::bootstrap`]), runs the kubelet against the server's API over HTTPS as
+//! `system:node:NAME`, and serves the kubelet's HTTPS port for the API server
+//! ([`k1s_apiserver::kubelet_server`]).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use k1s_api::client::Client;
+use k1s_api::http_client::{HttpClient, TlsSettings};
+use k1s_apiserver::kubelet_server::KubeletTls;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+#[derive(Args, Debug)]
+pub struct AgentArgs {
+    /// The server to join, `https://HOST:6443`.
+    #[arg(long, env = "K1S_URL")]
+    pub server: String,
+    /// The join token: the full token (`K10<ca-hash>::server:<secret>`) from the server's
+    /// DATA_DIR/server/token.
+    #[arg(long, env = "K1S_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// A file holding the join token (instead of --token).
+    #[arg(long, env = "K1S_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Directory for this node's state (credentials, images, pods).
+    #[arg(long, default_value = "/var/lib/k1s", env = "K1S_DATA_DIR")]
+    pub data_dir: PathBuf,
+    /// This node's address (repeatable); by default the address this machine reaches the
+    /// server from.
+    #[arg(long)]
+    pub node_ip: Vec<IpAddr>,
+    #[command(flatten)]
+    pub kubelet: crate::agent::KubeletArgs,
+}
+
+/// The local address this machine would use to reach `server` (no packet is sent).
+fn route_source(server: &str) -> Option<IpAddr> {
+    let authority = server.strip_prefix("https://")?.split('/').next()?;
+    let with_port = if authority.ends_with(']') || !authority.contains(':') {
+        format!("{authority}:6443")
+    } else {
+        authority.to_owned()
+    };
+    let target = std::net::ToSocketAddrs::to_socket_addrs(&with_port)
+        .ok()?
+        .next()?;
+    let bind: SocketAddr = if target.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let socket = std::net::UdpSocket::bind(bind).ok()?;
+    socket.connect(target).ok()?;
+    Some(socket.local_addr().ok()?.ip())
+}
+
+pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    let stop = crate::server::shutdown_signal()?;
+    let token = match (&args.token, &args.token_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(f)) => std::fs::read_to_string(f)
+            .with_context(|| format!("--token-file: cannot read {}", f.display()))?,
+        (None, None) => anyhow::bail!(
+            "a join token is needed: --token (or K1S_TOKEN) or --token-file, from the \
+             server's DATA_DIR/server/token"
+        ),
+    };
+    let hostname = crate::server::hostname();
+    let node_name = crate::agent::node_name(&args.kubelet, &hostname);
+    let mut node_ips = args.node_ip.clone();
+    if node_ips.is_empty() {
+        node_ips = route_source(&args.server).into_iter().collect();
+    }
+    if node_ips.is_empty() {
+        node_ips = crate::server::node_ips(&[], &hostname);
+    }
+    let node_ip = *node_ips
+        .first()
+        .context("cannot find this node's address: give --node-ip")?;
+
+    let creds = k1s_kubelet::bootstrap::load_or_join(
+        &args.data_dir.join("agent/pki"),
+        &args.server,
+        &token,
+        &node_name,
+        &node_ips,
+    )
+    .await?;
+    let client = HttpClient::new(
+        &args.server,
+        TlsSettings {
+            ca_pem: Some(creds.ca_pem.clone().into_bytes()),
+            client_cert_pem: Some(creds.client_cert_pem.clone().into_bytes()),
+            client_key_pem: Some(creds.client_key_pem.clone().into_bytes()),
+            ..Default::default()
+        },
+    )
+    .context("--server")?;
+    let client: Arc<dyn Client> = Arc::new(client);
+
+    let cancel = CancellationToken::new();
+    let tasks = TaskTracker::new();
+    let tls = KubeletTls::new(
+        &creds.ca_pem,
+        &creds.serving_cert_pem,
+        &creds.serving_key_pem,
+    )
+    .context("the kubelet's serving certificate")?;
+    crate::agent::start(
+        &args.kubelet,
+        &args.data_dir,
+        &hostname,
+        node_ip,
+        client,
+        None,
+        tls,
+        false,
+        &tasks,
+        &cancel,
+    )?;
+    tracing::info!(node = %node_name, server = %args.server, "agent running");
+    tasks.close();
+    stop.await;
+    tracing::info!("shutting down");
+    cancel.cancel();
+    tasks.wait().await;
+    tracing::info!("stopped");
+    Ok(())
+}
