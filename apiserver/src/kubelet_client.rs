@@ -170,8 +170,8 @@ impl RemoteKubelet {
         }
     }
 
-    /// `GET path_and_query` over a new connection: the status, content type and body.
-    async fn get(
+    /// `method path_and_query` (no body) over a new connection; the answer's body streams.
+    async fn request(
         &self,
         method: &str,
         path_and_query: &str,
@@ -322,9 +322,11 @@ impl RemoteKubelet {
             }
             status
         };
+        // The upload ends first only when the connection broke: the download ends then too.
+        tokio::pin!(download);
         let status = tokio::select! {
-            status = download => status,
-            () = upload => std::future::pending().await,
+            status = &mut download => status,
+            () = upload => download.await,
         };
         match status {
             None if kind == "attach" => Ok(0),
@@ -413,7 +415,7 @@ impl NodeStreams for RemoteKubelet {
             form_urlencoded::byte_serialize(container.as_bytes()).collect::<String>(),
             encode_query(&pairs)
         );
-        let resp = self.get("GET", &path).await?;
+        let resp = self.request("GET", &path).await?;
         let code = resp.status().as_u16();
         if !(200..300).contains(&code) {
             let body = collect(resp.into_body()).await.unwrap_or_default();
@@ -499,9 +501,12 @@ impl NodeStreams for RemoteKubelet {
                 }
                 let _ = wr.shutdown().await;
             };
+            // After the client's side ends (the websocket is closed), what the kubelet still
+            // sends is delivered until it closes too.
+            tokio::pin!(download);
             tokio::select! {
-                () = download => {}
-                () = upload => std::future::pending().await,
+                () = &mut download => {}
+                () = upload => download.await,
             }
         });
         Ok(Box::new(ours))
@@ -518,7 +523,7 @@ impl NodeStreams for RemoteKubelet {
             _ => path.to_owned(),
         };
         let answer = async {
-            let resp = self.get(method, &path_and_query).await?;
+            let resp = self.request(method, &path_and_query).await?;
             let status = resp.status().as_u16();
             let content_type = resp
                 .headers()

@@ -122,10 +122,16 @@ pub async fn serve(
             cancel.clone(),
         );
         tokio::spawn(async move {
-            let stream = match acceptor.accept(tcp).await {
-                Ok(s) => s,
-                Err(e) => {
+            let handshake =
+                tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp));
+            let stream = match handshake.await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "kubelet port: TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "kubelet port: no TLS handshake in 10 s");
                     return;
                 }
             };
@@ -154,17 +160,6 @@ pub async fn serve(
 /// May `user` use the kubelet's API?
 fn authorized(user: &UserInfo) -> bool {
     user.name == KUBELET_CLIENT_USER || user.in_group(KUBELET_CLIENT_GROUP)
-}
-
-fn from_client(e: ClientError) -> ApiError {
-    let reason = match e.code {
-        400 => "BadRequest",
-        403 => "Forbidden",
-        404 => "NotFound",
-        503 => "ServiceUnavailable",
-        _ => "InternalError",
-    };
-    ApiError::new(if e.code == 0 { 503 } else { e.code }, reason, e.message)
 }
 
 async fn handle(
@@ -260,7 +255,7 @@ async fn handle(
                 .streams
                 .logs(&pod, &options)
                 .await
-                .map_err(from_client)?;
+                .map_err(ApiError::from_kubelet)?;
             use futures::StreamExt;
             let mut resp = Response::new(body::streamed(stream.map(bytes::Bytes::from)));
             resp.headers_mut().insert(
@@ -274,7 +269,7 @@ async fn handle(
                 .streams
                 .proxy(method.as_str(), &path, query.as_deref())
                 .await
-                .map_err(from_client)?;
+                .map_err(ApiError::from_kubelet)?;
             Ok(body::respond(
                 StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY),
                 &answer.content_type,
@@ -298,7 +293,7 @@ impl KubeletServer {
         match self.client.get(&r, name).await {
             Ok(p) if p["spec"]["nodeName"] == self.streams.node_name() => Ok(p),
             Ok(_) | Err(ClientError { code: 404, .. }) => Err(not_found()),
-            Err(e) => Err(from_client(e)),
+            Err(e) => Err(ApiError::from_kubelet(e)),
         }
     }
 }

@@ -118,6 +118,20 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
+    /// A kubelet's refusal or failure as the API server passes it on (a transport failure,
+    /// code 0, is 503).
+    pub fn from_kubelet(e: k1s_api::client::ClientError) -> Self {
+        let reason = match e.code {
+            400 => "BadRequest",
+            403 => "Forbidden",
+            404 => "NotFound",
+            502 => "BadGateway",
+            0 | 503 => "ServiceUnavailable",
+            _ => "InternalError",
+        };
+        Self::new(if e.code == 0 { 503 } else { e.code }, reason, e.message)
+    }
+
     pub fn method_not_allowed(method: &http::Method) -> Self {
         Self::new(
             405,

@@ -159,6 +159,14 @@ fn save(dir: &Path, issued: &Issued, c: &Credentials) -> Result<(), BootstrapErr
     use std::os::unix::fs::OpenOptionsExt;
     let io = |op, path: PathBuf| move |source| BootstrapError::Io { op, path, source };
     std::fs::create_dir_all(dir).map_err(io("create", dir.to_path_buf()))?;
+    // Written last: until then a crash leaves no record that could pair a new certificate
+    // with an old key.
+    match std::fs::remove_file(dir.join("issued.json")) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io("remove", dir.join("issued.json"))(e));
+        }
+        _ => {}
+    }
     let issued = serde_json::to_string(issued).unwrap_or_default();
     let all = [
         (FILES[0], &c.ca_pem),

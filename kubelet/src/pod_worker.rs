@@ -2,7 +2,11 @@
 //! sync to the final delete.
 //!
 //! The loop: sync (sandbox, init containers in order, then the containers, each restarted as
-//! `restartPolicy` says with a doubling back-off), report status when it changed, then sleep
+//! `restartPolicy` says with a doubling back-off; sidecars — init containers with
+//! `restartPolicy: Always` — are started in their turn, the next init container waits until
+//! they count as started, they restart whenever they stop, are stopped last-first once the app
+//! containers are done for good, and after the app containers when the pod is deleted),
+//! report status when it changed, then sleep
 //! until the pod changes, a container exits or a back-off ends. A pod with a
 //! deletionTimestamp is terminated (SIGTERM, the grace period, SIGKILL), its sandbox torn down
 //! and the pod deleted for good. Cancelling the worker (kubelet shutdown) leaves the
@@ -313,7 +317,7 @@ impl PodWorker {
                 let started_at = st.map(|s| s.started_at).unwrap_or_default();
                 rec.view.state = ContainerState::Running { started_at };
                 rec.running = true;
-                if !init {
+                if !init || crate::status::is_sidecar(c) {
                     adopted.push((c.clone(), key.clone(), last));
                 }
                 self.spawn_waiter(key, last, bundle);
@@ -364,8 +368,13 @@ impl PodWorker {
     /// they say otherwise it is started unless it has a startup probe, and ready unless it
     /// has a readiness probe too.
     fn start_probes(&mut self, pod: &Pod, c: &Container, key: &str, attempt: i32) {
+        let list = if key.starts_with("init/") {
+            "initContainers"
+        } else {
+            "containers"
+        };
         let about = k1s_api::events::Involved::pod(&pod.metadata)
-            .with_field_path(format!("spec.containers{{{}}}", c.name));
+            .with_field_path(format!("spec.{list}{{{}}}", c.name));
         let reporter = probes::Reporter {
             key: key.to_string(),
             attempt,
@@ -413,14 +422,7 @@ impl PodWorker {
             (Kind::Liveness | Kind::Startup, false) => {
                 rec.stop_probes();
                 rec.view.ready = false;
-                let name = u.key.split_once('/').map_or(u.key.as_str(), |(_, n)| n);
-                let Some(c) = pod
-                    .spec
-                    .iter()
-                    .flat_map(|s| s.containers.iter())
-                    .find(|c| c.name == name)
-                    .cloned()
-                else {
+                let Some(c) = spec_container(pod, &u.key).cloned() else {
                     return;
                 };
                 let probe = match u.kind {
@@ -576,9 +578,48 @@ impl PodWorker {
             .restart_policy
             .clone()
             .unwrap_or_else(|| "Always".into());
-        // Init containers, one at a time, in order.
-        for c in spec.init_containers.iter().flatten() {
+        // Once every app container has ended for good (restartPolicy Never or OnFailure),
+        // the sidecars are stopped, last started first, and none restarts.
+        let app_done = policy != "Always"
+            && spec.containers.iter().all(|c| {
+                self.records
+                    .get(&container_key(false, &c.name))
+                    .is_some_and(|r| {
+                        !r.running
+                            && matches!(&r.view.state, ContainerState::Terminated(t)
+                                if policy == "Never" || t.exit_code == 0)
+                    })
+            });
+        if app_done {
+            self.stop_sidecars(pod, &spec, termination_grace(pod)).await;
+        }
+        // Whether an app container has run: the pod was initialized, and init containers
+        // do not run again (sidecars do, whenever they stop).
+        let initialized = spec.containers.iter().any(|c| {
+            self.records
+                .get(&container_key(false, &c.name))
+                .is_some_and(|r| r.attempt.is_some())
+        });
+        // Init containers, one at a time, in order; a sidecar is started and the next one
+        // follows once it counts as started (its startup probe passed).
+        for c in spec.init_containers.iter().flatten().filter(|_| !app_done) {
             let key = container_key(true, &c.name);
+            if crate::status::is_sidecar(c) {
+                if !self.records.get(&key).is_some_and(|r| r.running) {
+                    self.start(pod, c, &key).await;
+                }
+                let started = self
+                    .records
+                    .get(&key)
+                    .is_some_and(|r| r.running && r.view.started);
+                if started || initialized {
+                    continue;
+                }
+                return;
+            }
+            if initialized {
+                continue;
+            }
             let rec = self.records.entry(key.clone()).or_default();
             if rec.running {
                 return;
@@ -928,13 +969,14 @@ impl PodWorker {
                 );
                 self.spawn_waiter(key.to_string(), attempt, bundle);
                 // A failed postStart has killed the instance; its exit comes through the
-                // waiter. Init containers have no probes. A hook may take long: the setup
+                // waiter. Init containers other than sidecars have no probes. A hook may take
+                // long: the setup
                 // slot goes back first.
                 if c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some()) {
                     self.slot = None;
                 }
                 if self.post_start(pod, c, key, attempt).await {
-                    if key.starts_with("init/") {
+                    if key.starts_with("init/") && !crate::status::is_sidecar(c) {
                         self.records
                             .entry(key.to_string())
                             .or_default()
@@ -1078,7 +1120,8 @@ impl PodWorker {
         };
         list.into_iter()
             .map(|c| {
-                self.records
+                let mut view = self
+                    .records
                     .get(&container_key(init, &c.name))
                     .map(|r| r.view.clone())
                     .unwrap_or_else(|| ContainerView {
@@ -1094,7 +1137,9 @@ impl PodWorker {
                             message: None,
                         },
                         ..Default::default()
-                    })
+                    });
+                view.sidecar = init && crate::status::is_sidecar(c);
+                view
             })
             .collect()
     }
@@ -1262,31 +1307,66 @@ impl PodWorker {
                 running.push((k.clone(), a));
             }
         }
-        let containers: Vec<Option<Container>> = running
-            .iter()
-            .map(|(key, _)| {
-                let (kind, name) = key.split_once('/').unwrap_or(("main", key));
-                pod.spec
-                    .iter()
-                    .flat_map(|s| {
-                        if kind == "init" {
-                            s.init_containers.iter().flatten().collect::<Vec<_>>()
-                        } else {
-                            s.containers.iter().collect()
-                        }
-                    })
-                    .find(|c| c.name == name)
-                    .cloned()
-            })
-            .collect();
-        let kills = running.iter().zip(&containers).map(|((key, attempt), c)| {
-            self.kill_container(pod, c.as_ref(), key, *attempt, grace, None)
+        // App containers (and init containers) first, all at once; then the sidecars, last
+        // started first, with what is left of the grace period (as upstream since 1.29).
+        let sidecar = |key: &str| spec_container(pod, key).is_some_and(crate::status::is_sidecar);
+        let (mut sidecars, others): (Vec<_>, Vec<_>) =
+            running.iter().cloned().partition(|(key, _)| sidecar(key));
+        let begun = Instant::now();
+        let kills = others.iter().map(|(key, attempt)| {
+            let c = spec_container(pod, key);
+            self.kill_container(pod, c, key, *attempt, grace, None)
         });
         futures::future::join_all(kills).await;
+        sidecars.sort_by_key(|(key, _)| std::cmp::Reverse(sidecar_index(pod, key)));
+        for (key, attempt) in &sidecars {
+            let left = grace.saturating_sub(begun.elapsed());
+            let c = spec_container(pod, key);
+            self.kill_container(pod, c, key, *attempt, left, None).await;
+        }
         while let Ok(e) = self.exits_rx.try_recv() {
             self.on_exit(e, Some(pod));
         }
         for (key, attempt) in running {
+            let bundle = self.bundle(&key, attempt);
+            if let Some(exit) = self.deps.runtime.exit(&bundle) {
+                self.on_exit(
+                    Exited {
+                        name: key,
+                        attempt,
+                        exit,
+                    },
+                    Some(pod),
+                );
+            }
+        }
+    }
+
+    /// Stops the running sidecars, last started first, sharing `grace`, and records their
+    /// exits; none restarts afterwards (the caller no longer starts them).
+    async fn stop_sidecars(
+        &mut self,
+        pod: &Pod,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        grace: Duration,
+    ) {
+        let begun = Instant::now();
+        for c in spec.init_containers.iter().flatten().rev() {
+            let key = container_key(true, &c.name);
+            let Some(attempt) = self
+                .records
+                .get(&key)
+                .filter(|r| r.running && crate::status::is_sidecar(c))
+                .and_then(|r| r.attempt)
+            else {
+                continue;
+            };
+            if let Some(r) = self.records.get_mut(&key) {
+                r.stop_probes();
+            }
+            let left = grace.saturating_sub(begun.elapsed());
+            self.kill_container(pod, Some(c), &key, attempt, left, None)
+                .await;
             let bundle = self.bundle(&key, attempt);
             if let Some(exit) = self.deps.runtime.exit(&bundle) {
                 self.on_exit(
@@ -1344,6 +1424,30 @@ impl PodWorker {
             message,
         );
     }
+}
+
+/// The container of `pod` a worker record `key` (`init/NAME`, `main/NAME`) stands for.
+fn spec_container<'a>(pod: &'a Pod, key: &str) -> Option<&'a Container> {
+    let (kind, name) = key.split_once('/').unwrap_or(("main", key));
+    let spec = pod.spec.as_ref()?;
+    if kind == "init" {
+        spec.init_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == name)
+    } else {
+        spec.containers.iter().find(|c| c.name == name)
+    }
+}
+
+/// Where init container `key` stands in the pod's list.
+fn sidecar_index(pod: &Pod, key: &str) -> usize {
+    let name = key.split_once('/').map_or(key, |(_, n)| n);
+    pod.spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .position(|c| c.name == name)
+        .unwrap_or(0)
 }
 
 async fn sleep_until(t: Option<Instant>) {

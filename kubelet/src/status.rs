@@ -19,6 +19,14 @@ pub struct ContainerView {
     pub last: Option<Terminated>,
     pub ready: bool,
     pub started: bool,
+    /// A restartable init container (`restartPolicy: Always`): it runs beside the app
+    /// containers once started.
+    pub sidecar: bool,
+}
+
+/// Whether `c` is a sidecar: an init container with `restartPolicy: Always`.
+pub fn is_sidecar(c: &k8s_openapi::api::core::v1::Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -172,22 +180,43 @@ fn succeeded(c: &ContainerView) -> bool {
     matches!(&c.state, ContainerState::Terminated(t) if t.exit_code == 0)
 }
 
-/// Whether every init container has succeeded.
-pub fn initialized(init: &[ContainerView]) -> bool {
-    init.iter().all(succeeded)
+/// Whether an app container has ever run (upstream's `HasAnyRegularContainerStarted`): the
+/// pod was initialized then, whatever its sidecars do now.
+fn any_app_container_started(containers: &[ContainerView]) -> bool {
+    containers.iter().any(|c| {
+        c.last.is_some()
+            || matches!(
+                c.state,
+                ContainerState::Running { .. } | ContainerState::Terminated(_)
+            )
+    })
+}
+
+/// Whether the pod is initialized: every init container succeeded and every sidecar has
+/// started, or an app container has run already.
+pub fn initialized(init: &[ContainerView], containers: &[ContainerView]) -> bool {
+    any_app_container_started(containers)
+        || init
+            .iter()
+            .all(|c| if c.sidecar { c.started } else { succeeded(c) })
 }
 
 /// The pod phase, as upstream's `getPhase`.
 pub fn phase(pod: &Pod, init: &[ContainerView], containers: &[ContainerView]) -> &'static str {
     let policy = restart_policy(pod);
-    if !initialized(init) {
+    if !initialized(init, containers) {
         let failed_for_good = policy == "Never"
-            && init
-                .iter()
-                .any(|c| matches!(&c.state, ContainerState::Terminated(t) if t.exit_code != 0));
+            && init.iter().any(|c| {
+                !c.sidecar && matches!(&c.state, ContainerState::Terminated(t) if t.exit_code != 0)
+            });
         return if failed_for_good { "Failed" } else { "Pending" };
     }
-    let (mut running, mut waiting, mut stopped, mut succeeded_n) = (0, 0, 0, 0);
+    // Sidecars count while they run; stopped ones do not (as upstream's `getPhase`).
+    let mut running = init
+        .iter()
+        .filter(|c| c.sidecar && matches!(c.state, ContainerState::Running { .. }))
+        .count();
+    let (mut waiting, mut stopped, mut succeeded_n) = (0, 0, 0);
     for c in containers {
         match &c.state {
             ContainerState::Running { .. } => running += 1,
@@ -257,12 +286,12 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
     let phase = v
         .terminal
         .unwrap_or_else(|| phase(v.pod, v.init, v.containers));
-    let init_ok = initialized(v.init);
-    let all_ready = !v.containers.is_empty() && v.containers.iter().all(|c| c.ready);
+    let init_ok = initialized(v.init, v.containers);
+    // Sidecars count for readiness (first, as upstream lists them).
+    let counted = || v.init.iter().filter(|c| c.sidecar).chain(v.containers);
+    let all_ready = !v.containers.is_empty() && counted().all(|c| c.ready);
     // Upstream: "containers with unready status: [a b]".
-    let unready: Vec<&str> = v
-        .containers
-        .iter()
+    let unready: Vec<&str> = counted()
         .filter(|c| !c.ready)
         .map(|c| c.name.as_str())
         .collect();
@@ -401,6 +430,33 @@ mod tests {
         }
     }
 
+    /// A running sidecar, started or not.
+    fn sidecar(started: bool) -> ContainerView {
+        ContainerView {
+            started,
+            ready: started,
+            ..running().into_sidecar()
+        }
+    }
+
+    impl ContainerView {
+        fn into_sidecar(self) -> Self {
+            Self {
+                sidecar: true,
+                ..self
+            }
+        }
+    }
+
+    #[test]
+    fn sidecars_initialize_the_pod_once_started() {
+        assert!(!initialized(&[sidecar(false)], &[]));
+        assert!(initialized(&[sidecar(true), exited(0)], &[]));
+        assert!(!initialized(&[sidecar(true), exited(1)], &[]));
+        // Restarting after the app containers ran: still initialized.
+        assert!(initialized(&[backing_off().into_sidecar()], &[running()]));
+    }
+
     #[test]
     fn unknown_times_are_left_out() {
         let t = Terminated {
@@ -431,6 +487,40 @@ mod tests {
             ("OnFailure", vec![], vec![backing_off()], "Running"),
             ("Always", vec![], vec![exited(0)], "Running"),
             ("Always", vec![], vec![backing_off()], "Running"),
+            // Sidecars: the pod is initialized once they have started; a running one keeps
+            // it Running, a stopped one does not count; one that failed never fails it.
+            (
+                "Never",
+                vec![sidecar(false)],
+                vec![waiting.clone()],
+                "Pending",
+            ),
+            (
+                "Never",
+                vec![sidecar(true)],
+                vec![waiting.clone()],
+                "Pending",
+            ),
+            ("Never", vec![sidecar(true)], vec![running()], "Running"),
+            ("Never", vec![sidecar(true)], vec![exited(0)], "Running"),
+            (
+                "Never",
+                vec![exited(1).into_sidecar()],
+                vec![exited(0)],
+                "Succeeded",
+            ),
+            (
+                "Never",
+                vec![exited(1).into_sidecar()],
+                vec![waiting.clone()],
+                "Pending",
+            ),
+            (
+                "Never",
+                vec![backing_off().into_sidecar()],
+                vec![running()],
+                "Running",
+            ),
         ];
         for (i, (policy, init, cs, want)) in cases.into_iter().enumerate() {
             assert_eq!(phase(&pod(policy), &init, &cs), want, "case {i}");

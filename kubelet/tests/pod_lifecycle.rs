@@ -285,6 +285,144 @@ async fn init_containers_run_in_order_and_never_policy_fails() {
     );
 }
 
+/// The bundle of the first container started with `cmd`.
+async fn bundle_of(env: &Env, cmd: &str) -> std::path::PathBuf {
+    let b = eventually(&format!("a container running {cmd}"), || async {
+        env.runtime
+            .bundles_of(cmd)
+            .first()
+            .map(|b| json!(b.display().to_string()))
+    })
+    .await;
+    b.as_str().unwrap().into()
+}
+
+#[tokio::test]
+async fn sidecars_start_before_the_next_init_container_restart_and_stop_last() {
+    let env = env().await;
+    env.runtime.script_exec("proxy-up?", 1, b"starting");
+    let probe = exec_probe("proxy-up?", json!({}));
+    create_pod(
+        &env,
+        pod(
+            "sc",
+            json!({"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+        "initContainers": [
+            {"name": "proxy", "image": "busybox", "command": ["proxy"], "restartPolicy": "Always",
+             "startupProbe": probe, "readinessProbe": probe},
+            {"name": "setup", "image": "busybox", "command": ["setup"]}],
+        "containers": [{"name": "app", "image": "busybox", "command": ["app"]}]}),
+        ),
+    )
+    .await;
+    // The sidecar runs; the next init container waits for its startup probe.
+    let proxy = bundle_of(&env, "proxy").await;
+    let p = pod_where(&env, "sc", "the sidecar running, not started", |p| {
+        p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()
+    })
+    .await;
+    assert_eq!(p["status"]["phase"], "Pending", "{p}");
+    assert_eq!(cond(&p, "Initialized"), "False");
+    assert_eq!(p["status"]["initContainerStatuses"][0]["started"], false);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        env.runtime.bundles_of("setup").is_empty(),
+        "setup before the sidecar started"
+    );
+    env.runtime.script_exec("proxy-up?", 0, b"");
+    let setup = bundle_of(&env, "setup").await;
+    env.runtime.finish(&setup, 0);
+    let app = bundle_of(&env, "app").await;
+    let p = pod_where(&env, "sc", "Running and Ready", |p| {
+        p["status"]["phase"] == "Running" && cond(p, "Ready") == "True"
+    })
+    .await;
+    assert_eq!(cond(&p, "Initialized"), "True");
+    let sidecar = &p["status"]["initContainerStatuses"][0];
+    assert_eq!(
+        (&sidecar["started"], &sidecar["ready"]),
+        (&json!(true), &json!(true)),
+        "{p}"
+    );
+    // An unready sidecar makes the pod unready.
+    env.runtime.script_exec("proxy-up?", 1, b"down");
+    let p = pod_where(&env, "sc", "not Ready", |p| cond(p, "Ready") == "False").await;
+    assert_eq!(
+        p["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()["message"],
+        "containers with unready status: [proxy]"
+    );
+    env.runtime.script_exec("proxy-up?", 0, b"");
+    // A sidecar that stops is restarted whatever the pod's restartPolicy; init containers
+    // do not run again.
+    env.runtime.finish(&proxy, 1);
+    let p = pod_where(&env, "sc", "the sidecar restarted", |p| {
+        p["status"]["initContainerStatuses"][0]["restartCount"] == 1
+            && p["status"]["initContainerStatuses"][0]["state"]["running"].is_object()
+    })
+    .await;
+    assert_eq!(p["status"]["phase"], "Running");
+    assert_eq!(env.runtime.bundles_of("setup").len(), 1);
+    // The app ends: the sidecar is stopped and the pod Succeeded.
+    env.runtime.finish(&app, 0);
+    let p = pod_where(&env, "sc", "Succeeded", |p| {
+        p["status"]["phase"] == "Succeeded"
+    })
+    .await;
+    assert!(
+        p["status"]["initContainerStatuses"][0]["state"]["terminated"].is_object(),
+        "{p}"
+    );
+    let restarted = env.runtime.bundles_of("proxy")[1].clone();
+    let signals = env.runtime.signals.lock().unwrap().clone();
+    assert!(signals.contains(&(restarted, libc::SIGTERM)), "{signals:?}");
+    assert_eq!(
+        env.runtime.bundles_of("proxy").len(),
+        2,
+        "restarted after the app ended"
+    );
+}
+
+#[tokio::test]
+async fn deletion_stops_app_containers_before_sidecars() {
+    let env = env().await;
+    create_pod(
+        &env,
+        pod(
+            "sd",
+            json!({"terminationGracePeriodSeconds": 1,
+        "initContainers": [
+            {"name": "log", "image": "busybox", "command": ["shipper"], "restartPolicy": "Always"}],
+        "containers": [{"name": "app", "image": "busybox", "command": ["worker"]}]}),
+        ),
+    )
+    .await;
+    pod_where(&env, "sd", "Running and Ready", |p| {
+        p["status"]["phase"] == "Running" && cond(p, "Ready") == "True"
+    })
+    .await;
+    let (shipper, worker) = (
+        bundle_of(&env, "shipper").await,
+        bundle_of(&env, "worker").await,
+    );
+    env.client
+        .delete(&pods(), "sd", &DeleteParams::default())
+        .await
+        .unwrap();
+    pod_gone(&env, "sd").await;
+    let signals = env.runtime.signals.lock().unwrap().clone();
+    let first_to = |b: &std::path::Path| signals.iter().position(|(s, _)| s == b);
+    let last_to = |b: &std::path::Path| signals.iter().rposition(|(s, _)| s == b);
+    assert!(
+        last_to(&worker).unwrap() < first_to(&shipper).unwrap(),
+        "the sidecar was signalled before the app had stopped: {signals:?}"
+    );
+}
+
 #[tokio::test]
 async fn start_and_pull_failures_are_reported() {
     let env = env().await;

@@ -466,7 +466,41 @@ fn probes_hooks_and_oom_on_real_containers() {
     assert_eq!(t["reason"], "OOMKilled", "{p}");
     assert_eq!(t["exitCode"], 137, "{p}");
 
-    for p in ["ready", "live", "hog"] {
+    // A sidecar (restartable init container) with a startup probe: the next init container
+    // runs only once it has started (it sees the sidecar's file), the app beside it; when the
+    // app completes (restartPolicy Never) the sidecar is stopped and the pod Succeeded.
+    apply(
+        &c,
+        &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job"},
+        "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 2,
+            "volumes": [{"name": "shared", "emptyDir": {}}],
+            "initContainers": [
+                {"name": "sidecar", "image": image, "restartPolicy": "Always",
+                 "command": ["sh", "-c", "sleep 1; touch /shared/up; exec sleep 3597"],
+                 "volumeMounts": [{"name": "shared", "mountPath": "/shared"}],
+                 "startupProbe": {"exec": {"command": ["test", "-f", "/shared/up"]},
+                    "periodSeconds": 1, "failureThreshold": 30}},
+                {"name": "check", "image": image, "command": ["test", "-f", "/shared/up"],
+                 "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]}],
+            "containers": [{"name": "app", "image": image,
+                "command": ["sh", "-c", "sleep 2; echo work done"]}]}}),
+    );
+    eventually("the job pod to succeed", 90, || {
+        pod(&c, "job")["status"]["phase"] == "Succeeded"
+    });
+    let p = pod(&c, "job");
+    let inits = &p["status"]["initContainerStatuses"];
+    assert_eq!(inits[1]["state"]["terminated"]["exitCode"], 0, "{p}");
+    assert!(inits[0]["state"]["terminated"].is_object(), "{p}");
+    assert_eq!(inits[0]["restartCount"], 0, "{p}");
+    assert_eq!(c.ok(&["logs", "job", "-c", "app"]).trim(), "work done");
+    // (After the exec its command line is `sleep NUL 3597`.)
+    assert!(
+        pids_with("sleep\u{0}3597").is_empty(),
+        "the sidecar still runs"
+    );
+
+    for p in ["ready", "live", "hog", "job"] {
         c.ok(&["delete", "pod", p, "--grace-period=0", "--force"]);
     }
 }

@@ -296,10 +296,7 @@ async fn pod_log(
     let stream = kubelet
         .logs(&pod, &options)
         .await
-        .map_err(|e| match e.code {
-            400 => ApiError::bad_request(e.message),
-            code => ApiError::new(code, "InternalError", e.message),
-        })?;
+        .map_err(ApiError::from_kubelet)?;
     use futures::StreamExt;
     let mut resp = Response::new(crate::http::body::streamed(stream.map(bytes::Bytes::from)));
     resp.headers_mut().insert(
@@ -328,15 +325,7 @@ async fn node_proxy(
     let answer = kubelet
         .proxy(method.as_str(), path, query)
         .await
-        .map_err(|e| {
-            let reason = match e.code {
-                400 => "BadRequest",
-                404 => "NotFound",
-                503 => "ServiceUnavailable",
-                _ => "InternalError",
-            };
-            ApiError::new(e.code, reason, e.message)
-        })?;
+        .map_err(ApiError::from_kubelet)?;
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
     Ok(crate::http::body::respond(
         status,

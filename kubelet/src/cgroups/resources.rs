@@ -82,10 +82,6 @@ fn value(l: &ResourceList, name: &str) -> i64 {
     l.get(name).map_or(0, Quantity::value)
 }
 
-fn is_sidecar(c: &Container) -> bool {
-    c.restart_policy.as_deref() == Some("Always")
-}
-
 /// Upstream's aggregation of container lists: the sum over the app containers and the
 /// restartable init containers (sidecars), at least the largest "init container use" (an init
 /// container plus the sidecars started before it). `each` sees every app container's list and
@@ -108,7 +104,7 @@ fn aggregate(
     let mut init_max = ResourceList::new();
     for c in spec.init_containers.iter().flatten() {
         let own = get(c);
-        let usage = if is_sidecar(c) {
+        let usage = if crate::status::is_sidecar(c) {
             sum = sum.add(&own);
             sidecars = sidecars.add(&own);
             sidecars.clone()
