@@ -48,7 +48,7 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
     // cgroup tree and pod CIDR.
     let server_flags = images.kubelet_flags("server");
     let _server_cleanup = HostCleanup(server_flags.clone());
-    let Some(c) = start_with_kubelet("server", &server_flags) else {
+    let Some(mut c) = start_with_kubelet("server", &server_flags) else {
         return;
     };
     let token = std::fs::read_to_string(c.data_dir().join("server/token")).unwrap();
@@ -288,6 +288,28 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
         pod(&c, "web")["status"]["containerStatuses"][0]["restartCount"],
         0
     );
+
+    // A restarted server: the agent's kubelet watches again and runs a new pod.
+    c.server.terminate();
+    let server_args: Vec<&str> = server_flags.iter().map(String::as_str).collect();
+    c.server = Server::start(&c.data_dir(), c.port, &c.kubeconfig, &server_args);
+    c.ok(&[
+        "run",
+        "later",
+        &format!("--image={}", images.busybox()),
+        "--overrides",
+        r#"{"spec": {"nodeSelector": {"kubernetes.io/hostname": "node-agent"}}}"#,
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo after the restart; exec sleep 3600",
+    ]);
+    eventually("later to be Running on the agent", 90, || {
+        pod(&c, "later")["status"]["phase"] == "Running"
+    });
+    assert_eq!(c.ok(&["logs", "later"]).trim(), "after the restart");
+    c.ok(&["delete", "pod", "later", "--grace-period=1", "--wait=true"]);
 
     // Graceful deletion through the agent.
     c.ok(&["delete", "pod", "web", "--grace-period=1", "--wait=true"]);
