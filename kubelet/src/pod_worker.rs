@@ -1296,49 +1296,50 @@ impl PodWorker {
         }
     }
 
-    /// Stops every running container at once, each as [`Self::kill_container`].
+    /// Stops every running container, each as [`Self::kill_container`]: the app (and init)
+    /// containers at once, then the sidecars, last started first, with what is left of the
+    /// grace period (as upstream since 1.29).
     async fn terminate(&mut self, pod: &Pod, grace: Duration) {
-        let mut running: Vec<(String, i32)> = Vec::new();
+        let mut others: Vec<(String, i32)> = Vec::new();
         for (k, r) in self.records.iter_mut() {
             r.stop_probes();
             if r.running
                 && let Some(a) = r.attempt
+                && !spec_container(pod, k).is_some_and(crate::status::is_sidecar)
             {
-                running.push((k.clone(), a));
+                others.push((k.clone(), a));
             }
         }
-        // App containers (and init containers) first, all at once; then the sidecars, last
-        // started first, with what is left of the grace period (as upstream since 1.29).
-        let sidecar = |key: &str| spec_container(pod, key).is_some_and(crate::status::is_sidecar);
-        let (mut sidecars, others): (Vec<_>, Vec<_>) =
-            running.iter().cloned().partition(|(key, _)| sidecar(key));
         let begun = Instant::now();
         let kills = others.iter().map(|(key, attempt)| {
             let c = spec_container(pod, key);
             self.kill_container(pod, c, key, *attempt, grace, None)
         });
         futures::future::join_all(kills).await;
-        sidecars.sort_by_key(|(key, _)| std::cmp::Reverse(sidecar_index(pod, key)));
-        for (key, attempt) in &sidecars {
-            let left = grace.saturating_sub(begun.elapsed());
-            let c = spec_container(pod, key);
-            self.kill_container(pod, c, key, *attempt, left, None).await;
-        }
         while let Ok(e) = self.exits_rx.try_recv() {
             self.on_exit(e, Some(pod));
         }
-        for (key, attempt) in running {
-            let bundle = self.bundle(&key, attempt);
-            if let Some(exit) = self.deps.runtime.exit(&bundle) {
-                self.on_exit(
-                    Exited {
-                        name: key,
-                        attempt,
-                        exit,
-                    },
-                    Some(pod),
-                );
-            }
+        for (key, attempt) in others {
+            self.record_exit(pod, key, attempt);
+        }
+        if let Some(spec) = pod.spec.as_ref() {
+            self.stop_sidecars(pod, spec, grace.saturating_sub(begun.elapsed()))
+                .await;
+        }
+    }
+
+    /// Records the exit of the stopped instance `attempt` of `key`, if it has one.
+    fn record_exit(&mut self, pod: &Pod, key: String, attempt: i32) {
+        let bundle = self.bundle(&key, attempt);
+        if let Some(exit) = self.deps.runtime.exit(&bundle) {
+            self.on_exit(
+                Exited {
+                    name: key,
+                    attempt,
+                    exit,
+                },
+                Some(pod),
+            );
         }
     }
 
@@ -1367,17 +1368,7 @@ impl PodWorker {
             let left = grace.saturating_sub(begun.elapsed());
             self.kill_container(pod, Some(c), &key, attempt, left, None)
                 .await;
-            let bundle = self.bundle(&key, attempt);
-            if let Some(exit) = self.deps.runtime.exit(&bundle) {
-                self.on_exit(
-                    Exited {
-                        name: key,
-                        attempt,
-                        exit,
-                    },
-                    Some(pod),
-                );
-            }
+            self.record_exit(pod, key, attempt);
         }
     }
 
@@ -1438,16 +1429,6 @@ fn spec_container<'a>(pod: &'a Pod, key: &str) -> Option<&'a Container> {
     } else {
         spec.containers.iter().find(|c| c.name == name)
     }
-}
-
-/// Where init container `key` stands in the pod's list.
-fn sidecar_index(pod: &Pod, key: &str) -> usize {
-    let name = key.split_once('/').map_or(key, |(_, n)| n);
-    pod.spec
-        .iter()
-        .flat_map(|s| s.init_containers.iter().flatten())
-        .position(|c| c.name == name)
-        .unwrap_or(0)
 }
 
 async fn sleep_until(t: Option<Instant>) {

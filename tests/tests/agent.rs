@@ -18,6 +18,28 @@ fn pod(c: &Cluster, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// `kubectl run NAME` of the test image on `node`, running `script` with `sh -c`; waits until
+/// it is Running.
+fn run_on(c: &Cluster, image: &str, name: &str, node: &str, script: &str) {
+    let pin = format!(r#"{{"spec": {{"nodeSelector": {{"kubernetes.io/hostname": "{node}"}}}}}}"#);
+    c.ok(&[
+        "run",
+        name,
+        &format!("--image={image}"),
+        "--overrides",
+        &pin,
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    eventually(&format!("{name} to be Running on {node}"), 90, || {
+        pod(c, name)["status"]["phase"] == "Running"
+    });
+    assert_eq!(pod(c, name)["spec"]["nodeName"], node);
+}
+
 /// `curl` of the kubelet port on 127.0.0.1:`port` with the client certificate `cert` (a
 /// `(crt, key)` pair of files), trusting the cluster CA: the status code.
 fn kubelet_port(c: &Cluster, port: u16, path: &str, cert: Option<(&str, &str)>) -> u16 {
@@ -100,39 +122,23 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
         c.run(&["get", "sa", "default"]).status.success()
     });
 
-    c.ok(&[
-        "run",
+    let image = images.busybox();
+    run_on(
+        &c,
+        &image,
         "web",
-        &format!("--image={}", images.busybox()),
-        "--overrides",
-        r#"{"spec": {"nodeSelector": {"kubernetes.io/hostname": "node-agent"}}}"#,
-        "--command",
-        "--",
-        "sh",
-        "-c",
+        "node-agent",
         "echo hello from the agent; mkdir -p /www; echo page > /www/index.html; \
          exec httpd -f -p 8080 -h /www",
-    ]);
-    eventually("web to be Running", 90, || {
-        pod(&c, "web")["status"]["phase"] == "Running"
-    });
-    assert_eq!(pod(&c, "web")["spec"]["nodeName"], "node-agent");
+    );
     // A pod on the server's own node is still reached in process.
-    c.ok(&[
-        "run",
+    run_on(
+        &c,
+        &image,
         "local",
-        &format!("--image={}", images.busybox()),
-        "--overrides",
-        r#"{"spec": {"nodeSelector": {"kubernetes.io/hostname": "node-server"}}}"#,
-        "--command",
-        "--",
-        "sh",
-        "-c",
+        "node-server",
         "echo hello from the server; exec sleep 3600",
-    ]);
-    eventually("local to be Running", 90, || {
-        pod(&c, "local")["status"]["phase"] == "Running"
-    });
+    );
     assert_eq!(c.ok(&["logs", "local"]).trim(), "hello from the server");
     assert_eq!(c.ok(&["exec", "local", "--", "echo", "in"]), "in\n");
 
@@ -293,21 +299,13 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
     c.server.terminate();
     let server_args: Vec<&str> = server_flags.iter().map(String::as_str).collect();
     c.server = Server::start(&c.data_dir(), c.port, &c.kubeconfig, &server_args);
-    c.ok(&[
-        "run",
+    run_on(
+        &c,
+        &image,
         "later",
-        &format!("--image={}", images.busybox()),
-        "--overrides",
-        r#"{"spec": {"nodeSelector": {"kubernetes.io/hostname": "node-agent"}}}"#,
-        "--command",
-        "--",
-        "sh",
-        "-c",
+        "node-agent",
         "echo after the restart; exec sleep 3600",
-    ]);
-    eventually("later to be Running on the agent", 90, || {
-        pod(&c, "later")["status"]["phase"] == "Running"
-    });
+    );
     assert_eq!(c.ok(&["logs", "later"]).trim(), "after the restart");
     c.ok(&["delete", "pod", "later", "--grace-period=1", "--wait=true"]);
 
