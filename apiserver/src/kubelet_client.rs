@@ -154,6 +154,16 @@ fn encode_query(pairs: &[(&str, String)]) -> String {
     q.finish()
 }
 
+/// `/KIND/NS/POD/CONTAINER?QUERY`.
+fn container_path(kind: &str, pod: &Value, container: &str, pairs: &[(&str, String)]) -> String {
+    format!(
+        "{}/{}?{}",
+        pod_path(kind, pod),
+        form_urlencoded::byte_serialize(container.as_bytes()).collect::<String>(),
+        encode_query(pairs)
+    )
+}
+
 impl RemoteKubelet {
     async fn connect(&self) -> Result<TlsStream<TcpStream>, ClientError> {
         let dial = async {
@@ -248,12 +258,7 @@ impl RemoteKubelet {
                 pairs.push((k, "true".into()));
             }
         }
-        let path = format!(
-            "{}/{}?{}",
-            pod_path(kind, pod),
-            form_urlencoded::byte_serialize(container.as_bytes()).collect::<String>(),
-            encode_query(&pairs)
-        );
+        let path = container_path(kind, pod, &container, &pairs);
         let ws = self.websocket(&path, "v5.channel.k8s.io").await?;
         let (mut sink, mut source) = ws.split();
         let StreamIo {
@@ -409,12 +414,7 @@ impl NodeStreams for RemoteKubelet {
             pairs.push(("sinceTime", t.clone()));
         }
         let container = options.container.clone().unwrap_or_default();
-        let path = format!(
-            "{}/{}?{}",
-            pod_path("containerLogs", pod),
-            form_urlencoded::byte_serialize(container.as_bytes()).collect::<String>(),
-            encode_query(&pairs)
-        );
+        let path = container_path("containerLogs", pod, &container, &pairs);
         let resp = self.request("GET", &path).await?;
         let code = resp.status().as_u16();
         if !(200..300).contains(&code) {
