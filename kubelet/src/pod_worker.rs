@@ -6,8 +6,8 @@
 //! `restartPolicy: Always` — are started in their turn, the next init container waits until
 //! they count as started, they restart whenever they stop, are stopped last-first once the app
 //! containers are done for good, and after the app containers when the pod is deleted),
-//! report status when it changed, then sleep
-//! until the pod changes, a container exits or a back-off ends. A pod with a
+//! report status when it changed, then sleep until the pod changes, a container exits or a
+//! back-off ends. A pod with a
 //! deletionTimestamp is terminated (SIGTERM, the grace period, SIGKILL), its sandbox torn down
 //! and the pod deleted for good. Cancelling the worker (kubelet shutdown) leaves the
 //! containers running: a restarted kubelet re-adopts them from their bundles.
@@ -970,8 +970,7 @@ impl PodWorker {
                 self.spawn_waiter(key.to_string(), attempt, bundle);
                 // A failed postStart has killed the instance; its exit comes through the
                 // waiter. Init containers other than sidecars have no probes. A hook may take
-                // long: the setup
-                // slot goes back first.
+                // long: the setup slot goes back first.
                 if c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some()) {
                     self.slot = None;
                 }
