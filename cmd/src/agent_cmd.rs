@@ -40,13 +40,8 @@ pub struct AgentArgs {
 
 /// The local address this machine would use to reach `server` (no packet is sent).
 fn route_source(server: &str) -> Option<IpAddr> {
-    let authority = server.strip_prefix("https://")?.split('/').next()?;
-    let with_port = if authority.ends_with(']') || !authority.contains(':') {
-        format!("{authority}:6443")
-    } else {
-        authority.to_owned()
-    };
-    let target = std::net::ToSocketAddrs::to_socket_addrs(&with_port)
+    let (host, port) = k1s_kubelet::bootstrap::server_address(server).ok()?;
+    let target = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port))
         .ok()?
         .next()?;
     let bind: SocketAddr = if target.is_ipv4() {

@@ -277,6 +277,12 @@ async fn join(
     })
 }
 
+/// The host and port of a server URL (`https://HOST[:PORT]`, 443 by default).
+pub fn server_address(url: &str) -> Result<(String, u16), BootstrapError> {
+    let t = Target::parse(url)?;
+    Ok((t.host, t.port))
+}
+
 /// Where the server is.
 struct Target {
     url: String,

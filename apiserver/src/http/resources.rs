@@ -316,11 +316,6 @@ async fn node_proxy(
     path: &str,
     query: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
-    let nodes = rest
-        .registry
-        .builtin_kind("", "Node")
-        .ok_or_else(ApiError::no_route)?;
-    rest.get(&nodes, None, node).await?;
     let kubelet = rest.node_streams(node).await?;
     let answer = kubelet
         .proxy(method.as_str(), path, query)

@@ -158,7 +158,8 @@ impl Rest {
     }
 
     /// The kubelet of `node`: the in-process one if this server runs it, else the node's
-    /// kubelet over HTTPS (`Err` says why it cannot be reached).
+    /// kubelet over HTTPS (`Err`: NotFound for an unknown node, else why it cannot be
+    /// reached).
     pub async fn node_streams(
         &self,
         node: &str,
@@ -178,14 +179,14 @@ impl Rest {
         {
             return Ok(local);
         }
-        let Some(dialer) = self.kubelets.get() else {
-            return Err(no_route("this server reaches no remote kubelets".into()));
-        };
         let nodes = self
             .registry
             .builtin_kind("", "Node")
             .ok_or_else(ApiError::no_route)?;
         let obj = self.get(&nodes, None, node).await?;
+        let Some(dialer) = self.kubelets.get() else {
+            return Err(no_route("this server reaches no remote kubelets".into()));
+        };
         dialer.kubelet(&obj).map_err(no_route)
     }
 
