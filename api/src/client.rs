@@ -6,6 +6,7 @@
 
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures_core::Stream;
 use serde::Serialize;
@@ -133,12 +134,13 @@ pub struct WatchParams {
     pub timeout_seconds: Option<u32>,
 }
 
-/// A watch event.
+/// A watch event. The object is shared: an in-process watch hands every watcher of a change
+/// the same decoded object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent {
-    Added(Value),
-    Modified(Value),
-    Deleted(Value),
+    Added(Arc<Value>),
+    Modified(Arc<Value>),
+    Deleted(Arc<Value>),
     /// Everything up to this resourceVersion has been sent.
     Bookmark(String),
 }

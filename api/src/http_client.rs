@@ -987,9 +987,9 @@ pub fn parse_watch_line(line: &[u8]) -> Result<WatchEvent> {
     let Line { kind, object } = serde_json::from_slice(line)
         .map_err(|e| bad_response(format!("watch event: {e}: {}", quote(line))))?;
     match kind.as_str() {
-        "ADDED" => Ok(WatchEvent::Added(object)),
-        "MODIFIED" => Ok(WatchEvent::Modified(object)),
-        "DELETED" => Ok(WatchEvent::Deleted(object)),
+        "ADDED" => Ok(WatchEvent::Added(Arc::new(object))),
+        "MODIFIED" => Ok(WatchEvent::Modified(Arc::new(object))),
+        "DELETED" => Ok(WatchEvent::Deleted(Arc::new(object))),
         "BOOKMARK" => object
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)

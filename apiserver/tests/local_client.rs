@@ -119,6 +119,15 @@ async fn watch_binding_status_scale_and_apply() {
     }
     let bound = c.get(&pods, "p").await.unwrap();
     assert_eq!(bound["status"]["conditions"][0]["type"], "PodScheduled");
+    assert_eq!(bound["status"]["conditions"][0]["status"], "True");
+    // As upstream: a binding is no field manager of the pod.
+    let managers: Vec<&str> = bound["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["subresource"].as_str())
+        .collect();
+    assert!(!managers.contains(&"binding"), "{managers:?}");
     let err = c
         .create_subresource(
             &pods,
@@ -129,6 +138,52 @@ async fn watch_binding_status_scale_and_apply() {
         .await
         .unwrap_err();
     assert_eq!(err.code, 409);
+    // The Binding's preconditions and annotations, and a target that is not a Node.
+    let unbound = json!({"metadata": {"name": "q"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+    let q = c
+        .create(&pods, unbound, &WriteParams::default())
+        .await
+        .unwrap();
+    let wrong_uid = c
+        .create_subresource(
+            &pods,
+            "q",
+            "binding",
+            json!({"metadata": {"uid": "not-the-pod"}, "target": {"name": "n1"}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(wrong_uid.code, 409, "{wrong_uid:?}");
+    assert!(
+        wrong_uid.message.contains("Precondition failed: UID"),
+        "{wrong_uid:?}"
+    );
+    let not_node = c
+        .create_subresource(
+            &pods,
+            "q",
+            "binding",
+            json!({"target": {"kind": "Pod", "name": "n1"}}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(not_node.code, 422, "{not_node:?}");
+    c.create_subresource(
+        &pods,
+        "q",
+        "binding",
+        json!({"metadata": {"uid": q["metadata"]["uid"], "annotations": {"example.com/why": "test"}},
+               "target": {"name": "n1"}}),
+    )
+    .await
+    .unwrap();
+    let q = c.get(&pods, "q").await.unwrap();
+    assert_eq!(q["spec"]["nodeName"], "n1");
+    assert_eq!(q["metadata"]["annotations"]["example.com/why"], "test");
+    match watch.next().await.unwrap().unwrap() {
+        WatchEvent::Added(p) => assert_eq!(p["metadata"]["name"], "q"),
+        other => panic!("{other:?}"),
+    }
     // Status writes (as a kubelet makes them).
     let mut running = bound.clone();
     running["status"]["phase"] = json!("Running");

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVo
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -73,11 +74,25 @@ async fn feed<K, F>(
     mut apply: F,
     cancel: CancellationToken,
 ) where
-    K: DeserializeOwned + Clone + Send + 'static,
+    K: DeserializeOwned + Send + 'static,
     F: FnMut(Change<K>) + Send,
 {
-    let mut known: HashMap<String, K> = HashMap::new();
+    // The last state of each object, kept as the watch delivered it (a shared pointer):
+    // decoded again only for what a relist finds gone.
+    let mut known: HashMap<String, Arc<Value>> = HashMap::new();
     let mut listed: HashSet<String> = HashSet::new();
+    let decode = |obj: &Value| match K::deserialize(obj) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::warn!(
+                namespace = obj["metadata"]["namespace"].as_str().unwrap_or(""),
+                name = obj["metadata"]["name"].as_str().unwrap_or(""),
+                error = %e,
+                "scheduler: cannot decode a watched object"
+            );
+            None
+        }
+    };
     let stream = watcher::watcher(client, r, watcher::Config::default());
     futures::pin_mut!(stream);
     loop {
@@ -97,7 +112,7 @@ async fn feed<K, F>(
                     .cloned()
                     .collect();
                 for k in gone {
-                    if let Some(o) = known.remove(&k) {
+                    if let Some(o) = known.remove(&k).and_then(|o| decode(&o)) {
                         apply(Change::Deleted(o));
                     }
                 }
@@ -106,23 +121,19 @@ async fn feed<K, F>(
             Event::InitApply(o) | Event::Apply(o) => (o, false),
             Event::Delete(o) => (o, true),
         };
+        let Some(typed) = decode(&obj) else {
+            continue;
+        };
         let key = format!(
             "{}/{}",
             obj["metadata"]["namespace"].as_str().unwrap_or(""),
             obj["metadata"]["name"].as_str().unwrap_or("")
         );
-        let typed: K = match serde_json::from_value((*obj).clone()) {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(%key, error = %e, "scheduler: cannot decode a watched object");
-                continue;
-            }
-        };
         listed.insert(key.clone());
         if deleted {
             known.remove(&key);
             apply(Change::Deleted(typed));
-        } else if known.insert(key, typed.clone()).is_some() {
+        } else if known.insert(key, obj).is_some() {
             apply(Change::Modified(typed));
         } else {
             apply(Change::Added(typed));

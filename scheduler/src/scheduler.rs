@@ -372,19 +372,16 @@ impl Scheduler {
 
     /// Pods nominated to `node` with at least `priority`, other than `pod`.
     fn nominated_for(&self, node: &str, pod: &Pod) -> Vec<Arc<PodInfo>> {
+        let nominated = lock(&self.nominated);
+        let Some(l) = nominated.get(node).filter(|l| !l.is_empty()) else {
+            return Vec::new();
+        };
         let key = helpers::pod_key(pod);
         let prio = helpers::priority(pod);
-        lock(&self.nominated)
-            .get(node)
-            .map(|l| {
-                l.iter()
-                    .filter(|p| {
-                        helpers::pod_key(&p.pod) != key && helpers::priority(&p.pod) >= prio
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
+        l.iter()
+            .filter(|p| helpers::pod_key(&p.pod) != key && helpers::priority(&p.pod) >= prio)
+            .cloned()
+            .collect()
     }
 
     // ----- the loop -----

@@ -190,7 +190,21 @@ async fn list_in(
     else {
         return Ok(Vec::new());
     };
-    Ok(rest.list(&res, Some(ns), &Default::default()).await?.items)
+    // Small pages: a namespace nearly always has a few of these or none, and a small read of
+    // the current state is served without a trip through the store's blocking pool.
+    let mut opts = crate::rest::ListOptions {
+        limit: k1s_store::redb::INLINE_LIST_LIMIT,
+        ..Default::default()
+    };
+    let mut items = Vec::new();
+    loop {
+        let page = rest.list(&res, Some(ns), &opts).await?;
+        items.extend(page.items);
+        match page.continue_token {
+            Some(t) => opts.continue_token = Some(t),
+            None => return Ok(items),
+        }
+    }
 }
 
 /// PodSecurity: enforce on pods (creates and significant updates), warn on workload

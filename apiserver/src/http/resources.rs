@@ -576,7 +576,7 @@ fn watch_response(
                 let rv = o["metadata"]["resourceVersion"].clone();
                 let t = table_output::table(
                     &res,
-                    std::slice::from_ref(o),
+                    std::slice::from_ref(o.as_ref()),
                     json!({"resourceVersion": rv}),
                     &q,
                     first,
@@ -589,7 +589,7 @@ fn watch_response(
                 Output::Metadata,
             ) => serde_json::to_writer(&mut line, &partial_metadata(o)),
             (WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o), _) => {
-                serde_json::to_writer(&mut line, o)
+                serde_json::to_writer(&mut line, o.as_ref())
             }
             _ => serde_json::to_writer(&mut line, &ev.object(&res)),
         };

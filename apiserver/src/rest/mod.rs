@@ -15,6 +15,7 @@ mod events;
 pub mod fields;
 pub mod meta;
 pub mod patch;
+mod recent;
 mod services;
 pub(crate) mod strategy;
 mod subresources;
@@ -60,6 +61,8 @@ pub struct Rest {
     kubelets: std::sync::OnceLock<crate::kubelet_client::KubeletDialer>,
     /// Encryption at rest: what stands between objects and stored bytes.
     pub encryption: Arc<Transformer>,
+    /// The objects of recent watch events, decoded once for all watches.
+    recent: recent::Recent,
 }
 
 /// `resourceVersionMatch`.
@@ -142,6 +145,7 @@ impl Rest {
             node_streams: std::sync::OnceLock::new(),
             kubelets: std::sync::OnceLock::new(),
             encryption: Arc::new(Transformer::identity()),
+            recent: recent::Recent::default(),
         }
     }
 
@@ -460,15 +464,49 @@ impl Rest {
     /// Encodes an object for the store under `key`: without its resourceVersion, encrypted if
     /// the encryption configuration says so.
     pub(crate) fn encode_stored(&self, key: &str, obj: &Value) -> Result<bytes::Bytes, ApiError> {
-        let mut obj = obj.clone();
-        if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-            m.remove("selfLink");
-        }
-        let plain = serde_json::to_vec(&obj).unwrap_or_default();
+        let plain = serde_json::to_vec(&Stored(obj)).unwrap_or_default();
         Ok(bytes::Bytes::from(
             self.encryption.transform_to_storage(key, plain)?,
         ))
+    }
+}
+
+/// An object as stored: serialized without `metadata.resourceVersion` and `selfLink`, without
+/// copying it first.
+struct Stored<'a>(&'a Value);
+
+/// Metadata without the fields the store does not keep.
+struct StoredMeta<'a>(&'a serde_json::Map<String, Value>);
+
+const NOT_STORED: [&str; 2] = ["resourceVersion", "selfLink"];
+
+impl serde::Serialize for Stored<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Some(obj) = self.0.as_object() else {
+            return self.0.serialize(s);
+        };
+        let mut map = s.serialize_map(Some(obj.len()))?;
+        for (k, v) in obj {
+            match v {
+                Value::Object(m) if k == "metadata" => map.serialize_entry(k, &StoredMeta(m))?,
+                _ => map.serialize_entry(k, v)?,
+            }
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for StoredMeta<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        for (k, v) in self.0 {
+            if !NOT_STORED.contains(&k.as_str()) {
+                map.serialize_entry(k, v)?;
+            }
+        }
+        map.end()
     }
 }
 
@@ -486,6 +524,29 @@ mod tests {
         );
         assert!(ContinueToken::decode(&t, "/registry/core/secrets/").is_err());
         assert!(ContinueToken::decode("%%%", "/").is_err());
+    }
+
+    #[test]
+    fn stored_objects_leave_out_resource_version_and_self_link_only() {
+        let obj = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "resourceVersion": "12", "selfLink": "/x", "labels": {"resourceVersion": "kept"}},
+            "data": {"selfLink": "kept"},
+        });
+        let stored: Value =
+            serde_json::from_slice(&serde_json::to_vec(&Stored(&obj)).unwrap()).unwrap();
+        let mut want = obj.clone();
+        let m = want["metadata"].as_object_mut().unwrap();
+        m.remove("resourceVersion");
+        m.remove("selfLink");
+        assert_eq!(stored, want);
+        // Not an object, or metadata not an object: written as they are.
+        for v in [serde_json::json!([1]), serde_json::json!({"metadata": "x"})] {
+            assert_eq!(
+                serde_json::to_vec(&Stored(&v)).unwrap(),
+                serde_json::to_vec(&v).unwrap()
+            );
+        }
     }
 
     #[test]

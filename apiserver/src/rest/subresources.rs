@@ -1,6 +1,7 @@
 //! Subresources that are views or actions on their parent object: `scale` (an
 //! `autoscaling/v1 Scale` over `spec.replicas`), pod `binding` and pod `eviction`.
 
+use k1s_store::StoreError;
 use serde_json::{Value, json};
 
 use k1s_api::selector::{LabelSelector, label_selector_text};
@@ -104,6 +105,12 @@ impl Rest {
     }
 
     /// `pods/binding`: assigns an unbound pod to a node.
+    ///
+    /// As upstream's binding storage (`assignPod`), this is a guaranteed update of the pod
+    /// itself: `spec.nodeName`, the Binding's annotations and the PodScheduled condition in one
+    /// write, after the Binding's UID/resourceVersion preconditions. Like upstream it does not
+    /// run the pod's update path (admission, validation, managedFields): admission applies to
+    /// the Binding, and a binding never appears as a field manager of the pod.
     pub async fn bind_pod(
         &self,
         res: &ResourceType,
@@ -123,34 +130,95 @@ impl Rest {
                 vec![("target.name".into(), "Required value".into())],
             ));
         }
-        // `binding` writes spec.nodeName and the PodScheduled condition together.
-        self.read_modify_write(res, Some(ns), name, Some("binding"), opts, |pod| {
-            if meta::is_deleting(pod) {
+        if let Some(kind) = binding["target"]["kind"]
+            .as_str()
+            .filter(|k| !k.is_empty() && *k != "Node")
+        {
+            return Err(ApiError::invalid(
+                "Binding",
+                name,
+                vec![(
+                    "target.kind".into(),
+                    format!("Invalid value: {kind:?}: must be empty or 'Node'"),
+                )],
+            ));
+        }
+        let want_uid = binding["metadata"]["uid"]
+            .as_str()
+            .filter(|u| !u.is_empty());
+        let want_rv = binding["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|v| !v.is_empty());
+        let annotations = binding["metadata"]["annotations"].as_object();
+        let key = res.key(Some(ns), name);
+        for _ in 0..super::write::MAX_RETRIES {
+            let (mut pod, rev) = self.get_with_rev(res, Some(ns), name).await?;
+            if meta::is_deleting(&pod) {
                 return Err(ApiError::conflict(res, name));
+            }
+            let uid = pod["metadata"]["uid"].as_str().unwrap_or_default();
+            if let Some(want) = want_uid.filter(|w| *w != uid) {
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on pods/binding \"{name}\": Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"
+                    ),
+                ));
+            }
+            if let Some(want) = want_rv.filter(|w| *w != rev.to_string()) {
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on pods/binding \"{name}\": Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {rev}"
+                    ),
+                ));
             }
             if let Some(current) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
                 return Err(ApiError::new(
                     409,
                     "Conflict",
-                    format!("Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is already assigned to node \"{current}\""),
+                    format!(
+                        "Operation cannot be fulfilled on pods/binding \"{name}\": pod {name} is already assigned to node \"{current}\""
+                    ),
                 ));
             }
-            let mut p = pod.clone();
-            p["spec"]["nodeName"] = json!(node);
+            pod["spec"]["nodeName"] = json!(node);
+            let m = meta::metadata_mut(&mut pod);
+            m.remove("resourceVersion");
+            if let Some(extra) = annotations.filter(|a| !a.is_empty()) {
+                let a = m.entry("annotations").or_insert_with(|| json!({}));
+                if !a.is_object() {
+                    *a = json!({});
+                }
+                if let Some(a) = a.as_object_mut() {
+                    a.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+            }
             let cond = json!({"type": "PodScheduled", "status": "True",
                 "lastProbeTime": null, "lastTransitionTime": meta::now()});
-            let conds = p["status"]["conditions"].as_array_mut();
-            match conds {
+            match pod["status"]["conditions"].as_array_mut() {
                 Some(c) => {
                     c.retain(|x| x["type"] != "PodScheduled");
                     c.push(cond);
                 }
-                None => p["status"]["conditions"] = json!([cond]),
+                None => pod["status"]["conditions"] = json!([cond]),
             }
-            Ok(p)
-        })
-        .await
-        .map(|_| ())
+            if opts.dry_run {
+                return Ok(());
+            }
+            match self
+                .store
+                .update(&key, self.encode_stored(&key, &pod)?, rev)
+                .await
+            {
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(self.write_error(res, name, e)),
+                Ok(_) => return Ok(()),
+            }
+        }
+        Err(ApiError::conflict(res, name))
     }
 
     /// `pods/eviction`: deletes a pod with the eviction's delete options, if no

@@ -41,9 +41,10 @@ pub struct WatchRequest {
 /// One event of a watch.
 #[derive(Debug, Clone)]
 pub enum WatchEvent {
-    Added(Value),
-    Modified(Value),
-    Deleted(Value),
+    /// The object is shared with the other watches of the same change (see `recent`).
+    Added(Arc<Value>),
+    Modified(Arc<Value>),
+    Deleted(Arc<Value>),
     /// A bookmark at a revision; `true` marks the end of the initial events.
     Bookmark(Revision, bool),
     /// The last event of a watch that failed (410 Expired and the like).
@@ -65,7 +66,9 @@ impl WatchEvent {
     /// The event's `object` (a Status for errors, a stub carrying the revision for bookmarks).
     pub fn object(&self, res: &ResourceType) -> Value {
         match self {
-            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => o.clone(),
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                Value::clone(o)
+            }
             WatchEvent::Bookmark(rev, initial_end) => {
                 let mut m = json!({"resourceVersion": rev.to_string(), "creationTimestamp": null});
                 if *initial_end {
@@ -148,7 +151,7 @@ impl Rest {
                 let page = self.list(res, ns, &opts).await?;
                 after = page.resource_version;
                 for item in page.items {
-                    if tx.send(WatchEvent::Added(item)).await.is_err() {
+                    if tx.send(WatchEvent::Added(Arc::new(item))).await.is_err() {
                         return Ok(());
                     }
                 }
@@ -187,9 +190,13 @@ impl Rest {
                             && fields::matches(res, &req.field_selector, o)
                     };
                     let new = match e.kind {
-                        EventKind::Put => {
-                            Some(self.decode_stored(res, &e.kv.key, &e.kv.value, rev)?)
-                        }
+                        EventKind::Put => Some(self.recent.get_or_decode(
+                            rev,
+                            &e.kv.key,
+                            &res.group,
+                            &res.version,
+                            || self.decode_stored(res, &e.kv.key, &e.kv.value, rev),
+                        )?),
                         EventKind::Delete => None,
                     };
                     // The previous value matters for selectors and for deletes; an update
@@ -216,7 +223,7 @@ impl Rest {
                         (Some(n), _) if old_match => Some(WatchEvent::Deleted(n)),
                         (None, Some(mut o)) if old_match => {
                             meta::set_resource_version(&mut o, rev);
-                            Some(WatchEvent::Deleted(o))
+                            Some(WatchEvent::Deleted(Arc::new(o)))
                         }
                         _ => None,
                     }

@@ -116,7 +116,7 @@ pub struct Deleted {
 }
 
 /// How many times a read-modify-write retries after losing a race.
-const MAX_RETRIES: usize = 16;
+pub(super) const MAX_RETRIES: usize = 16;
 
 impl Rest {
     /// Decodes a request body as the resource's kind and applies `fieldValidation`.
@@ -406,8 +406,6 @@ impl Rest {
                 }
                 o
             }
-            // Pod binding: spec.nodeName and the PodScheduled condition in one write.
-            Some("binding") => new,
             Some("finalize") => {
                 // Namespaces: the finalize subresource changes spec.finalizers only.
                 let mut o = old.clone();
@@ -614,7 +612,7 @@ impl Rest {
         })
     }
 
-    fn write_error(&self, res: &ResourceType, name: &str, e: StoreError) -> ApiError {
+    pub(super) fn write_error(&self, res: &ResourceType, name: &str, e: StoreError) -> ApiError {
         match e {
             StoreError::Conflict { .. } => ApiError::conflict(res, name),
             StoreError::NotFound { .. } => ApiError::not_found(res, name),

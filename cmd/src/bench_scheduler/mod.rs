@@ -42,8 +42,9 @@ pub struct SchedulerBenchArgs {
     /// Measured pods of every shape; the deployment's replicas (default: the shape's own).
     #[arg(long)]
     pub measured_pods: Option<usize>,
-    /// Concurrent creators of nodes and pods.
-    #[arg(long, default_value_t = 8)]
+    /// Concurrent creators of nodes and pods (upstream's test utilities create pods 30 at a
+    /// time).
+    #[arg(long, default_value_t = 30)]
     pub creators: usize,
     /// Give up on a batch of pods not all bound after this many seconds.
     #[arg(long, default_value_t = 600)]

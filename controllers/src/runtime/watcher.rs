@@ -163,11 +163,11 @@ impl State {
                     let out = match ev {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             self.note_rv(&o);
-                            Some(Event::Apply(Arc::new(o)))
+                            Some(Event::Apply(o))
                         }
                         WatchEvent::Deleted(o) => {
                             self.note_rv(&o);
-                            Some(Event::Delete(Arc::new(o)))
+                            Some(Event::Delete(o))
                         }
                         WatchEvent::Bookmark(rv) => {
                             if !rv.is_empty() {
@@ -304,11 +304,11 @@ mod tests {
         ]);
         c.watches.lock().unwrap().extend([
             ScriptedWatch::Events(vec![
-                Ok(WatchEvent::Added(obj("d", "6"))),
+                Ok(WatchEvent::Added(Arc::new(obj("d", "6")))),
                 Ok(WatchEvent::Bookmark("9".into())),
             ]),
             ScriptedWatch::Fail(unavailable()),
-            ScriptedWatch::Open(vec![Ok(WatchEvent::Deleted(obj("a", "10")))]),
+            ScriptedWatch::Open(vec![Ok(WatchEvent::Deleted(Arc::new(obj("a", "10"))))]),
         ]);
         let evs: Vec<Event> = watcher(
             c.clone(),

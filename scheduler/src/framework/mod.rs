@@ -171,11 +171,14 @@ impl<T: Any + Send + Sync + Clone> StateData for T {
 /// what-if runs.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn StateData>>,
+    data: HashMap<&'static str, Box<dyn StateData>, foldhash::fast::FixedState>,
     /// Plugins whose PreFilter returned Skip: their Filter is not run.
     pub skip_filter_plugins: HashSet<&'static str>,
     /// Plugins whose PreScore returned Skip: their Score is not run.
     pub skip_score_plugins: HashSet<&'static str>,
+    /// `skip_filter_plugins` by position among the first 64 Filter plugins, set by
+    /// `Framework::run_pre_filter` for the per-node loop.
+    filter_skip: u64,
 }
 
 impl Clone for CycleState {
@@ -188,6 +191,7 @@ impl Clone for CycleState {
                 .collect(),
             skip_filter_plugins: self.skip_filter_plugins.clone(),
             skip_score_plugins: self.skip_score_plugins.clone(),
+            filter_skip: self.filter_skip,
         }
     }
 }

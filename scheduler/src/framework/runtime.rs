@@ -272,6 +272,14 @@ impl Framework {
                 _ => return s.with_plugin(p.name()),
             }
         }
+        // Filter runs once per node: look the skipped plugins up once, as bits by position.
+        state.filter_skip = self
+            .filter
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, f)| state.skip_filter_plugins.contains(f.name()))
+            .fold(0, |mask, (i, _)| mask | 1 << i);
         Status::success()
     }
 
@@ -317,8 +325,13 @@ impl Framework {
 
     /// Filter plugins in order; the first rejection wins.
     pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        for p in &self.filter {
-            if state.skip_filter_plugins.contains(p.name()) {
+        for (i, p) in self.filter.iter().enumerate() {
+            let skipped = if i < 64 {
+                state.filter_skip & 1 << i != 0
+            } else {
+                state.skip_filter_plugins.contains(p.name())
+            };
+            if skipped {
                 continue;
             }
             let s = p.filter(state, pod, node);

@@ -46,6 +46,9 @@ pub(crate) const META_COMPACT: &str = "compact";
 /// The on-disk format this code reads and writes.
 pub const FORMAT_VERSION: u64 = 1;
 
+/// Lists of the current state with at most this many keys are read on the calling task.
+pub const INLINE_LIST_LIMIT: usize = 64;
+
 /// Settings of a [`RedbStore`].
 #[derive(Clone, Debug)]
 pub struct RedbConfig {
@@ -166,17 +169,24 @@ impl Drop for RedbStore {
 
 #[async_trait::async_trait]
 impl Store for RedbStore {
+    // One key, the head revision and small pages of the current state are read on the calling
+    // task: such a read touches a handful of pages (nearly always in redb's cache), so it costs
+    // less than the hand-off to the blocking pool and back, which dominated it. Reads whose work
+    // grows with the data (unbounded lists, counts, lists of the past, which undo history) stay
+    // on the blocking pool.
     async fn current_revision(&self) -> Result<Revision> {
-        read::blocking(&self.shared, read::head).await
+        read::head(&self.shared)
     }
 
     async fn get(&self, key: &str) -> Result<Option<KeyValue>> {
         crate::check_key(key)?;
-        let key = key.to_owned();
-        read::blocking(&self.shared, move |s| read::get(s, &key)).await
+        read::get(&self.shared, key)
     }
 
     async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        if (1..=INLINE_LIST_LIMIT).contains(&req.limit) && req.revision.is_none() {
+            return read::list(&self.shared, &req);
+        }
         read::blocking(&self.shared, move |s| read::list(s, &req)).await
     }
 
