@@ -8,7 +8,10 @@ use std::time::Duration;
 
 use common::{create, env, eventually};
 
-use k1s_api::client::{Client, ListParams, Patch, ResourceRef, WriteParams};
+use futures::StreamExt;
+use k1s_api::client::{
+    Client, ListParams, Patch, ResourceRef, WatchEvent, WatchParams, WriteParams,
+};
 use k1s_controllers::job::{self, TRACKING_FINALIZER};
 use serde_json::{Value, json};
 
@@ -344,7 +347,24 @@ async fn deadline_suspend_and_ttl() {
         env.catalog.clone(),
         env.cancel.clone(),
     ));
-    // activeDeadlineSeconds: the running pod goes and the job fails.
+    // activeDeadlineSeconds: the running pod goes and the job fails. startTime has whole
+    // seconds, so the pod may live for a few milliseconds only: its creation is watched for
+    // rather than polled.
+    let from = c
+        .list(&pods(), &ListParams::default())
+        .await
+        .unwrap()
+        .resource_version;
+    let mut watch = c
+        .watch(
+            &pods(),
+            &WatchParams {
+                resource_version: Some(from),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     let j = create(
         &c,
         &jobs(),
@@ -352,7 +372,18 @@ async fn deadline_suspend_and_ttl() {
     )
     .await;
     let uid = j["metadata"]["uid"].as_str().unwrap().to_owned();
-    wait_pods(&c, &uid, "a pod", 1).await;
+    let created = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(ev)) = watch.next().await {
+            if let WatchEvent::Added(p) = ev
+                && p["metadata"]["ownerReferences"][0]["uid"] == uid.as_str()
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(created, Ok(true), "the job's pod was never created");
     let failed = wait_condition(&c, "slow", "Failed").await;
     assert_eq!(cond(&failed, "Failed")["reason"], "DeadlineExceeded");
     assert_eq!(
