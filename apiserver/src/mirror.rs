@@ -124,8 +124,9 @@ pub async fn follow<F, Fut>(
 }
 
 /// Keeps `mirror` in step with the objects under `prefix` until `cancel` fires. `project`
-/// turns a stored object into what the mirror keeps (`None`: skip it). Values are read
-/// through `encryption`, so an encrypted resource mirrors as well as a plain one.
+/// turns a stored object into what the mirror keeps (`None`: skip it); it sees the object
+/// without `status` and `metadata.managedFields` (see [`Skimmed`]). Values are read through
+/// `encryption`, so an encrypted resource mirrors as well as a plain one.
 pub async fn run<T: Send + Sync + 'static>(
     mirror: Arc<Mirror<T>>,
     store: Arc<dyn Store>,
@@ -135,7 +136,7 @@ pub async fn run<T: Send + Sync + 'static>(
     cancel: CancellationToken,
 ) {
     let decode = |key: &str, bytes: &[u8]| match encryption.transform_from_storage(key, bytes) {
-        Ok(plain) => serde_json::from_slice::<Value>(&plain).ok(),
+        Ok(plain) => serde_json::from_slice::<Skimmed>(&plain).ok().map(|s| s.0),
         Err(e) => {
             tracing::warn!(error = %e, "mirror: cannot read a stored object");
             None
@@ -222,9 +223,84 @@ pub async fn run<T: Send + Sync + 'static>(
     }
 }
 
+/// A stored object without what no mirror projects: its `status` and its
+/// `metadata.managedFields` are skipped while parsing, not built and dropped (for pods they
+/// are most of the object).
+struct Skimmed(Value);
+
+impl<'de> serde::Deserialize<'de> for Skimmed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(SkimVisitor { depth: 0 }).map(Skimmed)
+    }
+}
+
+/// Visits the object (`depth` 0), then its metadata (`depth` 1).
+struct SkimVisitor {
+    depth: u8,
+}
+
+impl<'de> serde::de::Visitor<'de> for SkimVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let skip = match self.depth {
+                0 => key == "status",
+                _ => key == "managedFields",
+            };
+            if skip {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else if self.depth == 0 && key == "metadata" {
+                let meta = map.next_value_seed(SkimVisitor { depth: 1 })?;
+                out.insert(key, meta);
+            } else {
+                out.insert(key, map.next_value::<Value>()?);
+            }
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for SkimVisitor {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skimming_drops_status_and_managed_fields_only() {
+        let stored = serde_json::json!({
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"},
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"nodeName": "n1", "status": "kept below the top level"},
+            "status": {"phase": "Running"}
+        });
+        let bytes = serde_json::to_vec(&stored).unwrap();
+        let Skimmed(v) = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"}},
+                "spec": {"nodeName": "n1", "status": "kept below the top level"}
+            })
+        );
+        // Not an object: refused, as a plain parse of a stored object that is no object.
+        assert!(serde_json::from_slice::<Skimmed>(b"[1]").is_err());
+        assert!(serde_json::from_slice::<Skimmed>(b"{\"metadata\": 3}").is_err());
+    }
     use k1s_store::redb::{RedbConfig, RedbStore};
 
     #[tokio::test]

@@ -40,15 +40,18 @@ impl Expectations {
     }
 
     /// Meets what a watch event of `pod`, controlled by `key`, means for the expectations:
-    /// a deletion counts when it is marked and again (harmlessly) when it goes; a relisted
-    /// pod was already counted when first seen.
+    /// a deletion counts when it is marked and again (harmlessly) when it goes; a creation
+    /// when the pod is new to the cache (a relisted pod was counted when first seen, a
+    /// changed one when it was added).
     pub fn observe(&self, key: &ObjectKey, pod: &Value, seen: Seen) {
         let uid = key::uid(pod);
         match seen {
             Seen::Deleted => self.deletion_observed(key, uid),
             _ if key::is_deleting(pod) => self.deletion_observed(key, uid),
-            Seen::Applied => self.creation_observed(key, uid),
-            Seen::Listed => {}
+            Seen::Added => self.creation_observed(key, uid),
+            // A change to a pod made earlier (the scheduler binding it) is no creation: counted,
+            // it would let the controller act on a cache still missing its new pods.
+            Seen::Updated | Seen::Listed => {}
         }
     }
 
@@ -136,6 +139,21 @@ mod tests {
         tokio::time::advance(TIMEOUT + Duration::from_secs(1)).await;
         assert!(e.satisfied(&k));
         e.forget(&k);
+        assert!(e.satisfied(&k));
+    }
+
+    #[test]
+    fn only_a_pod_new_to_the_cache_is_a_creation() {
+        let e = Expectations::default();
+        let k = ObjectKey::new(Some("d"), "rs");
+        let earlier = serde_json::json!({"metadata": {"uid": "old"}});
+        let new = serde_json::json!({"metadata": {"uid": "new"}});
+        e.expect_creations(&k, 1);
+        // An earlier pod bound by the scheduler meanwhile, or listed again: no creation.
+        e.observe(&k, &earlier, Seen::Updated);
+        e.observe(&k, &earlier, Seen::Listed);
+        assert!(!e.satisfied(&k));
+        e.observe(&k, &new, Seen::Added);
         assert!(e.satisfied(&k));
     }
 }

@@ -6,12 +6,10 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{create, env, eventually};
+use common::{create, env, eventually, watch_from_now};
 
 use futures::StreamExt;
-use k1s_api::client::{
-    Client, ListParams, Patch, ResourceRef, WatchEvent, WatchParams, WriteParams,
-};
+use k1s_api::client::{Client, ListParams, Patch, ResourceRef, WatchEvent, WriteParams};
 use k1s_controllers::job::{self, TRACKING_FINALIZER};
 use serde_json::{Value, json};
 
@@ -350,21 +348,7 @@ async fn deadline_suspend_and_ttl() {
     // activeDeadlineSeconds: the running pod goes and the job fails. startTime has whole
     // seconds, so the pod may live for a few milliseconds only: its creation is watched for
     // rather than polled.
-    let from = c
-        .list(&pods(), &ListParams::default())
-        .await
-        .unwrap()
-        .resource_version;
-    let mut watch = c
-        .watch(
-            &pods(),
-            &WatchParams {
-                resource_version: Some(from),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let mut watch = watch_from_now(&c, &pods(), None).await;
     let j = create(
         &c,
         &jobs(),

@@ -9,9 +9,7 @@ use std::time::Duration;
 use common::{create, env, eventually};
 
 use futures::StreamExt;
-use k1s_api::client::{
-    Client, ListParams, Patch, ResourceRef, WatchEvent, WatchParams, WriteParams,
-};
+use k1s_api::client::{Client, ListParams, Patch, ResourceRef, WatchEvent, WriteParams};
 use serde_json::{Value, json};
 
 async fn owned_pods(c: &Arc<dyn Client>, uid: &str) -> Vec<Value> {
@@ -99,22 +97,7 @@ async fn replicaset_creates_adopts_reports_and_scales_down() {
 
     // An orphan that matches is adopted; one pod too many is then deleted (possibly the
     // orphan itself, so the adoption is watched for rather than polled).
-    let from = c
-        .list(&pods, &ListParams::default())
-        .await
-        .unwrap()
-        .resource_version;
-    let mut watch = c
-        .watch(
-            &pods,
-            &WatchParams {
-                resource_version: Some(from),
-                field_selector: Some("metadata.name=stray".into()),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let mut watch = common::watch_from_now(&c, &pods, Some("metadata.name=stray")).await;
     create(
         &c,
         &pods,

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use common::{create, env, eventually};
 
 use futures::StreamExt;
-use k1s_api::client::{
-    Client, ListParams, Patch, ResourceRef, WatchEvent, WatchParams, WriteParams,
-};
+use k1s_api::client::{Client, ListParams, Patch, ResourceRef, WatchEvent, WriteParams};
 use serde_json::{Value, json};
 
 fn sets() -> ResourceRef {
@@ -227,21 +225,7 @@ async fn ordered_claims_rolling_partition_and_scale_down() {
     assert_eq!(revs.items.len(), 2);
 
     // Scale to 1: web-2 goes before web-1; whenScaled Delete hands their claims to the pods.
-    let from = c
-        .list(&pods(), &ListParams::default())
-        .await
-        .unwrap()
-        .resource_version;
-    let mut watch = c
-        .watch(
-            &pods(),
-            &WatchParams {
-                resource_version: Some(from),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let mut watch = common::watch_from_now(&c, &pods(), None).await;
     c.patch(
         &sets(),
         "web",

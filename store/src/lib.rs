@@ -42,6 +42,12 @@ pub struct KeyValue {
     pub mod_revision: Revision,
 }
 
+/// A "small" list: a [`ListRequest`] of the current state with a `limit` of at most this many
+/// keys. Callers that expect few keys (admission reading a namespace's quotas) page by it;
+/// backends may serve such reads without a thread hand-off (redb reads them on the caller's
+/// task).
+pub const SMALL_LIST_LIMIT: usize = 64;
+
 /// A list request: one consistent snapshot of the keys under a prefix.
 #[derive(Clone, Debug, Default)]
 pub struct ListRequest {

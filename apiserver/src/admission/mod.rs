@@ -48,6 +48,8 @@ pub struct Request<'a> {
     /// `None` for the server's own writes.
     pub user: Option<&'a UserInfo>,
     pub dry_run: bool,
+    /// On creates in a namespace: the namespace, as NamespaceLifecycle just read it.
+    pub namespace: Option<&'a Value>,
 }
 
 impl Request<'_> {
@@ -123,7 +125,7 @@ impl Admission for Chain {
         let pod_create = req.creating() && req.is("", "Pod");
         let pvc_write = req.is("", "PersistentVolumeClaim") && req.subresource.is_none();
         if (pod_create || pvc_write) && !ns.is_empty() {
-            let ranges = list_in(rest, "", "limitranges", &ns).await?;
+            let ranges = list_in(rest, "", "limitranges", Some(&ns)).await?;
             if !ranges.is_empty() {
                 limit_ranger::admit(&req.res.plural, obj, &ranges)
                     .map_err(|m| forbidden(req.res, obj, m))?;
@@ -174,12 +176,12 @@ impl Admission for Chain {
     }
 }
 
-/// The objects of `group`/`resource` in `ns`.
+/// The objects of `group`/`resource` in `ns` (`None`: cluster-scoped), read in small pages.
 async fn list_in(
     rest: &Rest,
     group: &str,
     resource: &str,
-    ns: &str,
+    ns: Option<&str>,
 ) -> Result<Vec<Value>, ApiError> {
     let catalog = rest.registry.catalog();
     let Some(res) = catalog
@@ -193,12 +195,12 @@ async fn list_in(
     // Small pages: a namespace nearly always has a few of these or none, and a small read of
     // the current state is served without a trip through the store's blocking pool.
     let mut opts = crate::rest::ListOptions {
-        limit: k1s_store::redb::INLINE_LIST_LIMIT,
+        limit: k1s_store::SMALL_LIST_LIMIT,
         ..Default::default()
     };
     let mut items = Vec::new();
     loop {
-        let page = rest.list(&res, Some(ns), &opts).await?;
+        let page = rest.list(&res, ns, &opts).await?;
         items.extend(page.items);
         match page.continue_token {
             Some(t) => opts.continue_token = Some(t),
@@ -238,10 +240,17 @@ async fn pod_security_check(
     let Some(nsres) = rest.registry.builtin_kind("", "Namespace") else {
         return Ok(Vec::new());
     };
-    let namespace = match rest.get(&nsres, None, ns).await {
-        Ok(n) => n,
-        Err(e) if e.code == 404 => return Ok(Vec::new()),
-        Err(e) => return Err(e),
+    let read;
+    let namespace = match req.namespace {
+        Some(n) => n,
+        None => match rest.get(&nsres, None, ns).await {
+            Ok(n) => {
+                read = n;
+                &read
+            }
+            Err(e) if e.code == 404 => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        },
     };
     let labels = &namespace["metadata"]["labels"];
     if is_pod {
@@ -294,7 +303,7 @@ async fn quota_check(
     // Quotas charged already (a retry only re-evaluates the ones whose swap failed).
     let mut charged: Vec<String> = Vec::new();
     for _ in 0..QUOTA_RETRIES {
-        let quotas = list_in(rest, "", "resourcequotas", ns).await?;
+        let quotas = list_in(rest, "", "resourcequotas", Some(ns)).await?;
         let mut conflicted = false;
         for q in quotas {
             let name = q["metadata"]["name"].as_str().unwrap_or("").to_owned();
@@ -359,7 +368,7 @@ async fn recompute_usage(
 ) -> Result<k1s_api::quantity::ResourceList, ApiError> {
     let mut lists = Vec::new();
     for (g, r) in quota::needed_resources(q) {
-        lists.push((r.clone(), g.clone(), list_in(rest, &g, &r, ns).await?));
+        lists.push((r.clone(), g.clone(), list_in(rest, &g, &r, Some(ns)).await?));
     }
     let objects: Vec<(&str, &str, &[Value])> = lists
         .iter()

@@ -19,7 +19,7 @@ pub async fn admit(rest: &Rest, req: &Request<'_>, pod: &mut Value) -> Result<()
         .unwrap_or("")
         .to_owned();
     let class = if name.is_empty() {
-        let classes = rest.list(&res, None, &Default::default()).await?.items;
+        let classes = super::list_in(rest, "scheduling.k8s.io", "priorityclasses", None).await?;
         classes
             .into_iter()
             .filter(|c| c["globalDefault"] == true)

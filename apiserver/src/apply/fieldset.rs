@@ -491,6 +491,37 @@ impl FieldSet {
         FieldSet { members, children }
     }
 
+    /// `self = self.difference(other)`, without copying what stays.
+    pub fn subtract(&mut self, other: &FieldSet) {
+        if other.members.is_empty() && other.children.is_empty() {
+            return;
+        }
+        self.members.retain(|m| !other.members.contains(m));
+        self.children.retain(|pe, child| {
+            if let Some(theirs) = other.children.get(pe) {
+                child.subtract(theirs);
+            }
+            !child.is_empty()
+        });
+    }
+
+    /// `self = self.recursive_difference(other)`, without copying what stays.
+    pub fn subtract_recursive(&mut self, other: &FieldSet) {
+        if other.members.is_empty() && other.children.is_empty() {
+            return;
+        }
+        self.members.retain(|m| !other.members.contains(m));
+        self.children.retain(|pe, child| {
+            if other.members.contains(pe) {
+                return false;
+            }
+            if let Some(theirs) = other.children.get(pe) {
+                child.subtract_recursive(theirs);
+            }
+            !child.is_empty()
+        });
+    }
+
     /// Like `difference`, but a member of `other` also removes every path below it.
     pub fn recursive_difference(&self, other: &FieldSet) -> FieldSet {
         let members = self.members.difference(&other.members).cloned().collect();
@@ -750,6 +781,12 @@ mod tests {
         assert_eq!(b.union(&a), a);
         assert_eq!(a.len(), 3);
         assert!(a.difference(&a).is_empty());
+        let mut d = a.clone();
+        d.subtract(&b);
+        assert_eq!(d, a.difference(&b));
+        let mut r = a.clone();
+        r.subtract_recursive(&b);
+        assert_eq!(r, a.recursive_difference(&b));
     }
 
     #[test]

@@ -128,28 +128,31 @@ fn conflicts_message(conflicts: &[Conflict]) -> String {
 }
 
 /// Metadata fields nobody owns.
-fn strip_set() -> FieldSet {
-    let f = |s: &str| PathElement::Field(s.to_string());
-    let mut set = FieldSet::new();
-    for top in ["apiVersion", "kind", "metadata"] {
-        set.insert(&[f(top)]);
-    }
-    for m in [
-        "name",
-        "namespace",
-        "creationTimestamp",
-        "selfLink",
-        "uid",
-        "clusterName",
-        "generation",
-        "managedFields",
-        "resourceVersion",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-    ] {
-        set.insert(&[f("metadata"), f(m)]);
-    }
-    set
+fn strip_set() -> &'static FieldSet {
+    static SET: std::sync::LazyLock<FieldSet> = std::sync::LazyLock::new(|| {
+        let f = |s: &str| PathElement::Field(s.to_string());
+        let mut set = FieldSet::new();
+        for top in ["apiVersion", "kind", "metadata"] {
+            set.insert(&[f(top)]);
+        }
+        for m in [
+            "name",
+            "namespace",
+            "creationTimestamp",
+            "selfLink",
+            "uid",
+            "clusterName",
+            "generation",
+            "managedFields",
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
+            set.insert(&[f("metadata"), f(m)]);
+        }
+        set
+    });
+    &SET
 }
 
 /// The fields a write through `subresource` does not take ownership of: `status` for the
@@ -263,13 +266,13 @@ fn update_managers(
     }
     for (id, set) in &conflicts {
         if let Some(e) = managers.get_mut(id) {
-            e.set = e.set.difference(set);
+            e.set.subtract(set);
         }
     }
     if !cmp.removed.is_empty() {
         for (id, e) in managers.iter_mut() {
             if Some(id) != workflow {
-                e.set = e.set.difference(&cmp.removed);
+                e.set.subtract(&cmp.removed);
             }
         }
     }
@@ -507,7 +510,7 @@ fn apply_once(
 /// Removes the metadata fields nobody owns from a manager's set.
 fn strip_manager(managers: &mut Managed, id: &ManagerId) {
     if let Some(e) = managers.get_mut(id) {
-        e.set = e.set.difference(&strip_set());
+        e.set.subtract(strip_set());
         if e.set.is_empty() {
             managers.remove(id);
         }
@@ -628,13 +631,11 @@ fn record_changes(
     now: &str,
     ignored: &FieldSet,
 ) {
-    // Forced: never conflicts.
+    // Forced: never conflicts. The comparison already leaves out `ignored`.
     let cmp = update_managers(schema, old, new, managers, None, true, ignored).unwrap_or_default();
-    let set = cmp
-        .modified
-        .union(&cmp.added)
-        .recursive_difference(ignored)
-        .difference(&strip_set());
+    let mut set = cmp.modified;
+    set.union_with(&cmp.added);
+    set.subtract(strip_set());
     if !set.is_empty() {
         let set = match managers.remove(&id) {
             Some(prev) => set.union(&prev.set),

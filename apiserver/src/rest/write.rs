@@ -164,14 +164,21 @@ impl Rest {
         let mut warnings = Vec::new();
         let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
         self.prepare_create(res, ns, &mut obj)?;
-        if res.namespaced {
+        let namespace = if res.namespaced {
             self.check_namespace_open(meta::namespace(&obj).unwrap_or_default())
-                .await?;
-        }
-        warnings.extend(
-            self.admit(res, Operation::Create, None, opts, &mut obj, None)
-                .await?,
-        );
+                .await?
+        } else {
+            None
+        };
+        let req = AdmissionRequest {
+            res,
+            operation: Operation::Create,
+            subresource: None,
+            user: opts.user.as_deref(),
+            dry_run: opts.dry_run,
+            namespace: namespace.as_ref(),
+        };
+        warnings.extend(self.admit(&req, &mut obj, None).await?);
         strategy::validate(res, &obj, None)?;
         self.track_fields(res, None, &mut obj, None, opts)?;
         let name = meta::name(&obj).to_owned();
@@ -321,10 +328,11 @@ impl Rest {
         Ok(())
     }
 
-    /// NamespaceLifecycle: no creates in a missing or terminating namespace.
-    async fn check_namespace_open(&self, ns: &str) -> Result<(), ApiError> {
+    /// NamespaceLifecycle: no creates in a missing or terminating namespace. Returns the
+    /// namespace, for the admission plugins that read it too.
+    async fn check_namespace_open(&self, ns: &str) -> Result<Option<Value>, ApiError> {
         let Some(nsres) = self.registry.builtin_kind("", "Namespace") else {
-            return Ok(());
+            return Ok(None);
         };
         match self.get(&nsres, None, ns).await {
             Ok(n) if meta::is_deleting(&n) || n["status"]["phase"] == "Terminating" => {
@@ -336,7 +344,7 @@ impl Rest {
                     ),
                 ))
             }
-            Ok(_) => Ok(()),
+            Ok(n) => Ok(Some(n)),
             Err(e) if e.code == 404 => Err(ApiError::not_found(&nsres, ns)),
             Err(e) => Err(e),
         }
@@ -487,16 +495,15 @@ impl Rest {
             meta::metadata_mut(&mut obj).insert("generation".into(), json!(g));
         }
         strategy::prepare_update(res, old, &mut obj);
-        let admission_warnings = self
-            .admit(
-                res,
-                Operation::Update,
-                subresource,
-                opts,
-                &mut obj,
-                Some(old),
-            )
-            .await?;
+        let req = AdmissionRequest {
+            res,
+            operation: Operation::Update,
+            subresource,
+            user: opts.user.as_deref(),
+            dry_run: opts.dry_run,
+            namespace: None,
+        };
+        let admission_warnings = self.admit(&req, &mut obj, Some(old)).await?;
         strategy::validate(res, &obj, Some(old))?;
         self.track_fields(res, Some(old), &mut obj, subresource, opts)?;
         let claims = if subresource.is_none() && !opts.dry_run {
@@ -530,24 +537,14 @@ impl Rest {
     /// Runs the admission plugins, if any are installed.
     async fn admit(
         &self,
-        res: &ResourceType,
-        operation: Operation,
-        subresource: Option<&str>,
-        opts: &WriteOptions,
+        req: &AdmissionRequest<'_>,
         obj: &mut Value,
         old: Option<&Value>,
     ) -> Result<Vec<String>, ApiError> {
         let Some(admission) = self.admission.get() else {
             return Ok(Vec::new());
         };
-        let req = AdmissionRequest {
-            res,
-            operation,
-            subresource,
-            user: opts.user.as_deref(),
-            dry_run: opts.dry_run,
-        };
-        admission.admit(self, &req, obj, old).await
+        admission.admit(self, req, obj, old).await
     }
 
     /// The store write of [`Rest::replace`]: nothing on a no-op, a delete when the last

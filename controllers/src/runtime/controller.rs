@@ -61,8 +61,11 @@ pub trait Reconcile: Send + Sync + 'static {
 pub enum Seen {
     /// Present in a relist and in the cache before it.
     Listed,
-    /// Added or changed (or new to the cache in a relist).
-    Applied,
+    /// New to the cache: added (or found by a relist). Client-go's `OnAdd`.
+    Added,
+    /// Changed while in the cache. Client-go's `OnUpdate`: not a creation, so expectations of
+    /// creations must not count it.
+    Updated,
     /// Deleted (its last state; or gone from the cache in a relist).
     Deleted,
 }
@@ -292,6 +295,17 @@ async fn feed(
         if matches!(ev, Event::Init) {
             before = store.list();
         }
+        // Client-go's OnAdd or OnUpdate: whether an applied object was cached before.
+        let applied = match &ev {
+            Event::Apply(o)
+                if ObjectKey::of(o)
+                    .and_then(|k| store.get(&k))
+                    .is_some_and(|c| key::uid(&c) == key::uid(o)) =>
+            {
+                Seen::Updated
+            }
+            _ => Seen::Added,
+        };
         writer.apply(&ev);
         match &ev {
             Event::Init | Event::InitApply(_) => {}
@@ -301,9 +315,7 @@ async fn feed(
                     mapper(&o, seen).into_iter().for_each(|k| queue.add(k));
                 }
             }
-            Event::Apply(o) => mapper(o, Seen::Applied)
-                .into_iter()
-                .for_each(|k| queue.add(k)),
+            Event::Apply(o) => mapper(o, applied).into_iter().for_each(|k| queue.add(k)),
             Event::Delete(o) => mapper(o, Seen::Deleted)
                 .into_iter()
                 .for_each(|k| queue.add(k)),
@@ -326,7 +338,7 @@ fn relisted(before: &[Arc<Value>], now: &[Arc<Value>]) -> Vec<(Arc<Value>, Seen)
         let seen = if was.contains(key::uid(o)) {
             Seen::Listed
         } else {
-            Seen::Applied
+            Seen::Added
         };
         (o.clone(), seen)
     });
@@ -374,8 +386,8 @@ mod tests {
         let want = [
             ("b", "2", Seen::Deleted),
             ("a", "1", Seen::Listed),
-            ("b", "3", Seen::Applied),
-            ("c", "4", Seen::Applied),
+            ("b", "3", Seen::Added),
+            ("c", "4", Seen::Added),
         ];
         assert_eq!(got.len(), want.len());
         for (n, u, s) in want {

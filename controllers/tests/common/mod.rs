@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k1s_api::client::{Client, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ListParams, ResourceRef, WatchParams, WatchStream, WriteParams};
 use k1s_apiserver::local_client::LocalClient;
 use k1s_apiserver::registry::Registry;
 use k1s_apiserver::server::{ApiConfig, ApiState};
@@ -104,6 +104,26 @@ where
 
 pub async fn create(c: &Arc<dyn Client>, r: &ResourceRef, obj: Value) -> Value {
     c.create(r, obj, &WriteParams::default()).await.unwrap()
+}
+
+/// A watch of `r` from now on (a list's resourceVersion), optionally narrowed by a field
+/// selector: for changes too brief to poll for.
+pub async fn watch_from_now(
+    c: &Arc<dyn Client>,
+    r: &ResourceRef,
+    field_selector: Option<&str>,
+) -> WatchStream {
+    let from = c
+        .list(r, &ListParams::default())
+        .await
+        .unwrap()
+        .resource_version;
+    let params = WatchParams {
+        resource_version: Some(from),
+        field_selector: field_selector.map(str::to_owned),
+        ..Default::default()
+    };
+    c.watch(r, &params).await.unwrap()
 }
 
 pub fn configmaps(ns: &str) -> ResourceRef {

@@ -421,24 +421,26 @@ impl Framework {
         pod: &PodInfo,
         nodes: &[Arc<NodeInfo>],
     ) -> Result<Vec<NodeScore>, Status> {
-        let mut totals: Vec<NodeScore> = nodes
+        // One name per node for the whole run; plugins overwrite `score` in place and the
+        // weighted sums accumulate beside it.
+        let mut scores: Vec<NodeScore> = nodes
             .iter()
             .map(|n| NodeScore {
                 name: n.name().to_owned(),
                 score: 0,
             })
             .collect();
-        let mut scores = totals.clone();
+        let mut totals = vec![0i64; nodes.len()];
         for (p, weight) in &self.score {
             if state.skip_score_plugins.contains(p.name()) {
                 continue;
             }
-            for (i, n) in nodes.iter().enumerate() {
+            for (n, slot) in nodes.iter().zip(&mut scores) {
                 let (v, s) = p.score(state, pod, n);
                 if !s.is_success() {
                     return Err(s.with_plugin(p.name()));
                 }
-                scores[i].score = v;
+                slot.score = v;
             }
             let s = p.normalize_score(state, pod, &mut scores);
             if !s.is_success() {
@@ -452,10 +454,13 @@ impl Framework {
                         s.score
                     )));
                 }
-                t.score += s.score * weight;
+                *t += s.score * weight;
             }
         }
-        Ok(totals)
+        for (s, t) in scores.iter_mut().zip(totals) {
+            s.score = t;
+        }
+        Ok(scores)
     }
 
     /// Reserve plugins in order; on failure the caller runs [`Framework::run_unreserve`].

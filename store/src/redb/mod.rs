@@ -46,9 +46,6 @@ pub(crate) const META_COMPACT: &str = "compact";
 /// The on-disk format this code reads and writes.
 pub const FORMAT_VERSION: u64 = 1;
 
-/// Lists of the current state with at most this many keys are read on the calling task.
-pub const INLINE_LIST_LIMIT: usize = 64;
-
 /// Settings of a [`RedbStore`].
 #[derive(Clone, Debug)]
 pub struct RedbConfig {
@@ -184,7 +181,7 @@ impl Store for RedbStore {
     }
 
     async fn list(&self, req: ListRequest) -> Result<ListResponse> {
-        if (1..=INLINE_LIST_LIMIT).contains(&req.limit) && req.revision.is_none() {
+        if (1..=crate::SMALL_LIST_LIMIT).contains(&req.limit) && req.revision.is_none() {
             return read::list(&self.shared, &req);
         }
         read::blocking(&self.shared, move |s| read::list(s, &req)).await
