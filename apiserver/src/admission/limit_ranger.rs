@@ -9,10 +9,11 @@
 //! Upstream iterates Go maps, so when several constraints fail its message order varies; here
 //! limit items are taken in order and resources by name.
 
-use k1s_api::quantity::{Quantity, ResourceList};
-use serde_json::{Map, Value};
+use std::borrow::Borrow;
 
+use k1s_api::quantity::{Quantity, ResourceList};
 use k1s_api::quota::{pod_limits, pod_requests};
+use serde_json::{Map, Value};
 
 /// The annotation recording what was defaulted.
 pub const ANNOTATION: &str = "kubernetes.io/limit-ranger";
@@ -351,13 +352,18 @@ fn aggregate(errs: Vec<String>) -> Result<(), String> {
 /// `kubernetes.io/limit-ranger` annotation), then checks every range. Objects being deleted
 /// and other resources pass untouched. The error is upstream's message; the caller answers
 /// 403 with `<resource> "<name>" is forbidden: <message>`.
-pub fn admit(resource: &str, obj: &mut Value, ranges: &[Value]) -> Result<(), String> {
+pub fn admit<R: Borrow<Value>>(
+    resource: &str,
+    obj: &mut Value,
+    ranges: &[R],
+) -> Result<(), String> {
+    let ranges = || ranges.iter().map(Borrow::borrow);
     if !obj["metadata"]["deletionTimestamp"].is_null() {
         return Ok(());
     }
     match resource {
         "pods" => {
-            for lr in ranges {
+            for lr in ranges() {
                 let notes = apply_defaults(obj, lr);
                 if notes.is_empty() {
                     continue;
@@ -378,14 +384,14 @@ pub fn admit(resource: &str, obj: &mut Value, ranges: &[Value]) -> Result<(), St
                 }
             }
             let mut errs = Vec::new();
-            for lr in ranges {
+            for lr in ranges() {
                 validate_pod(obj, lr, &mut errs);
             }
             aggregate(errs)
         }
         "persistentvolumeclaims" => {
             let mut errs = Vec::new();
-            for lr in ranges {
+            for lr in ranges() {
                 validate_pvc(obj, lr, &mut errs);
             }
             aggregate(errs)

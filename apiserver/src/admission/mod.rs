@@ -176,37 +176,29 @@ impl Admission for Chain {
     }
 }
 
-/// The objects of `group`/`resource` in `ns` (`None`: cluster-scoped), read in small pages.
+/// The objects of `group`/`resource` in `ns` (`None`: cluster-scoped), shared with every
+/// other create that reads them (see `Rest::list_shared`): for the few objects of a kind that
+/// admission reads on every create.
 async fn list_in(
     rest: &Rest,
     group: &str,
     resource: &str,
     ns: Option<&str>,
-) -> Result<Vec<Value>, ApiError> {
-    let catalog = rest.registry.catalog();
-    let Some(res) = catalog
+) -> Result<Vec<Arc<Value>>, ApiError> {
+    match resource_type(rest, group, resource) {
+        Some(res) => rest.list_shared(&res, ns).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The served resource `group`/`resource` (any version).
+fn resource_type(rest: &Rest, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
+    rest.registry
+        .catalog()
         .resources
         .iter()
         .find(|r| r.group == group && r.plural == resource)
         .cloned()
-    else {
-        return Ok(Vec::new());
-    };
-    // Small pages: a namespace nearly always has a few of these or none, and a small read of
-    // the current state is served without a trip through the store's blocking pool.
-    let mut opts = crate::rest::ListOptions {
-        limit: k1s_store::SMALL_LIST_LIMIT,
-        ..Default::default()
-    };
-    let mut items = Vec::new();
-    loop {
-        let page = rest.list(&res, ns, &opts).await?;
-        items.extend(page.items);
-        match page.continue_token {
-            Some(t) => opts.continue_token = Some(t),
-            None => return Ok(items),
-        }
-    }
 }
 
 /// PodSecurity: enforce on pods (creates and significant updates), warn on workload
@@ -243,7 +235,7 @@ async fn pod_security_check(
     let read;
     let namespace = match req.namespace {
         Some(n) => n,
-        None => match rest.get(&nsres, None, ns).await {
+        None => match rest.get_shared(&nsres, None, ns).await {
             Ok(n) => {
                 read = n;
                 &read
@@ -310,7 +302,7 @@ async fn quota_check(
             if charged.contains(&name) {
                 continue;
             }
-            let mut current = q.clone();
+            let mut current = Value::clone(&q);
             current["status"]["hard"] = q["spec"]["hard"].clone();
             if !quota::matches(&current, resource, group, obj) {
                 continue;
@@ -326,7 +318,7 @@ async fn quota_check(
             if req.dry_run {
                 continue;
             }
-            let mut next = q.clone();
+            let mut next = Value::clone(&q);
             next["status"] =
                 serde_json::json!({"hard": current["status"]["hard"], "used": used.to_json()});
             match rest
@@ -368,7 +360,12 @@ async fn recompute_usage(
 ) -> Result<k1s_api::quantity::ResourceList, ApiError> {
     let mut lists = Vec::new();
     for (g, r) in quota::needed_resources(q) {
-        lists.push((r.clone(), g.clone(), list_in(rest, &g, &r, Some(ns)).await?));
+        // Not `list_in`: these can be many (every pod of the namespace), read once.
+        let items = match resource_type(rest, &g, &r) {
+            Some(res) => rest.list(&res, Some(ns), &Default::default()).await?.items,
+            None => Vec::new(),
+        };
+        lists.push((r.clone(), g.clone(), items));
     }
     let objects: Vec<(&str, &str, &[Value])> = lists
         .iter()

@@ -230,13 +230,15 @@ fn update_managers(
         &mut cmp,
     );
     cmp.exclude(ignored);
-    let changed = cmp.modified.union(&cmp.added);
     let mut conflicts: Vec<(ManagerId, FieldSet)> = Vec::new();
+    // What changed, built only if another manager could own some of it (not on a create).
+    let mut changed: Option<FieldSet> = None;
     for (id, entry) in managers.iter() {
         if Some(id) == workflow {
             continue;
         }
-        let c = entry.set.intersection(&changed);
+        let changed = changed.get_or_insert_with(|| cmp.modified.union(&cmp.added));
+        let c = entry.set.intersection(changed);
         if !c.is_empty() {
             conflicts.push((id.clone(), c));
         }
@@ -633,8 +635,13 @@ fn record_changes(
 ) {
     // Forced: never conflicts. The comparison already leaves out `ignored`.
     let cmp = update_managers(schema, old, new, managers, None, true, ignored).unwrap_or_default();
-    let mut set = cmp.modified;
-    set.union_with(&cmp.added);
+    let mut set = if cmp.modified.is_empty() {
+        cmp.added
+    } else {
+        let mut set = cmp.modified;
+        set.union_with(&cmp.added);
+        set
+    };
     set.subtract(strip_set());
     if !set.is_empty() {
         let set = match managers.remove(&id) {

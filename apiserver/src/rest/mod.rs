@@ -11,11 +11,11 @@
 //! client both call it.
 
 mod config_data;
+mod decoded;
 mod events;
 pub mod fields;
 pub mod meta;
 pub mod patch;
-mod recent;
 mod services;
 pub(crate) mod strategy;
 mod subresources;
@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use k1s_api::selector::{FieldSelector, LabelSelector};
-use k1s_store::{ListRequest, Revision, Store, StoreError};
+use k1s_store::{KeyValue, ListRequest, Revision, Store, StoreError};
 use serde_json::Value;
 
 use crate::encryption::Transformer;
@@ -61,8 +61,8 @@ pub struct Rest {
     kubelets: std::sync::OnceLock<crate::kubelet_client::KubeletDialer>,
     /// Encryption at rest: what stands between objects and stored bytes.
     pub encryption: Arc<Transformer>,
-    /// The objects of recent watch events, decoded once for all watches.
-    recent: recent::Recent,
+    /// Stored objects decoded once for the watches, reads and small lists that need them.
+    decoded: decoded::Decoded,
 }
 
 /// `resourceVersionMatch`.
@@ -145,7 +145,7 @@ impl Rest {
             node_streams: std::sync::OnceLock::new(),
             kubelets: std::sync::OnceLock::new(),
             encryption: Arc::new(Transformer::identity()),
-            recent: recent::Recent::default(),
+            decoded: decoded::Decoded::default(),
         }
     }
 
@@ -211,7 +211,8 @@ impl Rest {
         Ok(obj)
     }
 
-    /// Reads one object and its modify revision.
+    /// Reads one object and its modify revision, to change it: a copy of the decoded object
+    /// where a watch or read already decoded this revision, decoded anew (and not kept) if not.
     pub(crate) async fn get_with_rev(
         &self,
         res: &ResourceType,
@@ -223,8 +224,71 @@ impl Rest {
             .get(&res.key(ns, name))
             .await?
             .ok_or_else(|| ApiError::not_found(res, name))?;
-        let obj = self.decode_stored(res, &kv.key, &kv.value, kv.mod_revision)?;
+        let obj = match self
+            .decoded
+            .get(kv.mod_revision, &kv.key, &res.group, &res.version)
+        {
+            Some(shared) => Value::clone(&shared),
+            None => self.decode_stored(res, &kv.key, &kv.value, kv.mod_revision)?,
+        };
         Ok((obj, kv.mod_revision))
+    }
+
+    /// Reads one object to look at it, shared with every other reader of the same revision:
+    /// for what the server reads on many requests (a pod's namespace, ServiceAccount and
+    /// PriorityClass in admission).
+    pub(crate) async fn get_shared(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        let kv = self
+            .store
+            .get(&res.key(ns, name))
+            .await?
+            .ok_or_else(|| ApiError::not_found(res, name))?;
+        self.decode_shared(res, &kv)
+    }
+
+    /// Every object of `res` (in `ns`) now, shared as [`Rest::get_shared`]'s are: for the few
+    /// objects admission lists on every create (PriorityClasses, LimitRanges, quotas).
+    pub(crate) async fn list_shared(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+    ) -> Result<Vec<Arc<Value>>, ApiError> {
+        let prefix = res.namespace_prefix(ns);
+        let mut req = ListRequest {
+            prefix: prefix.clone(),
+            // Small pages: a small read of the current state is served without a trip through
+            // the store's blocking pool, and there are nearly always a few of these or none.
+            limit: k1s_store::SMALL_LIST_LIMIT,
+            ..Default::default()
+        };
+        let mut items = Vec::new();
+        loop {
+            let page = self.store.list(req.clone()).await?;
+            for kv in &page.kvs {
+                if is_direct_child(&prefix, &kv.key, res, ns) {
+                    items.push(self.decode_shared(res, kv)?);
+                }
+            }
+            match page.kvs.last() {
+                Some(last) if page.more => {
+                    req.start_after = Some(last.key.clone());
+                    req.revision = Some(page.revision);
+                }
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    fn decode_shared(&self, res: &ResourceType, kv: &KeyValue) -> Result<Arc<Value>, ApiError> {
+        self.decoded
+            .get_or_decode(kv.mod_revision, &kv.key, &res.group, &res.version, || {
+                self.decode_stored(res, &kv.key, &kv.value, kv.mod_revision)
+            })
     }
 
     /// Lists objects with selectors, pagination and the resourceVersion rules of upstream.

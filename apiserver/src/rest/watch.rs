@@ -41,7 +41,7 @@ pub struct WatchRequest {
 /// One event of a watch.
 #[derive(Debug, Clone)]
 pub enum WatchEvent {
-    /// The object is shared with the other watches of the same change (see `recent`).
+    /// The object is shared with the other watches of the same change (see `decoded`).
     Added(Arc<Value>),
     Modified(Arc<Value>),
     Deleted(Arc<Value>),
@@ -190,7 +190,7 @@ impl Rest {
                             && fields::matches(res, &req.field_selector, o)
                     };
                     let new = match e.kind {
-                        EventKind::Put => Some(self.recent.get_or_decode(
+                        EventKind::Put => Some(self.decoded.get_or_decode(
                             rev,
                             &e.kv.key,
                             &res.group,

@@ -176,7 +176,7 @@ impl Rest {
             subresource: None,
             user: opts.user.as_deref(),
             dry_run: opts.dry_run,
-            namespace: namespace.as_ref(),
+            namespace: namespace.as_deref(),
         };
         warnings.extend(self.admit(&req, &mut obj, None).await?);
         strategy::validate(res, &obj, None)?;
@@ -330,11 +330,11 @@ impl Rest {
 
     /// NamespaceLifecycle: no creates in a missing or terminating namespace. Returns the
     /// namespace, for the admission plugins that read it too.
-    async fn check_namespace_open(&self, ns: &str) -> Result<Option<Value>, ApiError> {
+    async fn check_namespace_open(&self, ns: &str) -> Result<Option<Arc<Value>>, ApiError> {
         let Some(nsres) = self.registry.builtin_kind("", "Namespace") else {
             return Ok(None);
         };
-        match self.get(&nsres, None, ns).await {
+        match self.get_shared(&nsres, None, ns).await {
             Ok(n) if meta::is_deleting(&n) || n["status"]["phase"] == "Terminating" => {
                 Err(ApiError::new(
                     403,
