@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use k1s_store::Revision;
 use serde_json::Value;
 
-/// How many keys are kept. Enough for every watch of a burst of writes, and for the reads
+/// How many fills are remembered, so at most this many keys are kept (fewer while some keys
+/// are filled again with newer revisions). Enough for every watch of a burst of writes, and for the reads
 /// that follow a write within a second or so (the scheduler's binding of a new pod), to find
 /// the decoded object; the objects held stay a few MB.
 const KEPT: usize = 1024;
@@ -31,6 +32,14 @@ struct Slot {
     /// The API group and version the object was decoded as (a conversion may differ).
     group_version: (String, String),
     cell: Cell,
+}
+
+impl Slot {
+    fn holds(&self, revision: Revision, group: &str, version: &str) -> bool {
+        self.revision == revision
+            && self.group_version.0 == group
+            && self.group_version.1 == version
+    }
 }
 
 #[derive(Default)]
@@ -93,10 +102,10 @@ impl Decoded {
     ) -> Option<Arc<Value>> {
         let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let slot = slots.by_key.get(key)?;
-        let same = slot.revision == revision
-            && slot.group_version.0 == group
-            && slot.group_version.1 == version;
-        same.then(|| slot.cell.get().cloned().flatten()).flatten()
+        if !slot.holds(revision, group, version) {
+            return None;
+        }
+        slot.cell.get().cloned().flatten()
     }
 
     /// The cell of `revision` under `key`, made if the key holds an older revision or none;
@@ -104,11 +113,11 @@ impl Decoded {
     fn cell(&self, revision: Revision, key: &str, group: &str, version: &str) -> Option<Cell> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = slots.by_key.get(key) {
-            if slot.revision == revision {
-                let same = slot.group_version.0 == group && slot.group_version.1 == version;
-                return same.then(|| slot.cell.clone());
+            if slot.holds(revision, group, version) {
+                return Some(slot.cell.clone());
             }
-            if slot.revision > revision {
+            // The kept revision is newer, or the same decoded as another version.
+            if slot.revision >= revision {
                 return None;
             }
         }

@@ -219,11 +219,7 @@ impl Rest {
         ns: Option<&str>,
         name: &str,
     ) -> Result<(Value, Revision), ApiError> {
-        let kv = self
-            .store
-            .get(&res.key(ns, name))
-            .await?
-            .ok_or_else(|| ApiError::not_found(res, name))?;
+        let kv = self.get_stored(res, ns, name).await?;
         let obj = match self
             .decoded
             .get(kv.mod_revision, &kv.key, &res.group, &res.version)
@@ -243,12 +239,21 @@ impl Rest {
         ns: Option<&str>,
         name: &str,
     ) -> Result<Arc<Value>, ApiError> {
-        let kv = self
-            .store
+        let kv = self.get_stored(res, ns, name).await?;
+        self.decode_shared(res, &kv)
+    }
+
+    /// The stored key and value of one object; 404 if there is none.
+    async fn get_stored(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<KeyValue, ApiError> {
+        self.store
             .get(&res.key(ns, name))
             .await?
-            .ok_or_else(|| ApiError::not_found(res, name))?;
-        self.decode_shared(res, &kv)
+            .ok_or_else(|| ApiError::not_found(res, name))
     }
 
     /// Every object of `res` (in `ns`) now, shared as [`Rest::get_shared`]'s are: for the few
