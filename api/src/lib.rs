@@ -8,6 +8,8 @@
 //! - [`join`]: the CA pin of join tokens.
 //! - [`quantity`]: exact `resource.Quantity` values and resource lists.
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
+//! - [`trimmed`]: typed decoding without `metadata.managedFields` (for informers that never
+//!   read them).
 //! - [`volume`]: PV ↔ PVC matching shared by the scheduler and the PV controller.
 //! - `http_client` (feature `http`): the [`client::Client`] over HTTPS (rustls, pooled h2 or
 //!   HTTP/1.1 connections, client-certificate or bearer-token auth), for agents and tools.
@@ -25,4 +27,5 @@ pub mod quantity;
 pub mod quota;
 pub mod selector;
 pub mod streams;
+pub mod trimmed;
 pub mod volume;

@@ -169,8 +169,8 @@ impl ResourceType {
 fn decode_as<T: DeserializeOwned + Serialize>(
     value: &Value,
 ) -> Result<(Value, Vec<String>), DecodeError> {
-    let typed: T =
-        serde_json::from_value(value.clone()).map_err(|e| DecodeError::Malformed(e.to_string()))?;
+    // Decoded from the borrowed body: no copy of it first.
+    let typed = T::deserialize(value).map_err(|e| DecodeError::Malformed(e.to_string()))?;
     let normalized =
         serde_json::to_value(&typed).map_err(|e| DecodeError::Malformed(e.to_string()))?;
     let mut unknown = Vec::new();

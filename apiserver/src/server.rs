@@ -128,6 +128,9 @@ impl ApiState {
             Rest::new(store.clone(), registry.clone(), config.services)
                 .with_encryption(config.encryption.clone()),
         );
+        // Every write of the server goes through the REST layer's store, which notes what
+        // admission's remembered lists depend on.
+        let store = rest.store.clone();
         let signer = match &config.service_account_key {
             Some(path) => Signer::load_or_create(path)?,
             None => {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k1s_api::client::{Client, ResourceRef};
+use k1s_api::trimmed;
 use k1s_apiserver::registry::Registry;
 use k1s_controllers::runtime::watcher::{self, Event};
 use k1s_controllers::{CatalogEntry, ResourceCatalog};
@@ -81,7 +82,8 @@ async fn feed<K, F>(
     // decoded again only for what a relist finds gone.
     let mut known: HashMap<String, Arc<Value>> = HashMap::new();
     let mut listed: HashSet<String> = HashSet::new();
-    let decode = |obj: &Value| match K::deserialize(obj) {
+    // As kube-scheduler's informers, without managedFields: the scheduler never reads them.
+    let decode = |obj: &Value| match trimmed::decode_without_managed_fields::<K>(obj) {
         Ok(t) => Some(t),
         Err(e) => {
             tracing::warn!(

@@ -313,7 +313,9 @@ impl Cache {
             self.structure_changed = false;
             self.dirty.clear();
         } else if !self.dirty.is_empty() {
-            let mut nodes = (*self.snap.nodes).clone();
+            // Changed in place when no earlier cycle still holds the list (the usual case),
+            // else copied: a snapshot handed out never changes.
+            let nodes = Arc::make_mut(&mut self.snap.nodes);
             let mut images_changed = false;
             for name in self.dirty.drain() {
                 if let (Some(i), Some(ni)) = (self.snap.index.get(&name), self.nodes.get(&name)) {
@@ -322,9 +324,8 @@ impl Cache {
                 }
             }
             if images_changed {
-                self.snap.image_nodes = Arc::new(crate::framework::node_info::count_images(&nodes));
+                self.snap.image_nodes = Arc::new(crate::framework::node_info::count_images(nodes));
             }
-            self.snap.nodes = Arc::new(nodes);
         }
         self.snap.clone()
     }

@@ -694,6 +694,8 @@ impl Scheduler {
             })));
         }
         let mut feasible = Vec::new();
+        // The pods nominated to each node, read once for the cycle (nearly always none).
+        let nominated = self.nominated_by_node(&pod.pod);
         // A nominated node (from an earlier preemption) is tried first.
         if let Some(nn) = pod
             .pod
@@ -701,7 +703,9 @@ impl Scheduler {
             .as_ref()
             .and_then(|s| s.nominated_node_name.as_deref())
             && let Some(ni) = snap.get(nn)
-            && self.filter_node(fw, state, pod, ni).is_success()
+            && self
+                .filter_node(fw, state, pod, ni, &nominated)
+                .is_success()
         {
             return Ok(vec![ni.clone()]);
         }
@@ -717,7 +721,7 @@ impl Scheduler {
             }
             let ni = &snap.nodes[(start + i) % all];
             processed += 1;
-            let s = self.filter_node(fw, state, pod, ni);
+            let s = self.filter_node(fw, state, pod, ni, &nominated);
             if s.is_success() {
                 feasible.push(ni.clone());
             } else if s.is_rejected() {
@@ -739,16 +743,18 @@ impl Scheduler {
     }
 
     /// Filter, with higher-or-equal priority pods nominated to the node counted as if they
-    /// ran there (so preemptors keep the room they made).
+    /// ran there (so preemptors keep the room they made); `nominated` is
+    /// [`Self::nominated_by_node`] for `pod`.
     fn filter_node(
         &self,
         fw: &Framework,
         state: &CycleState,
         pod: &PodInfo,
         ni: &Arc<NodeInfo>,
+        nominated: &HashMap<String, Vec<Arc<PodInfo>>>,
     ) -> Status {
-        let nominated = self.nominated_for(ni.name(), &pod.pod);
-        fw.run_filter_with_nominated(state, pod, ni, &nominated)
+        let pods = nominated.get(ni.name()).map_or(&[][..], Vec::as_slice);
+        fw.run_filter_with_nominated(state, pod, ni, pods)
     }
 
     /// [`Self::nominated_for`] for every node that has nominated pods.

@@ -333,7 +333,11 @@ async fn quota_check(
                 .await
             {
                 Ok(_) => charged.push(name),
-                Err(e) if e.code == 409 => conflicted = true,
+                Err(e) if e.code == 409 => {
+                    // Read again: the quota changed since it was listed.
+                    rest.forget_shared_list(&qres, Some(ns));
+                    conflicted = true;
+                }
                 // Deleted meanwhile: nothing to charge.
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),

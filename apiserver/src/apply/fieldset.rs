@@ -393,9 +393,11 @@ impl FieldSet {
             [last] => {
                 self.members.insert(last.clone());
             }
-            [first, rest @ ..] => {
-                self.children.entry(first.clone()).or_default().insert(rest);
-            }
+            [first, rest @ ..] => match self.children.get_mut(first) {
+                Some(child) => child.insert(rest),
+                // The element is copied only where the trie grows.
+                None => self.children.entry(first.clone()).or_default().insert(rest),
+            },
         }
     }
 

@@ -86,6 +86,16 @@ fn as_map(v: Option<&Value>) -> Option<&Map<String, Value>> {
 
 /// The path element that identifies `item` in a list with set or map semantics.
 fn item_pe(list: &ListDef, item: &Value) -> Result<PathElement, String> {
+    item_pe_typed(list, item, &[])
+}
+
+/// [`item_pe`] of the item as its type shows it: key fields missing from the JSON but in
+/// `present` (see [`fill_present`]) count as there.
+fn item_pe_typed(
+    list: &ListDef,
+    item: &Value,
+    present: &[(String, bool)],
+) -> Result<PathElement, String> {
     match &list.kind {
         ListKind::Map(keys) => {
             let m = match item {
@@ -103,7 +113,7 @@ fn item_pe(list: &ListDef, item: &Value) -> Result<PathElement, String> {
             };
             let mut fields = Vec::with_capacity(keys.len());
             for (k, default) in keys {
-                if let Some(v) = m.get(k) {
+                if let Some(v) = view_get(m, k, present) {
                     fields.push((k.clone(), v.clone()));
                 } else if let Some(d) = default {
                     fields.push((k.clone(), d.clone()));
@@ -366,6 +376,86 @@ fn merge_list(
     Ok(out)
 }
 
+/// How [`compare`] sees each side: as the JSON is, or as its type shows it (`true`): with
+/// the fields [`fill_present`] would add, without the object being copied and filled.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sides {
+    pub lhs: bool,
+    pub rhs: bool,
+}
+
+impl Sides {
+    /// Both sides as their JSON is.
+    pub const AS_GIVEN: Sides = Sides {
+        lhs: false,
+        rhs: false,
+    };
+    /// Both sides as their type shows them.
+    pub const TYPED: Sides = Sides {
+        lhs: true,
+        rhs: true,
+    };
+}
+
+/// The fields a typed value of `ty` always has (none for untyped values).
+fn present_of(s: &Schema, ty: TypeId) -> &[(String, bool)] {
+    match s.def(ty) {
+        TypeDef::Map(def) => &def.present,
+        _ => &[],
+    }
+}
+
+/// What a typed object shows for a field of `present` it lacks: `{}` or `null`.
+fn present_value(object: bool) -> &'static Value {
+    static EMPTY: std::sync::LazyLock<Value> =
+        std::sync::LazyLock::new(|| Value::Object(Map::new()));
+    static NULL: Value = Value::Null;
+    if object { &EMPTY } else { &NULL }
+}
+
+/// The field `key` of `m` as its type shows it, given the fields it always has (`present`).
+fn view_get<'v>(
+    m: &'v Map<String, Value>,
+    key: &str,
+    present: &[(String, bool)],
+) -> Option<&'v Value> {
+    m.get(key).or_else(|| {
+        present
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, object)| present_value(*object))
+    })
+}
+
+/// Deep equality of two values as `sides` sees them (numbers by value, see `values_equal`).
+fn typed_equal(s: &Schema, ty: TypeId, l: &Value, r: &Value, sides: Sides) -> bool {
+    if !sides.lhs && !sides.rhs {
+        return values_equal(l, r);
+    }
+    match (s.def(ty), l, r) {
+        (TypeDef::Map(def), Value::Object(lm), Value::Object(rm)) => {
+            let lp = if sides.lhs { &def.present[..] } else { &[] };
+            let rp = if sides.rhs { &def.present[..] } else { &[] };
+            let same = |k: &str| match (view_get(lm, k, lp), view_get(rm, k, rp)) {
+                (Some(a), Some(b)) => typed_equal(s, def.field_type(k), a, b, sides),
+                (None, None) => true,
+                _ => false,
+            };
+            lm.keys().all(|k| same(k))
+                && rm.keys().all(|k| lm.contains_key(k) || same(k))
+                && def.present.iter().all(|(k, _)| same(k))
+        }
+        (TypeDef::List(def), Value::Array(la), Value::Array(ra)) => {
+            la.len() == ra.len()
+                && la
+                    .iter()
+                    .zip(ra)
+                    .all(|(a, b)| typed_equal(s, def.elem, a, b, sides))
+        }
+        _ => values_equal(l, r),
+    }
+}
+
 /// The fields added, modified and removed between two objects.
 #[derive(Debug, Default)]
 pub(crate) struct Comparison {
@@ -385,11 +475,14 @@ impl Comparison {
     }
 }
 
+/// Compares `lhs` with `rhs` (each as `sides` says), adding the paths below `path` that
+/// were added, modified or removed to `cmp`.
 pub(crate) fn compare(
     s: &Schema,
     ty: TypeId,
     lhs: Option<&Value>,
     rhs: Option<&Value>,
+    sides: Sides,
     path: &mut Path,
     cmp: &mut Comparison,
 ) {
@@ -403,7 +496,7 @@ pub(crate) fn compare(
             (None, _) => cmp.added.insert(path),
             (_, None) => cmp.removed.insert(path),
             (Some(l), Some(r)) => {
-                if !values_equal(l, r) {
+                if !typed_equal(s, ty, l, r, sides) {
                     cmp.modified.insert(path)
                 }
             }
@@ -421,6 +514,7 @@ pub(crate) fn compare(
                 def,
                 la.map_or(&[][..], |a| &a[..]),
                 ra.map_or(&[][..], |a| &a[..]),
+                sides,
                 path,
                 cmp,
             ) {
@@ -430,22 +524,43 @@ pub(crate) fn compare(
         }
         Atom::Map(def) => {
             let (lm, rm) = (as_map(lhs), as_map(rhs));
-            let empty = lm.is_none_or(|m| m.is_empty()) && rm.is_none_or(|m| m.is_empty());
+            // The fields each side shows although its JSON lacks them.
+            let present = present_of(s, ty);
+            let lp = if sides.lhs && lm.is_some() {
+                present
+            } else {
+                &[]
+            };
+            let rp = if sides.rhs && rm.is_some() {
+                present
+            } else {
+                &[]
+            };
+            let empty = lm.is_none_or(|m| m.is_empty() && lp.is_empty())
+                && rm.is_none_or(|m| m.is_empty() && rp.is_empty());
             if def.atomic || empty {
                 leaf(path, cmp);
             } else {
-                let keys: BTreeSet<&String> = lm
+                // Every key of either side once (the order does not matter: sets are sorted).
+                let absent = |k: &str| {
+                    lm.is_none_or(|m| !m.contains_key(k)) && rm.is_none_or(|m| !m.contains_key(k))
+                };
+                let lkeys = lm.into_iter().flat_map(|m| m.keys()).map(String::as_str);
+                let rkeys = rm
                     .into_iter()
                     .flat_map(|m| m.keys())
-                    .chain(rm.into_iter().flat_map(|m| m.keys()))
-                    .collect();
-                for k in keys {
-                    path.push(PathElement::Field(k.clone()));
+                    .map(String::as_str)
+                    .filter(|k| lm.is_none_or(|m| !m.contains_key(*k)));
+                let shown = if lp.is_empty() { rp } else { lp };
+                let pkeys = shown.iter().map(|(k, _)| k.as_str()).filter(|k| absent(k));
+                for k in lkeys.chain(rkeys).chain(pkeys) {
+                    path.push(PathElement::Field(k.to_owned()));
                     compare(
                         s,
                         def.field_type(k),
-                        lm.and_then(|m| m.get(k)),
-                        rm.and_then(|m| m.get(k)),
+                        lm.and_then(|m| view_get(m, k, lp)),
+                        rm.and_then(|m| view_get(m, k, rp)),
+                        sides,
                         path,
                         cmp,
                     );
@@ -469,14 +584,18 @@ fn compare_list(
     def: &ListDef,
     lhs: &[Value],
     rhs: &[Value],
+    sides: Sides,
     path: &mut Path,
     cmp: &mut Comparison,
 ) -> bool {
+    let present = present_of(s, def.elem);
+    let lp = if sides.lhs { present } else { &[] };
+    let rp = if sides.rhs { present } else { &[] };
     let mut order: Vec<PathElement> = Vec::new();
     let mut lvalues: BTreeMap<PathElement, Vec<&Value>> = BTreeMap::new();
     let mut rvalues: BTreeMap<PathElement, Vec<&Value>> = BTreeMap::new();
     for item in lhs {
-        let Ok(pe) = item_pe(def, item) else {
+        let Ok(pe) = item_pe_typed(def, item, lp) else {
             return false;
         };
         match lvalues.get_mut(&pe) {
@@ -488,7 +607,7 @@ fn compare_list(
         }
     }
     for item in rhs {
-        let Ok(pe) = item_pe(def, item) else {
+        let Ok(pe) = item_pe_typed(def, item, rp) else {
             return false;
         };
         match rvalues.get_mut(&pe) {
@@ -511,21 +630,26 @@ fn compare_list(
                 def.elem,
                 l.first().copied(),
                 r.first().copied(),
+                sides,
                 path,
                 cmp,
             );
         } else if l.len() >= 2 && r.len() >= 2 {
-            if l.len() != r.len() || l.iter().zip(r).any(|(a, b)| !values_equal(a, b)) {
+            if l.len() != r.len()
+                || l.iter()
+                    .zip(r)
+                    .any(|(a, b)| !typed_equal(s, def.elem, a, b, sides))
+            {
                 cmp.modified.insert(path);
             }
         } else if l.len() >= 2 {
             if let Some(first) = r.first() {
-                compare(s, def.elem, None, Some(first), path, cmp);
+                compare(s, def.elem, None, Some(first), sides, path, cmp);
             }
             cmp.removed.insert(path);
         } else {
             if let Some(first) = l.first() {
-                compare(s, def.elem, Some(first), None, path, cmp);
+                compare(s, def.elem, Some(first), None, sides, path, cmp);
             }
             cmp.added.insert(path);
         }
@@ -771,13 +895,138 @@ mod tests {
         let a = json!({"metadata": {"labels": {"x": "1", "y": "1"}}, "spec": {"containers": [{"name": "a", "image": "1"}]}});
         let b = json!({"metadata": {"labels": {"x": "2", "z": "1"}}, "spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b"}]}});
         let mut cmp = Comparison::default();
-        compare(s, s.root(), Some(&a), Some(&b), &mut Vec::new(), &mut cmp);
+        compare(
+            s,
+            s.root(),
+            Some(&a),
+            Some(&b),
+            Sides::AS_GIVEN,
+            &mut Vec::new(),
+            &mut cmp,
+        );
         assert_eq!(cmp.modified.to_string(), ".metadata.labels.x");
         assert_eq!(cmp.removed.to_string(), ".metadata.labels.y");
         assert_eq!(
             cmp.added.to_string(),
             ".metadata.labels.z\n.spec.containers[name=\"b\"]\n.spec.containers[name=\"b\"].name"
         );
+    }
+
+    /// The sets of a comparison, printed.
+    fn compared(s: &Schema, a: &Value, b: &Value, sides: Sides) -> [String; 3] {
+        let mut cmp = Comparison::default();
+        compare(
+            s,
+            s.root(),
+            Some(a),
+            Some(b),
+            sides,
+            &mut Vec::new(),
+            &mut cmp,
+        );
+        [
+            cmp.added.to_string(),
+            cmp.modified.to_string(),
+            cmp.removed.to_string(),
+        ]
+    }
+
+    fn filled(s: &Schema, v: &Value) -> Value {
+        let mut v = v.clone();
+        fill_present(s, s.root(), &mut v);
+        v
+    }
+
+    #[test]
+    fn typed_sides_compare_as_filled_copies() {
+        // Seeing a side as typed gives exactly the comparison of the filled copy, for every
+        // pair of these objects of a kind, either way round and with either side typed.
+        let kinds: Vec<(&str, &str, Vec<Value>)> = vec![
+            (
+                "",
+                "Pod",
+                vec![
+                    json!({}),
+                    json!({"metadata": {"name": "p", "labels": {"a": "1"}}}),
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
+                        "spec": {"containers": [{"name": "c", "image": "i", "resources": {},
+                            "ports": [{"containerPort": 80}, {"containerPort": 80, "protocol": "UDP"}]}],
+                            "securityContext": {}, "tolerations": [{"key": "k", "operator": "Exists"}]},
+                        "status": {}}),
+                    json!({"metadata": {"name": "p", "ownerReferences": [{"uid": "u", "kind": "RS", "name": "r", "apiVersion": "v1"}]},
+                        "spec": {"containers": [{"name": "c", "image": "j",
+                            "resources": {"requests": {"cpu": "1"}}, "env": [{"name": "E", "value": "1"}, {"name": "E", "value": "2"}]}],
+                            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                                {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "In", "values": ["a"]}]}]}}}},
+                        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}),
+                    json!({"metadata": null, "spec": {"containers": [{"image": "no key"}], "volumes": null}}),
+                    json!({"metadata": {"name": "p"}, "spec": "not an object", "status": {"conditions": []}}),
+                    json!({"spec": {"containers": [{"name": "c", "resources": null, "securityContext": {"capabilities": {}}}],
+                        "initContainers": [], "nodeSelector": {}}}),
+                ],
+            ),
+            (
+                "apps",
+                "Deployment",
+                vec![
+                    json!({"spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}}),
+                    json!({"metadata": {"name": "d"}, "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}},
+                        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+                        "strategy": {}}}),
+                    json!({"metadata": {"name": "d"}, "spec": {"template": {}}, "status": {"replicas": 1}}),
+                ],
+            ),
+            (
+                "",
+                "Service",
+                vec![
+                    json!({"spec": {"ports": [{"port": 80}, {"port": 80, "protocol": "UDP"}], "selector": {"a": "b"}}}),
+                    json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}], "type": "ClusterIP"}, "status": {"loadBalancer": {}}}),
+                ],
+            ),
+            (
+                "",
+                "Event",
+                vec![
+                    json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Pod", "name": "p"}, "reason": "Scheduled", "source": {}}),
+                    json!({"metadata": {"name": "e"}, "involvedObject": {}, "count": 2, "series": {"count": 2}}),
+                ],
+            ),
+        ];
+        for (group, kind, objects) in kinds {
+            let s = schema_for(TypeKey { group, kind }).unwrap();
+            for a in &objects {
+                for b in &objects {
+                    let (fa, fb) = (filled(s, a), filled(s, b));
+                    let cases = [
+                        (Sides::TYPED, &fa, &fb),
+                        (
+                            Sides {
+                                lhs: false,
+                                rhs: true,
+                            },
+                            a,
+                            &fb,
+                        ),
+                        (
+                            Sides {
+                                lhs: true,
+                                rhs: false,
+                            },
+                            &fa,
+                            b,
+                        ),
+                    ];
+                    for (sides, ea, eb) in cases {
+                        assert_eq!(
+                            compared(s, a, b, sides),
+                            compared(s, ea, eb, Sides::AS_GIVEN),
+                            "{kind} {sides:?}\n{a}\n{b}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use fieldset::{FieldSet, Path, PathElement, path_to_string};
 pub use schema::{Schema, TypeKey, builtin_kinds, schema_for, schema_from_openapi};
 
 use managed::{Entry, Managed, ManagerId, OP_APPLY, OP_UPDATE};
-use merge::Comparison;
+use merge::{Comparison, Sides};
 
 /// The maximum number of `Update` managers kept; older ones merge into `ancient-changes`.
 pub const MAX_UPDATE_MANAGERS: usize = 10;
@@ -211,10 +211,12 @@ fn set_managed_fields(obj: &mut Value, managed: &Managed) {
 /// Updates the ownership of other managers for the change from `old` to `new` made by
 /// `workflow` (`None`: a manager not in `managers`): fields it modified or added are taken
 /// from them (a conflict unless `force`), and fields it removed are no longer owned by anyone.
+#[allow(clippy::too_many_arguments)]
 fn update_managers(
     schema: &Schema,
     old: &Value,
     new: &Value,
+    sides: Sides,
     managers: &mut Managed,
     workflow: Option<&ManagerId>,
     force: bool,
@@ -226,6 +228,7 @@ fn update_managers(
         schema.root(),
         Some(old),
         Some(new),
+        sides,
         &mut Vec::new(),
         &mut cmp,
     );
@@ -402,6 +405,7 @@ fn allowed_conflicts_from_last_applied(
         root,
         Some(&last),
         Some(&typed_live),
+        Sides::AS_GIVEN,
         &mut Vec::new(),
         &mut cmp,
     );
@@ -456,6 +460,7 @@ fn apply_once(
             schema,
             &empty,
             &typed_live,
+            Sides::AS_GIVEN,
             &mut managers,
             id,
             api_version,
@@ -489,6 +494,7 @@ fn apply_once(
         schema,
         &typed_live,
         &typed_new,
+        Sides::AS_GIVEN,
         &mut managers,
         Some(&applier),
         force,
@@ -601,15 +607,13 @@ pub fn record_update(
         _ => Value::Object(Map::new()),
     };
     let ignored = reset_fields(schema, subresource);
-    let mut typed_old = old_obj;
-    merge::fill_present(schema, schema.root(), &mut typed_old);
-    let mut typed_new = new.clone();
-    merge::fill_present(schema, schema.root(), &mut typed_new);
     let id = ManagerId::new(manager, OP_UPDATE, api_version, subresource);
+    // Compared as upstream types them (see `merge::fill_present`), without filled copies.
     record_changes(
         schema,
-        &typed_old,
-        &typed_new,
+        &old_obj,
+        new,
+        Sides::TYPED,
         &mut managers,
         id,
         api_version,
@@ -620,13 +624,14 @@ pub fn record_update(
     Ok(())
 }
 
-/// Records the change from `old` to `new` (both typed, see `merge::fill_present`) as made by
-/// the Update manager `id`.
+/// Records the change from `old` to `new` (seen as `sides` says) as made by the Update
+/// manager `id`.
 #[allow(clippy::too_many_arguments)]
 fn record_changes(
     schema: &Schema,
     old: &Value,
     new: &Value,
+    sides: Sides,
     managers: &mut Managed,
     id: ManagerId,
     api_version: &str,
@@ -634,7 +639,8 @@ fn record_changes(
     ignored: &FieldSet,
 ) {
     // Forced: never conflicts. The comparison already leaves out `ignored`.
-    let cmp = update_managers(schema, old, new, managers, None, true, ignored).unwrap_or_default();
+    let cmp =
+        update_managers(schema, old, new, sides, managers, None, true, ignored).unwrap_or_default();
     let mut set = if cmp.modified.is_empty() {
         cmp.added
     } else {

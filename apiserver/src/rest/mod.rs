@@ -15,7 +15,9 @@ mod decoded;
 mod events;
 pub mod fields;
 pub mod meta;
+mod overlay;
 pub mod patch;
+mod remembered;
 mod services;
 pub(crate) mod strategy;
 mod subresources;
@@ -34,6 +36,7 @@ use serde_json::Value;
 use crate::encryption::Transformer;
 use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
+pub(crate) use overlay::{Overlay, Put, Puts};
 
 pub use services::ServiceNetwork;
 pub use subresources::scale_of;
@@ -63,6 +66,8 @@ pub struct Rest {
     pub encryption: Arc<Transformer>,
     /// Stored objects decoded once for the watches, reads and small lists that need them.
     decoded: decoded::Decoded,
+    /// The lists admission reads on every create, between writes to them.
+    remembered: Arc<remembered::Remembered>,
 }
 
 /// `resourceVersionMatch`.
@@ -137,6 +142,21 @@ impl ContinueToken {
 
 impl Rest {
     pub fn new(store: Arc<dyn Store>, registry: Arc<Registry>, services: ServiceNetwork) -> Self {
+        let remembered = Arc::new(remembered::Remembered::new(
+            [
+                ("", "LimitRange"),
+                ("", "ResourceQuota"),
+                ("scheduling.k8s.io", "PriorityClass"),
+            ]
+            .into_iter()
+            .filter_map(|(group, kind)| registry.builtin_kind(group, kind))
+            .map(|res| res.namespace_prefix(None))
+            .collect(),
+        ));
+        let store = Arc::new(remembered::Noting {
+            inner: store,
+            remembered: remembered.clone(),
+        });
         Self {
             store,
             registry,
@@ -146,6 +166,7 @@ impl Rest {
             kubelets: std::sync::OnceLock::new(),
             encryption: Arc::new(Transformer::identity()),
             decoded: decoded::Decoded::default(),
+            remembered,
         }
     }
 
@@ -239,8 +260,19 @@ impl Rest {
         ns: Option<&str>,
         name: &str,
     ) -> Result<Arc<Value>, ApiError> {
+        Ok(self.get_shared_with_rev(res, ns, name).await?.0)
+    }
+
+    /// [`Rest::get_shared`] with the object's revision: for a write that encodes its change
+    /// over the shared object (see [`Rest::encode_stored_with`]) instead of changing a copy.
+    pub(crate) async fn get_shared_with_rev(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<(Arc<Value>, Revision), ApiError> {
         let kv = self.get_stored(res, ns, name).await?;
-        self.decode_shared(res, &kv)
+        Ok((self.decode_shared(res, &kv)?, kv.mod_revision))
     }
 
     /// The stored key and value of one object; 404 if there is none.
@@ -257,15 +289,40 @@ impl Rest {
     }
 
     /// Every object of `res` (in `ns`) now, shared as [`Rest::get_shared`]'s are: for the few
-    /// objects admission lists on every create (PriorityClasses, LimitRanges, quotas).
+    /// objects admission lists on every create (PriorityClasses, LimitRanges, quotas), which
+    /// are remembered between writes to them (see [`remembered`]).
     pub(crate) async fn list_shared(
         &self,
         res: &ResourceType,
         ns: Option<&str>,
     ) -> Result<Vec<Arc<Value>>, ApiError> {
         let prefix = res.namespace_prefix(ns);
+        let reading = match self.remembered.get(&prefix) {
+            Ok(items) => return Ok(items),
+            Err(reading) => reading,
+        };
+        let items = self.read_shared(res, ns, &prefix).await?;
+        if let Some(reading) = reading {
+            self.remembered.keep(&prefix, reading, items.clone());
+        }
+        Ok(items)
+    }
+
+    /// Forgets the list of `res` in `ns` that [`Rest::list_shared`] remembers: the caller
+    /// found it stale (a write it made conflicted).
+    pub(crate) fn forget_shared_list(&self, res: &ResourceType, ns: Option<&str>) {
+        self.remembered.forget(&res.namespace_prefix(ns));
+    }
+
+    /// Reads the list of [`Rest::list_shared`] from the store.
+    async fn read_shared(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        prefix: &str,
+    ) -> Result<Vec<Arc<Value>>, ApiError> {
         let mut req = ListRequest {
-            prefix: prefix.clone(),
+            prefix: prefix.to_owned(),
             // Small pages: a small read of the current state is served without a trip through
             // the store's blocking pool, and there are nearly always a few of these or none.
             limit: k1s_store::SMALL_LIST_LIMIT,
@@ -275,7 +332,7 @@ impl Rest {
         loop {
             let page = self.store.list(req.clone()).await?;
             for kv in &page.kvs {
-                if is_direct_child(&prefix, &kv.key, res, ns) {
+                if is_direct_child(prefix, &kv.key, res, ns) {
                     items.push(self.decode_shared(res, kv)?);
                 }
             }
@@ -533,49 +590,57 @@ impl Rest {
     /// Encodes an object for the store under `key`: without its resourceVersion, encrypted if
     /// the encryption configuration says so.
     pub(crate) fn encode_stored(&self, key: &str, obj: &Value) -> Result<bytes::Bytes, ApiError> {
-        let plain = serde_json::to_vec(&Stored(obj)).unwrap_or_default();
+        match obj.as_object() {
+            Some(m) => self.encode_stored_with(key, m, Vec::new(), Vec::new()),
+            None => self.encode_plain(key, obj),
+        }
+    }
+
+    /// Encodes `obj` with `puts` laid over it and `meta_puts` over its metadata (see
+    /// [`overlay`]) as [`Rest::encode_stored`] would encode the changed copy.
+    pub(crate) fn encode_stored_with<'a>(
+        &self,
+        key: &str,
+        obj: &'a serde_json::Map<String, Value>,
+        meta_puts: Puts<'a>,
+        puts: Puts<'a>,
+    ) -> Result<bytes::Bytes, ApiError> {
+        self.encode_plain(key, &stored(obj, meta_puts, puts))
+    }
+
+    fn encode_plain(&self, key: &str, v: &impl serde::Serialize) -> Result<bytes::Bytes, ApiError> {
+        let plain = serde_json::to_vec(v).unwrap_or_default();
         Ok(bytes::Bytes::from(
             self.encryption.transform_to_storage(key, plain)?,
         ))
     }
 }
 
-/// An object as stored: serialized without `metadata.resourceVersion` and `selfLink`, without
-/// copying it first.
-struct Stored<'a>(&'a Value);
-
-/// Metadata without the fields the store does not keep.
-struct StoredMeta<'a>(&'a serde_json::Map<String, Value>);
-
+/// Metadata fields the store does not keep.
 const NOT_STORED: [&str; 2] = ["resourceVersion", "selfLink"];
 
-impl serde::Serialize for Stored<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let Some(obj) = self.0.as_object() else {
-            return self.0.serialize(s);
+/// An object as stored: without `metadata.resourceVersion` and `selfLink`, with `puts` laid
+/// over it and `meta_puts` over its metadata, without copying it first. Metadata that is not
+/// an object is written as it is (unless `meta_puts` replace it).
+fn stored<'a>(
+    obj: &'a serde_json::Map<String, Value>,
+    meta_puts: Puts<'a>,
+    mut puts: Puts<'a>,
+) -> Overlay<'a> {
+    let meta = obj.get("metadata").and_then(Value::as_object);
+    if meta.is_some() || !meta_puts.is_empty() {
+        let at = puts.partition_point(|(k, _)| *k < "metadata");
+        let m = Overlay {
+            base: meta,
+            skip: &NOT_STORED,
+            puts: meta_puts,
         };
-        let mut map = s.serialize_map(Some(obj.len()))?;
-        for (k, v) in obj {
-            match v {
-                Value::Object(m) if k == "metadata" => map.serialize_entry(k, &StoredMeta(m))?,
-                _ => map.serialize_entry(k, v)?,
-            }
-        }
-        map.end()
+        puts.insert(at, ("metadata", Put::Object(m)));
     }
-}
-
-impl serde::Serialize for StoredMeta<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(None)?;
-        for (k, v) in self.0 {
-            if !NOT_STORED.contains(&k.as_str()) {
-                map.serialize_entry(k, v)?;
-            }
-        }
-        map.end()
+    Overlay {
+        base: Some(obj),
+        skip: &[],
+        puts,
     }
 }
 
@@ -602,8 +667,11 @@ mod tests {
             "metadata": {"name": "a", "resourceVersion": "12", "selfLink": "/x", "labels": {"resourceVersion": "kept"}},
             "data": {"selfLink": "kept"},
         });
-        let stored: Value =
-            serde_json::from_slice(&serde_json::to_vec(&Stored(&obj)).unwrap()).unwrap();
+        let written = |v: &Value| match v.as_object() {
+            Some(m) => serde_json::to_vec(&stored(m, Vec::new(), Vec::new())).unwrap(),
+            None => serde_json::to_vec(v).unwrap(),
+        };
+        let stored: Value = serde_json::from_slice(&written(&obj)).unwrap();
         let mut want = obj.clone();
         let m = want["metadata"].as_object_mut().unwrap();
         m.remove("resourceVersion");
@@ -611,10 +679,7 @@ mod tests {
         assert_eq!(stored, want);
         // Not an object, or metadata not an object: written as they are.
         for v in [serde_json::json!([1]), serde_json::json!({"metadata": "x"})] {
-            assert_eq!(
-                serde_json::to_vec(&Stored(&v)).unwrap(),
-                serde_json::to_vec(&v).unwrap()
-            );
+            assert_eq!(written(&v), serde_json::to_vec(&v).unwrap());
         }
     }
 

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use k1s_api::selector::{LabelSelector, label_selector_text};
 
-use super::{DeleteOptions, Rest, WriteOptions, Written, meta};
+use super::{DeleteOptions, Overlay, Put, Puts, Rest, WriteOptions, Written, meta};
 use crate::crds::{ScalePaths, get_path, set_path};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
@@ -151,8 +151,10 @@ impl Rest {
             .filter(|v| !v.is_empty());
         let annotations = binding["metadata"]["annotations"].as_object();
         let key = res.key(Some(ns), name);
+        let keep = |c: &Value| c["type"] != "PodScheduled";
         for _ in 0..super::write::MAX_RETRIES {
-            let (mut pod, rev) = self.get_with_rev(res, Some(ns), name).await?;
+            // The change is encoded over the shared pod: no copy of it is made.
+            let (pod, rev) = self.get_shared_with_rev(res, Some(ns), name).await?;
             if meta::is_deleting(&pod) {
                 return Err(ApiError::conflict(res, name));
             }
@@ -184,35 +186,21 @@ impl Rest {
                     ),
                 ));
             }
-            pod["spec"]["nodeName"] = json!(node);
-            let m = meta::metadata_mut(&mut pod);
-            m.remove("resourceVersion");
-            if let Some(extra) = annotations.filter(|a| !a.is_empty()) {
-                let a = m.entry("annotations").or_insert_with(|| json!({}));
-                if !a.is_object() {
-                    *a = json!({});
-                }
-                if let Some(a) = a.as_object_mut() {
-                    a.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
-                }
-            }
-            let cond = json!({"type": "PodScheduled", "status": "True",
-                "lastProbeTime": null, "lastTransitionTime": meta::now()});
-            match pod["status"]["conditions"].as_array_mut() {
-                Some(c) => {
-                    c.retain(|x| x["type"] != "PodScheduled");
-                    c.push(cond);
-                }
-                None => pod["status"]["conditions"] = json!([cond]),
-            }
             if opts.dry_run {
                 return Ok(());
             }
-            match self
-                .store
-                .update(&key, self.encode_stored(&key, &pod)?, rev)
-                .await
-            {
+            let Some(obj) = pod.as_object() else {
+                return Err(ApiError::new(
+                    500,
+                    "InternalError",
+                    format!("the stored pod {name} is not an object"),
+                ));
+            };
+            let cond = json!({"type": "PodScheduled", "status": "True",
+                "lastProbeTime": null, "lastTransitionTime": meta::now()});
+            let (meta_puts, puts) = binding_puts(&pod, &node, annotations, &cond, &keep);
+            let bytes = self.encode_stored_with(&key, obj, meta_puts, puts)?;
+            match self.store.update(&key, bytes, rev).await {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(self.write_error(res, name, e)),
                 Ok(_) => return Ok(()),
@@ -309,9 +297,129 @@ impl Rest {
     }
 }
 
+/// `obj` (an object, or an empty one in its place) with `puts` laid over it.
+fn put_in<'a>(obj: &'a Value, puts: Puts<'a>) -> Put<'a> {
+    Put::Object(Overlay {
+        base: obj.as_object(),
+        skip: &[],
+        puts,
+    })
+}
+
+/// What a binding lays over the pod: the Binding's annotations merged into the pod's (an
+/// annotations value that is not an object is replaced), `spec.nodeName`, and `cond` in
+/// place of the conditions `keep` refuses (the PodScheduled ones).
+fn binding_puts<'a>(
+    pod: &'a Value,
+    node: &'a str,
+    annotations: Option<&'a serde_json::Map<String, Value>>,
+    cond: &'a Value,
+    keep: &'a dyn Fn(&Value) -> bool,
+) -> (Puts<'a>, Puts<'a>) {
+    let meta_puts = match annotations.filter(|a| !a.is_empty()) {
+        Some(extra) => {
+            let puts = extra
+                .iter()
+                .map(|(k, v)| (k.as_str(), Put::Value(v)))
+                .collect();
+            vec![("annotations", put_in(&pod["metadata"]["annotations"], puts))]
+        }
+        None => Vec::new(),
+    };
+    let conditions = Put::Items {
+        base: pod["status"]["conditions"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice),
+        keep,
+        last: cond,
+    };
+    let puts = vec![
+        (
+            "spec",
+            put_in(&pod["spec"], vec![("nodeName", Put::Str(node))]),
+        ),
+        (
+            "status",
+            put_in(&pod["status"], vec![("conditions", conditions)]),
+        ),
+    ];
+    (meta_puts, puts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pod as the binding wrote it before it encoded over the shared object: a copy,
+    /// changed in place (kept as the reference the encoding must match byte for byte).
+    fn bound_copy(
+        pod: &Value,
+        node: &str,
+        extra: Option<&serde_json::Map<String, Value>>,
+        cond: &Value,
+    ) -> Value {
+        let mut pod = pod.clone();
+        pod["spec"]["nodeName"] = json!(node);
+        let m = meta::metadata_mut(&mut pod);
+        m.remove("resourceVersion");
+        if let Some(extra) = extra.filter(|a| !a.is_empty()) {
+            let a = m.entry("annotations").or_insert_with(|| json!({}));
+            if !a.is_object() {
+                *a = json!({});
+            }
+            if let Some(a) = a.as_object_mut() {
+                a.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        match pod["status"]["conditions"].as_array_mut() {
+            Some(c) => {
+                c.retain(|x| x["type"] != "PodScheduled");
+                c.push(cond.clone());
+            }
+            None => pod["status"]["conditions"] = json!([cond]),
+        }
+        pod
+    }
+
+    #[test]
+    fn binding_encodes_the_changed_pod_without_copying_it() {
+        let pods = [
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "resourceVersion": "5", "annotations": {"a": "1", "z": "2"}},
+                "spec": {"containers": [{"name": "c"}], "schedulerName": "default-scheduler"},
+                "status": {"phase": "Pending", "conditions": [
+                    {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+                    {"type": "Other", "status": "True"}]}}),
+            json!({"metadata": {"name": "p", "annotations": "not a map"}, "spec": {"nodeName": ""}}),
+            json!({"metadata": {"name": "p"}, "spec": {}, "status": {}}),
+            json!({"metadata": {"name": "p"}, "spec": null, "status": {"conditions": "x"}}),
+            // No spec or status. (Stored pods always have metadata: not a case to cover.)
+            json!({"kind": "Pod", "metadata": {"name": "p", "selfLink": "/x"}}),
+        ];
+        let extras = [
+            None,
+            Some(json!({})),
+            Some(json!({"b": "new", "z": "replaced"})),
+        ];
+        let cond = json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        let keep = |c: &Value| c["type"] != "PodScheduled";
+        for pod in &pods {
+            for extra in &extras {
+                let extra = extra.as_ref().and_then(Value::as_object);
+                let (meta_puts, puts) = binding_puts(pod, "n1", extra, &cond, &keep);
+                let obj = pod.as_object().unwrap();
+                let got = serde_json::to_vec(&crate::rest::stored(obj, meta_puts, puts)).unwrap();
+                let want = bound_copy(pod, "n1", extra, &cond);
+                let want = crate::rest::stored(want.as_object().unwrap(), Vec::new(), Vec::new());
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    serde_json::to_string(&want).unwrap(),
+                    "{pod} {extra:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn selector_strings() {
