@@ -106,7 +106,9 @@ impl Remembered {
         lists.insert(prefix.to_owned(), entry);
     }
 
-    /// Drops what is remembered under `prefix`: a caller found it stale (a conflicting write).
+    /// Drops what is remembered under `prefix`'s resource (every namespace's list): a caller
+    /// found it stale (a conflicting write). Counted as a write, so a read that began before
+    /// cannot keep what it read either.
     pub fn forget(&self, prefix: &str) {
         if let Some(i) = self.resource_of(prefix) {
             self.resources[i].1.fetch_add(1, Ordering::SeqCst);
