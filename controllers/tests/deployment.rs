@@ -7,8 +7,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{create, env, eventually};
-use k1s_api::client::{Client, ListParams, Patch, ResourceRef, WriteParams};
+use common::{create, env, eventually, watch_from_now};
+use futures::StreamExt;
+use k1s_api::client::{Client, ListParams, Patch, ResourceRef, WatchEvent, WriteParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -84,6 +85,14 @@ fn revision(o: &Value) -> &str {
     o["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
         .as_str()
         .unwrap_or("")
+}
+
+/// The Deployment's Progressing condition.
+fn progressing(d: &Value) -> Option<&Value> {
+    d["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Progressing")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,6 +331,7 @@ async fn pause_resume_and_progress_deadline() {
 
     // No kubelet: a new rollout makes no progress and misses its deadline.
     kubelet_cancel.cancel();
+    let mut watch = watch_from_now(&c, &deploys(), None).await;
     c.patch(
         &deploys(),
         "web",
@@ -336,15 +346,42 @@ async fn pause_resume_and_progress_deadline() {
         let c = c.clone();
         async move {
             let d = c.get(&deploys(), "web").await.ok()?;
-            d["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .find(|c| c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded")
+            progressing(&d)
+                .filter(|p| p["reason"] == "ProgressDeadlineExceeded")
                 .cloned()
         }
     })
     .await;
     assert_eq!(cond["status"], "False");
+    // The deadline ran from the pass that created the new ReplicaSet, which said so in the
+    // same pass as it recorded the new revision (the watch sees every version written).
+    let new_rs = replica_sets(&c)
+        .await
+        .into_iter()
+        .find(|r| revision(r) == "3")
+        .expect("the third revision's replica set");
+    let created = format!(
+        "Created new replica set \"{}\"",
+        new_rs["metadata"]["name"].as_str().unwrap()
+    );
+    let said = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(ev)) = watch.next().await {
+            if let WatchEvent::Modified(d) = ev
+                && progressing(&d).is_some_and(|p| {
+                    p["reason"] == "NewReplicaSetCreated" && p["message"] == created.as_str()
+                })
+            {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        said,
+        Ok(true),
+        "no {created:?} in any version of the Deployment"
+    );
     // The old pods stay available meanwhile (maxUnavailable 25% of 3 rounds down to 0).
     let d = c.get(&deploys(), "web").await.unwrap();
     assert_eq!(d["status"]["availableReplicas"], 3);

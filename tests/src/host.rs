@@ -16,6 +16,37 @@ pub fn is_root() -> bool {
         .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
 }
 
+/// The host processes whose command line holds `needle` (this test process excepted).
+pub fn pids_with(needle: &str) -> Vec<i32> {
+    // (pid, parent pid) of every process whose command line holds `needle`.
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(needle) && pid != std::process::id() as i32 {
+            found.push((pid, parent_of(pid)));
+        }
+    }
+    // A shell that runs `sleep` forks first: until the child execs, it has its parent's
+    // command line. Such a child is the same container process, not a second one.
+    let pids: Vec<i32> = found.iter().map(|(pid, _)| *pid).collect();
+    found
+        .into_iter()
+        .filter(|(_, parent)| !parent.is_some_and(|p| pids.contains(&p)))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// The parent pid from `/proc/PID/stat` (the field after the state, which follows the
+/// command name's closing parenthesis), or `None` once the process is gone.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// A local registry with `busybox:latest`, and the registries.yaml that makes it plain HTTP.
 pub struct Images {
     _dir: tempfile::TempDir,

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use k1s_tests::host::{HostCleanup, Images, start_with_kubelet as start};
+use k1s_tests::host::{HostCleanup, Images, pids_with, start_with_kubelet as start};
 
 #[path = "../../kubelet/tests/support/device_plugin.rs"]
 mod device_plugin;
@@ -19,20 +19,6 @@ fn pod(c: &Cluster, name: &str) -> Value {
 }
 
 /// Host pids whose command line contains `needle`.
-fn pids_with(needle: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains(needle) && pid != std::process::id() as i32 {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 fn waiting_reason(p: &Value) -> String {
     p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
         .as_str()

@@ -144,6 +144,7 @@ impl Reconcile for Deployments {
             ns: &ns,
             key: k,
             created: std::sync::Mutex::new(None),
+            written: std::sync::Mutex::new(None),
         };
         if key::is_deleting(&d) {
             return pass.sync_status_only(rss).await;

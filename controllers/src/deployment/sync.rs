@@ -24,6 +24,11 @@ pub(crate) struct Pass<'a> {
     /// The name of the ReplicaSet this pass created, if any (upstream then sets Progressing
     /// to `NewReplicaSetCreated`, which starts the progress deadline).
     pub(crate) created: std::sync::Mutex<Option<String>>,
+    /// The Deployment as this pass last wrote it: the status written at the end of the pass
+    /// goes over its resourceVersion. (Over the cached one, the write that records the new
+    /// revision would make it conflict, losing `NewReplicaSetCreated`, and with it the start
+    /// of the progress deadline.)
+    pub(crate) written: std::sync::Mutex<Option<Value>>,
 }
 
 type Result<T> = std::result::Result<T, DeploymentError>;
@@ -112,7 +117,13 @@ impl Pass<'_> {
             )
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(d) => {
+                *self
+                    .written
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(d);
+                Ok(())
+            }
             Err(e) => Err(self.api(e)),
         }
     }
@@ -697,10 +708,15 @@ impl Pass<'_> {
     }
 
     async fn write_status(&self, status: Value) -> Result<()> {
-        if status == self.d["status"] {
+        let written = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let mut d = written.unwrap_or_else(|| self.d.clone());
+        if status == d["status"] {
             return Ok(());
         }
-        let mut d = self.d.clone();
         d["status"] = status;
         match self
             .ctl
