@@ -12,12 +12,14 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k1s_store::{EventKind, ListRequest, Revision, Store, WatchItem, WatchOptions};
+use k1s_store::{EventKind, KeyValue, ListRequest, Revision, Store, WatchItem, WatchOptions};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::encryption::Transformer;
+use crate::registry::ResourceType;
+use crate::rest::Rest;
 
 /// How often an idle mirror learns the store's revision (bounds how long [`Mirror::sync`]
 /// waits when nothing under its prefix changed).
@@ -123,25 +125,48 @@ pub async fn follow<F, Fut>(
     }
 }
 
+/// How a mirror reads the stored objects it projects.
+#[derive(Clone)]
+pub enum Read {
+    /// Parsed by the mirror, through the encryption transformer (so an encrypted resource
+    /// mirrors as well as a plain one), without `status` and `metadata.managedFields` (see
+    /// [`Skimmed`]).
+    Skim(Arc<Transformer>),
+    /// The REST layer's decode of each stored revision, shared with its watches and reads
+    /// (see `rest::decoded`): for a resource they decode anyway (pods, which the scheduler and
+    /// every kubelet watch), the mirror then parses nothing itself.
+    Shared(Arc<Rest>, Arc<ResourceType>),
+}
+
+impl Read {
+    fn read(&self, kv: &KeyValue) -> Option<Arc<Value>> {
+        let read = match self {
+            Read::Skim(encryption) => encryption
+                .transform_from_storage(&kv.key, &kv.value)
+                .map_err(|e| e.to_string())
+                .and_then(|plain| {
+                    serde_json::from_slice::<Skimmed>(&plain).map_err(|e| e.to_string())
+                })
+                .map(|s| Arc::new(s.0)),
+            Read::Shared(rest, res) => rest.decode_shared(res, kv).map_err(|e| e.message),
+        };
+        read.map_err(
+            |error| tracing::warn!(key = %kv.key, %error, "mirror: cannot read a stored object"),
+        )
+        .ok()
+    }
+}
+
 /// Keeps `mirror` in step with the objects under `prefix` until `cancel` fires. `project`
-/// turns a stored object into what the mirror keeps (`None`: skip it); it sees the object
-/// without `status` and `metadata.managedFields` (see [`Skimmed`]). Values are read through
-/// `encryption`, so an encrypted resource mirrors as well as a plain one.
+/// turns a stored object, as `read` reads it, into what the mirror keeps (`None`: skip it).
 pub async fn run<T: Send + Sync + 'static>(
     mirror: Arc<Mirror<T>>,
     store: Arc<dyn Store>,
-    encryption: Arc<Transformer>,
+    read: Read,
     prefix: String,
     project: fn(&Value) -> Option<T>,
     cancel: CancellationToken,
 ) {
-    let decode = |key: &str, bytes: &[u8]| match encryption.transform_from_storage(key, bytes) {
-        Ok(plain) => serde_json::from_slice::<Skimmed>(&plain).ok().map(|s| s.0),
-        Err(e) => {
-            tracing::warn!(error = %e, "mirror: cannot read a stored object");
-            None
-        }
-    };
     loop {
         // List everything under the prefix from one snapshot.
         let mut fresh = HashMap::new();
@@ -154,7 +179,7 @@ pub async fn run<T: Send + Sync + 'static>(
             match store.list(req.clone()).await {
                 Ok(page) => {
                     for kv in &page.kvs {
-                        if let Some(t) = decode(&kv.key, &kv.value).as_ref().and_then(project) {
+                        if let Some(t) = read.read(kv).and_then(|v| project(&v)) {
                             fresh.insert(kv.key.clone(), t);
                         }
                     }
@@ -195,9 +220,7 @@ pub async fn run<T: Send + Sync + 'static>(
                 Some(Ok(WatchItem::Event(ev))) => {
                     at = ev.revision();
                     let projected = match ev.kind {
-                        EventKind::Put => {
-                            decode(&ev.kv.key, &ev.kv.value).as_ref().and_then(project)
-                        }
+                        EventKind::Put => read.read(&ev.kv).and_then(|v| project(&v)),
                         EventKind::Delete => None,
                     };
                     {
@@ -321,7 +344,7 @@ mod tests {
         tokio::spawn(run(
             m.clone(),
             store.clone(),
-            Arc::new(Transformer::identity()),
+            Read::Skim(Arc::new(Transformer::identity())),
             "/p/".into(),
             |v| v["n"].as_i64(),
             cancel.clone(),
@@ -364,7 +387,7 @@ mod tests {
         tokio::spawn(run(
             m.clone(),
             store.clone(),
-            t.clone(),
+            Read::Skim(t.clone()),
             "/registry/core/pods/".into(),
             |v| v["n"].as_i64(),
             cancel.clone(),

@@ -173,7 +173,7 @@ impl ApiState {
         tasks: &tokio_util::task::TaskTracker,
         cancel: &CancellationToken,
     ) -> Result<(), ApiError> {
-        self.authz.run(tasks, cancel);
+        self.authz.run(tasks, &self.rest, cancel);
         crate::authz::policy::reconcile(&self.rest).await?;
         tasks.spawn(crate::authz::aggregation::run(
             self.rest.clone(),

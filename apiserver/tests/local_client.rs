@@ -399,3 +399,94 @@ async fn events_are_one_resource_in_both_groups() {
         .unwrap();
     assert_eq!(by_events.items.len(), 1);
 }
+
+/// Admission reads the namespace, the pod's ServiceAccount and PriorityClass on every create
+/// (remembered between writes to them): each change is seen by the very next create.
+#[tokio::test]
+async fn each_change_admission_reads_is_seen_by_the_next_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _cancel) = client(dir.path()).await;
+    let nss = ResourceRef::new("", "v1", "namespaces", None);
+    let cm = |n: &str| json!({"metadata": {"name": n}});
+    let cms = ResourceRef::of::<ConfigMap>(Some("team"));
+    let w = WriteParams::default();
+    for _ in 0..2 {
+        let err = c.create(&cms, cm("a"), &w).await.unwrap_err();
+        assert!(err.is_not_found(), "{err}");
+        assert!(
+            err.to_string().contains("namespaces \"team\" not found"),
+            "{err}"
+        );
+    }
+    c.create(&nss, json!({"metadata": {"name": "team"}}), &w)
+        .await
+        .unwrap();
+    c.create(&cms, cm("a"), &w).await.unwrap();
+    // Labelled to enforce the restricted profile: the next privileged pod is refused.
+    let sas = ResourceRef::new("", "v1", "serviceaccounts", Some("team"));
+    c.create(&sas, json!({"metadata": {"name": "default"}}), &w)
+        .await
+        .unwrap();
+    let pods = ResourceRef::of::<Pod>(Some("team"));
+    let pod = |n: &str| {
+        json!({"metadata": {"name": n}, "spec": {"containers": [{"name": "c", "image": "busybox",
+            "securityContext": {"privileged": true}}]}})
+    };
+    c.create(&pods, pod("p1"), &w).await.unwrap();
+    // A missing ServiceAccount or PriorityClass refuses the pod until it is created.
+    let mut robot = pod("robot");
+    robot["spec"]["serviceAccountName"] = json!("robot");
+    robot["spec"]["priorityClassName"] = json!("urgent");
+    let err = c.create(&pods, robot.clone(), &w).await.unwrap_err();
+    assert!(
+        err.message
+            .contains("error looking up service account team/robot"),
+        "{err}"
+    );
+    c.create(&sas, json!({"metadata": {"name": "robot"}}), &w)
+        .await
+        .unwrap();
+    let err = c.create(&pods, robot.clone(), &w).await.unwrap_err();
+    assert!(
+        err.message
+            .contains("no PriorityClass with name urgent was found"),
+        "{err}"
+    );
+    let classes = ResourceRef::new("scheduling.k8s.io", "v1", "priorityclasses", None);
+    c.create(
+        &classes,
+        json!({"metadata": {"name": "urgent"}, "value": 1000}),
+        &w,
+    )
+    .await
+    .unwrap();
+    let created = c.create(&pods, robot, &w).await.unwrap();
+    assert_eq!(created["spec"]["priority"], 1000);
+    c.patch(
+        &nss,
+        "team",
+        &Patch::Merge(
+            json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}),
+        ),
+        None,
+        &w,
+    )
+    .await
+    .unwrap();
+    let err = c.create(&pods, pod("p2"), &w).await.unwrap_err();
+    assert_eq!(err.code, 403, "{err}");
+    assert!(
+        err.message
+            .contains("violates PodSecurity \"restricted:latest\""),
+        "{err}"
+    );
+    // Deleted (its finalizer keeps it Terminating): the next create is refused.
+    c.delete(&nss, "team", &DeleteParams::default())
+        .await
+        .unwrap();
+    let err = c.create(&cms, cm("b"), &w).await.unwrap_err();
+    assert!(
+        err.to_string().contains("because it is being terminated"),
+        "{err}"
+    );
+}

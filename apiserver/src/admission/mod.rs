@@ -235,7 +235,7 @@ async fn pod_security_check(
     let read;
     let namespace = match req.namespace {
         Some(n) => n,
-        None => match rest.get_shared(&nsres, None, ns).await {
+        None => match rest.get_remembered(&nsres, None, ns).await {
             Ok(n) => {
                 read = n;
                 &read

@@ -25,7 +25,7 @@ pub async fn admit(rest: &Rest, req: &Request<'_>, pod: &mut Value) -> Result<()
             .filter(|c| c["globalDefault"] == true)
             .min_by_key(|c| c["value"].as_i64().unwrap_or(0))
     } else {
-        match rest.get_shared(&res, None, &name).await {
+        match rest.get_remembered(&res, None, &name).await {
             Ok(c) => Some(c),
             Err(e) if e.code == 404 => {
                 return Err(forbidden(

@@ -71,13 +71,13 @@ pub async fn admit(rest: &Rest, req: &Request<'_>, pod: &mut Value) -> Result<()
     } else {
         1
     };
-    let mut found = rest.get_shared(&res, Some(&ns), &name).await;
+    let mut found = rest.get_remembered(&res, Some(&ns), &name).await;
     for _ in 1..attempts {
         if !matches!(&found, Err(e) if e.code == 404) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-        found = rest.get_shared(&res, Some(&ns), &name).await;
+        found = rest.get_remembered(&res, Some(&ns), &name).await;
     }
     let sa = match found {
         Ok(sa) => sa,

@@ -160,12 +160,22 @@ impl Authorizer {
         })
     }
 
-    /// Runs the mirrors until `cancel`.
-    pub fn run(&self, tasks: &tokio_util::task::TaskTracker, cancel: &CancellationToken) {
+    /// Runs the mirrors until `cancel`; the node graph's pods are read as `rest` decodes them.
+    pub fn run(
+        &self,
+        tasks: &tokio_util::task::TaskTracker,
+        rest: &Arc<crate::rest::Rest>,
+        cancel: &CancellationToken,
+    ) {
         self.rbac
             .spawn(tasks, self.store.clone(), self.encryption.clone(), cancel);
-        self.node
-            .spawn(tasks, self.store.clone(), self.encryption.clone(), cancel);
+        self.node.spawn(
+            tasks,
+            self.store.clone(),
+            self.encryption.clone(),
+            rest,
+            cancel,
+        );
     }
 
     /// The decision on `a`, with the reason of a refusal. A refusal is only given once the

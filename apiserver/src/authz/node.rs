@@ -20,7 +20,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Attributes, Decision, single_name};
-use crate::mirror::{self, Mirror};
+use crate::mirror::{self, Mirror, Read};
+use crate::rest::Rest;
 
 /// What the graph keeps of a pod bound to a node.
 #[derive(Debug, Clone)]
@@ -188,17 +189,24 @@ impl NodeAuthorizer {
         })
     }
 
+    /// Runs the mirrors; the pods' reads the REST layer's decode of each revision (which its
+    /// watches of pods make anyway), the others parse what they need through `encryption`.
     pub(super) fn spawn(
         &self,
         tasks: &tokio_util::task::TaskTracker,
         store: Arc<dyn Store>,
         encryption: Arc<Transformer>,
+        rest: &Arc<Rest>,
         cancel: &CancellationToken,
     ) {
+        let pods = match rest.registry.builtin_kind("", "Pod") {
+            Some(res) => Read::Shared(rest.clone(), res),
+            None => Read::Skim(encryption.clone()),
+        };
         tasks.spawn(mirror::run(
             self.pods.clone(),
             store.clone(),
-            encryption.clone(),
+            pods,
             "/registry/core/pods/".into(),
             project_pod,
             cancel.clone(),
@@ -206,7 +214,7 @@ impl NodeAuthorizer {
         tasks.spawn(mirror::run(
             self.claims.clone(),
             store.clone(),
-            encryption.clone(),
+            Read::Skim(encryption.clone()),
             "/registry/core/persistentvolumeclaims/".into(),
             project_claim,
             cancel.clone(),
@@ -214,7 +222,7 @@ impl NodeAuthorizer {
         tasks.spawn(mirror::run(
             self.volumes.clone(),
             store.clone(),
-            encryption.clone(),
+            Read::Skim(encryption.clone()),
             "/registry/core/persistentvolumes/".into(),
             project_volume,
             cancel.clone(),
@@ -222,7 +230,7 @@ impl NodeAuthorizer {
         tasks.spawn(mirror::run(
             self.attachments.clone(),
             store,
-            encryption,
+            Read::Skim(encryption),
             "/registry/storage.k8s.io/volumeattachments/".into(),
             project_attachment,
             cancel.clone(),

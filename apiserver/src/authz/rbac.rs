@@ -203,7 +203,7 @@ impl Rbac {
         tasks.spawn(mirror::run(
             self.mirror.clone(),
             store,
-            encryption,
+            mirror::Read::Skim(encryption),
             PREFIX.into(),
             project,
             cancel.clone(),

@@ -147,6 +147,10 @@ impl Rest {
                 ("", "LimitRange"),
                 ("", "ResourceQuota"),
                 ("scheduling.k8s.io", "PriorityClass"),
+                // Read by name on every pod create (NamespaceLifecycle, pod security; the
+                // pod's ServiceAccount): see `get_remembered`.
+                ("", "Namespace"),
+                ("", "ServiceAccount"),
             ]
             .into_iter()
             .filter_map(|(group, kind)| registry.builtin_kind(group, kind))
@@ -308,6 +312,38 @@ impl Rest {
         Ok(items)
     }
 
+    /// One object of a remembered kind (namespaces, ServiceAccounts, PriorityClasses), shared
+    /// as [`Rest::get_shared`]'s are, or 404; remembered, absence included, between writes to
+    /// the kind as [`Rest::list_shared`]'s lists are (kept as a list of at most one object under
+    /// the object's key). Other kinds are read from the store each time.
+    pub(crate) async fn get_remembered(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        let key = res.key(ns, name);
+        let reading = match self.remembered.get(&key) {
+            Ok(found) => {
+                return found
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| ApiError::not_found(res, name));
+            }
+            Err(reading) => reading,
+        };
+        let found = match self.get_shared(res, ns, name).await {
+            Ok(o) => Some(o),
+            Err(e) if e.code == 404 => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(reading) = reading {
+            self.remembered
+                .keep(&key, reading, found.iter().cloned().collect());
+        }
+        found.ok_or_else(|| ApiError::not_found(res, name))
+    }
+
     /// Forgets the list of `res` in `ns` that [`Rest::list_shared`] remembers: the caller
     /// found it stale (a write it made conflicted).
     pub(crate) fn forget_shared_list(&self, res: &ResourceType, ns: Option<&str>) {
@@ -346,7 +382,11 @@ impl Rest {
         }
     }
 
-    fn decode_shared(&self, res: &ResourceType, kv: &KeyValue) -> Result<Arc<Value>, ApiError> {
+    pub(crate) fn decode_shared(
+        &self,
+        res: &ResourceType,
+        kv: &KeyValue,
+    ) -> Result<Arc<Value>, ApiError> {
         self.decoded
             .get_or_decode(kv.mod_revision, &kv.key, &res.group, &res.version, || {
                 self.decode_stored(res, &kv.key, &kv.value, kv.mod_revision)

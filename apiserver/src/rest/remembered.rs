@@ -1,5 +1,6 @@
-//! The small lists admission reads on every create (the LimitRanges, ResourceQuotas and
-//! PriorityClasses of a namespace), remembered between writes to them.
+//! What admission reads on every create, remembered between writes to it: the small lists of
+//! LimitRanges, ResourceQuotas and PriorityClasses, and single objects (a namespace, a pod's
+//! ServiceAccount or PriorityClass), each kept as a list of at most one under its key.
 //!
 //! Every write to the store goes through [`Noting`], which counts the writes under each
 //! remembered resource's prefix. A remembered list is used while no write under its

@@ -334,7 +334,7 @@ impl Rest {
         let Some(nsres) = self.registry.builtin_kind("", "Namespace") else {
             return Ok(None);
         };
-        match self.get_shared(&nsres, None, ns).await {
+        match self.get_remembered(&nsres, None, ns).await {
             Ok(n) if meta::is_deleting(&n) || n["status"]["phase"] == "Terminating" => {
                 Err(ApiError::new(
                     403,
