@@ -189,8 +189,9 @@ impl NodeAuthorizer {
         })
     }
 
-    /// Runs the mirrors; the pods' reads the REST layer's decode of each revision (which its
-    /// watches of pods make anyway), the others parse what they need through `encryption`.
+    /// Runs the mirrors. The pods' mirror reads the REST layer's decode of each revision
+    /// (which its watches of pods make anyway); the others parse what they need through
+    /// `encryption`.
     pub(super) fn spawn(
         &self,
         tasks: &tokio_util::task::TaskTracker,
