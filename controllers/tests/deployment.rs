@@ -116,14 +116,7 @@ async fn rolling_update_undo_scale_and_recreate() {
     .await;
     let d = rolled_out(&c, "web", 3, false).await;
     assert_eq!(revision(&d), "1");
-    let progressing = d["status"]["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["type"] == "Progressing")
-        .cloned()
-        .unwrap();
-    assert_eq!(progressing["reason"], "NewReplicaSetAvailable");
+    assert_eq!(progressing(&d).unwrap()["reason"], "NewReplicaSetAvailable");
     let rss = replica_sets(&c).await;
     assert_eq!(rss.len(), 1);
     let first = rss[0].clone();
@@ -301,10 +294,7 @@ async fn pause_resume_and_progress_deadline() {
         let c = c.clone();
         async move {
             let d = c.get(&deploys(), "web").await.ok()?;
-            let paused = d["status"]["conditions"]
-                .as_array()?
-                .iter()
-                .any(|c| c["type"] == "Progressing" && c["reason"] == "DeploymentPaused");
+            let paused = progressing(&d).is_some_and(|p| p["reason"] == "DeploymentPaused");
             (paused && d["status"]["availableReplicas"] == 3).then_some(d)
         }
     })

@@ -18,19 +18,25 @@ pub fn is_root() -> bool {
 
 /// The host processes whose command line holds `needle` (this test process excepted).
 pub fn pids_with(needle: &str) -> Vec<i32> {
-    // (pid, parent pid) of every process whose command line holds `needle`.
+    pids_where(|cmd| cmd.contains(needle))
+}
+
+/// The host processes whose command line (arguments joined by NULs) satisfies `matches`,
+/// this test process excepted.
+pub fn pids_where(matches: impl Fn(&str) -> bool) -> Vec<i32> {
+    // (pid, parent pid) of every matching process.
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
             continue;
         };
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains(needle) && pid != std::process::id() as i32 {
+        if matches(&String::from_utf8_lossy(&cmd)) && pid != std::process::id() as i32 {
             found.push((pid, parent_of(pid)));
         }
     }
-    // A shell that runs `sleep` forks first: until the child execs, it has its parent's
-    // command line. Such a child is the same container process, not a second one.
+    // A shell that runs `sleep` (or a plugin that runs a tool) forks first: until the child
+    // execs, it has its parent's command line. Such a child is the same process, not a second.
     let pids: Vec<i32> = found.iter().map(|(pid, _)| *pid).collect();
     found
         .into_iter()

@@ -18,7 +18,6 @@ fn pod(c: &Cluster, name: &str) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
 }
 
-/// Host pids whose command line contains `needle`.
 fn waiting_reason(p: &Value) -> String {
     p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
         .as_str()

@@ -396,14 +396,9 @@ fn a_crash_while_provisioning_leaks_nothing() {
     assert_eq!(volume_images(&c.data_dir()).len(), 1);
     // Exactly one plugin process serves this data dir (the old one died with its k1s).
     let data = c.data_dir().display().to_string();
-    // (A plugin forking a tool shows its command line until the child execs: not counted.)
-    let plugins = k1s_tests::host::pids_with("csi-hostpath")
-        .into_iter()
-        .filter(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            String::from_utf8_lossy(&cmd).contains(&data)
-        })
-        .count();
+    let plugins =
+        k1s_tests::host::pids_where(|cmd| cmd.contains("csi-hostpath") && cmd.contains(&data))
+            .len();
     assert_eq!(plugins, 1);
     c.ok(&["delete", "pod", "user"]);
     c.ok(&["delete", "pvc", "c1"]);
