@@ -10,7 +10,7 @@
 //! ([`ResourceType::key`]), everything else is in [`crate::rest`].
 
 use std::any::TypeId;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::{NamespaceResourceScope, Resource};
@@ -380,24 +380,61 @@ pub struct Registry {
 pub struct Catalog {
     /// In discovery order.
     pub resources: Vec<Arc<ResourceType>>,
-    index: BTreeMap<(String, String, String), usize>,
+    /// The positions in `resources` of each plural, in discovery order. Every request looks
+    /// its resource up (and admission a few more per create): one hash of the plural, then
+    /// group and version compared over the few resources that share it (`events` is served
+    /// by two groups), with nothing allocated.
+    by_plural: HashMap<String, Vec<usize>>,
+    /// The same by kind.
+    by_kind: HashMap<String, Vec<usize>>,
 }
 
 impl Catalog {
     fn new(resources: Vec<ResourceType>) -> Self {
         let resources: Vec<_> = resources.into_iter().map(Arc::new).collect();
-        let index = resources
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((r.group.clone(), r.version.clone(), r.plural.clone()), i))
-            .collect();
-        Self { resources, index }
+        let mut by_plural: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_kind: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, r) in resources.iter().enumerate() {
+            by_plural.entry(r.plural.clone()).or_default().push(i);
+            by_kind.entry(r.kind.clone()).or_default().push(i);
+        }
+        Self {
+            resources,
+            by_plural,
+            by_kind,
+        }
     }
 
-    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceType>> {
-        self.index
-            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
+    fn named<'a>(
+        &'a self,
+        index: &'a HashMap<String, Vec<usize>>,
+        name: &str,
+    ) -> impl DoubleEndedIterator<Item = &'a Arc<ResourceType>> {
+        index
+            .get(name)
+            .into_iter()
+            .flatten()
             .map(|&i| &self.resources[i])
+    }
+
+    /// The resource served at `group`/`version`/`plural` (a custom resource registered
+    /// after a built-in one at the same path wins, as the later registration).
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<&Arc<ResourceType>> {
+        self.named(&self.by_plural, plural)
+            .rev()
+            .find(|r| r.group == group && r.version == version)
+    }
+
+    /// The resource `group`/`plural` at its first version in discovery order.
+    pub fn served(&self, group: &str, plural: &str) -> Option<&Arc<ResourceType>> {
+        self.named(&self.by_plural, plural)
+            .find(|r| r.group == group)
+    }
+
+    /// The built-in resource of `group`/`kind`, at its first version in discovery order.
+    pub fn builtin_kind(&self, group: &str, kind: &str) -> Option<&Arc<ResourceType>> {
+        self.named(&self.by_kind, kind)
+            .find(|r| r.group == group && r.decode.is_some())
     }
 
     /// The groups in discovery order, each with its versions in order.
@@ -466,11 +503,7 @@ impl Registry {
 
     /// The built-in resource of a kind (for kinds such as `Namespace` that other code needs).
     pub fn builtin_kind(&self, group: &str, kind: &str) -> Option<Arc<ResourceType>> {
-        self.catalog()
-            .resources
-            .iter()
-            .find(|r| r.group == group && r.kind == kind && r.decode.is_some())
-            .cloned()
+        self.catalog().builtin_kind(group, kind).cloned()
     }
 
     /// Replaces the set of custom resources.
@@ -504,6 +537,46 @@ mod tests {
         assert!(deploy.subresource("scale").is_some());
         let groups = reg.catalog().groups();
         assert_eq!(groups[0], ("".to_owned(), vec!["v1".to_owned()]));
+    }
+
+    #[test]
+    fn lookups_answer_as_a_scan_of_the_catalog_would() {
+        let cat = Registry::new().catalog();
+        assert!(cat.resources.len() > 40);
+        for r in &cat.resources {
+            let by_path = cat.get(&r.group, &r.version, &r.plural).unwrap();
+            assert!(Arc::ptr_eq(by_path, r), "{}", r.qualified());
+            let first = cat
+                .resources
+                .iter()
+                .find(|x| x.group == r.group && x.plural == r.plural);
+            assert!(Arc::ptr_eq(
+                cat.served(&r.group, &r.plural).unwrap(),
+                first.unwrap()
+            ));
+            let kind = cat
+                .resources
+                .iter()
+                .find(|x| x.group == r.group && x.kind == r.kind && x.decode.is_some());
+            match (cat.builtin_kind(&r.group, &r.kind), kind) {
+                (Some(a), Some(b)) => assert!(Arc::ptr_eq(a, b)),
+                (None, None) => {}
+                (a, b) => panic!("{}: {:?} vs {:?}", r.kind, a.is_some(), b.is_some()),
+            }
+        }
+        // one plural served by two groups
+        assert_eq!(cat.served("", "events").unwrap().group, "");
+        assert_eq!(
+            cat.served("events.k8s.io", "events").unwrap().group,
+            "events.k8s.io"
+        );
+        assert!(cat.get("", "v2", "pods").is_none());
+        assert!(cat.served("apps", "pods").is_none());
+        assert!(cat.builtin_kind("", "Deployment").is_none());
+        assert_eq!(
+            cat.builtin_kind("apps", "Deployment").unwrap().plural,
+            "deployments"
+        );
     }
 
     #[test]

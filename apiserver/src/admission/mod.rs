@@ -193,12 +193,7 @@ async fn list_in(
 
 /// The served resource `group`/`resource` (any version).
 fn resource_type(rest: &Rest, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
-    rest.registry
-        .catalog()
-        .resources
-        .iter()
-        .find(|r| r.group == group && r.plural == resource)
-        .cloned()
+    rest.registry.catalog().served(group, resource).cloned()
 }
 
 /// PodSecurity: enforce on pods (creates and significant updates), warn on workload

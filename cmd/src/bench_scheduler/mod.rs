@@ -113,13 +113,15 @@ fn human_line(plan: &Plan, t: &Timing, placement: &Value) -> String {
         )
     };
     format!(
-        "{}: {what}: {:.0} pods/s bound in {:.2} s; created {:.0} pods/s; create→bound p50 {:.1} ms p99 {:.1} ms; placement ok {placement}",
+        "{}: {what}: {:.0} pods/s bound in {:.2} s; created {:.0} pods/s; create→bound p50 {:.1} ms p99 {:.1} ms; CPU {:.2} s ({:.2} ms/pod); placement ok {placement}",
         plan.shape,
         t.bound_per_second,
         t.seconds,
         t.created_per_second,
         t.latency_p50_ms,
         t.latency_p99_ms,
+        t.cpu_seconds,
+        t.cpu_ms_per_pod,
     )
 }
 
@@ -190,14 +192,16 @@ async fn run_shape(
 async fn deployment(cluster: &Cluster, plan: &Plan, timeout: Duration) -> anyhow::Result<Timing> {
     let tracker = Tracker::start(cluster.client.clone(), MEASURED_NS).await?;
     let start = Instant::now();
+    let cpu = measure::process_cpu();
     let deployments = ResourceRef::new("apps", "v1", "deployments", Some(MEASURED_NS));
     cluster
         .create(&deployments, shapes::deployment(plan.measured_pods))
         .await?;
     tracker.wait_bound(plan.measured_pods, timeout).await?;
+    let cpu = measure::process_cpu().saturating_sub(cpu);
     let s = tracker.sightings();
     let created = s.seen.values().max().copied().unwrap_or(start);
-    Ok(Timing::new(start, created, &s.seen, &s.bound))
+    Ok(Timing::new(start, created, &s.seen, &s.bound).with_cpu(cpu))
 }
 
 /// What one pending pod of `namespace` says about itself: the scheduler's last message,
