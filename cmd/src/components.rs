@@ -75,14 +75,12 @@ async fn feed<K, F>(
     mut apply: F,
     cancel: CancellationToken,
 ) where
-    K: DeserializeOwned + Clone + Send + 'static,
+    K: DeserializeOwned + Send + 'static,
     F: FnMut(Change<K>) + Send,
 {
-    // The last state of each object, typed and without managedFields, for what a relist finds
-    // gone (upstream's DeletedFinalStateUnknown carries the informer's last copy). Not the
-    // watch's decoded `Value`: that is several times the typed object's size, and this map
-    // holds every pod of the cluster.
-    let mut known: HashMap<String, K> = HashMap::new();
+    // The last state of each object, kept as the watch delivered it (a shared pointer):
+    // decoded again only for what a relist finds gone.
+    let mut known: HashMap<String, Arc<Value>> = HashMap::new();
     let mut listed: HashSet<String> = HashSet::new();
     // As kube-scheduler's informers, without managedFields: the scheduler never reads them.
     let decode = |obj: &Value| match trimmed::decode_without_managed_fields::<K>(obj) {
@@ -116,7 +114,7 @@ async fn feed<K, F>(
                     .cloned()
                     .collect();
                 for k in gone {
-                    if let Some(o) = known.remove(&k) {
+                    if let Some(o) = known.remove(&k).and_then(|o| decode(&o)) {
                         apply(Change::Deleted(o));
                     }
                 }
@@ -137,7 +135,7 @@ async fn feed<K, F>(
         if deleted {
             known.remove(&key);
             apply(Change::Deleted(typed));
-        } else if known.insert(key, typed.clone()).is_some() {
+        } else if known.insert(key, obj).is_some() {
             apply(Change::Modified(typed));
         } else {
             apply(Change::Added(typed));

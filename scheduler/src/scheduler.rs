@@ -771,7 +771,7 @@ impl Scheduler {
     }
 
     /// The highest total; ties broken uniformly at random (reservoir sampling).
-    fn select_host(&self, scores: &[NodeScore]) -> String {
+    fn select_host(&self, scores: &[NodeScore<'_>]) -> String {
         let mut best = 0usize;
         let mut ties = 1u64;
         for (i, s) in scores.iter().enumerate().skip(1) {
@@ -785,7 +785,7 @@ impl Scheduler {
                 }
             }
         }
-        scores[best].name.clone()
+        scores[best].name.to_owned()
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1169,7 +1169,7 @@ mod tests {
     async fn ties_are_broken_randomly() {
         let client = FakeClient::new();
         let s = new_scheduler(client);
-        let scores: Vec<NodeScore> = ["a", "b", "c"]
+        let scores: Vec<NodeScore<'_>> = ["a", "b", "c"]
             .iter()
             .map(|n| NodeScore {
                 name: (*n).into(),

@@ -415,18 +415,18 @@ impl Framework {
 
     /// Scores every node with every Score plugin, normalizes, checks the 0..=100 range and
     /// sums with weights. Returns the total per node, in `nodes` order.
-    pub fn run_score(
+    pub fn run_score<'n>(
         &self,
         state: &CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
-    ) -> Result<Vec<NodeScore>, Status> {
+        nodes: &'n [Arc<NodeInfo>],
+    ) -> Result<Vec<NodeScore<'n>>, Status> {
         // One name per node for the whole run; plugins overwrite `score` in place and the
         // weighted sums accumulate beside it.
-        let mut scores: Vec<NodeScore> = nodes
+        let mut scores: Vec<NodeScore<'_>> = nodes
             .iter()
             .map(|n| NodeScore {
-                name: n.name().to_owned(),
+                name: n.name(),
                 score: 0,
             })
             .collect();

@@ -396,7 +396,7 @@ impl ScorePlugin for InterPodAffinity {
         (s, Status::success())
     }
 
-    fn normalize_score(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         let min = scores.iter().map(|s| s.score).min().unwrap_or(0);
         let max = scores.iter().map(|s| s.score).max().unwrap_or(0);
         let diff = max - min;
@@ -679,7 +679,7 @@ mod tests {
                 assert_eq!(want, vec![0, 0, 0], "{name}");
                 continue;
             }
-            let mut scores: Vec<NodeScore> = snap
+            let mut scores: Vec<NodeScore<'_>> = snap
                 .nodes
                 .iter()
                 .map(|n| NodeScore {

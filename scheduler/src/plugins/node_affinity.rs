@@ -127,7 +127,7 @@ impl ScorePlugin for NodeAffinity {
         (score, Status::success())
     }
 
-    fn normalize_score(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         default_normalize_score(MAX_NODE_SCORE, false, scores);
         Status::success()
     }
@@ -295,7 +295,7 @@ mod tests {
                 .pre_score(&mut state, &pod, &nodes, &Snapshot::default())
                 .is_success()
         );
-        let mut scores: Vec<NodeScore> = nodes
+        let mut scores: Vec<NodeScore<'_>> = nodes
             .iter()
             .map(|n| NodeScore {
                 name: n.name().into(),

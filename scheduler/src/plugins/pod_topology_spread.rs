@@ -559,15 +559,20 @@ impl ScorePlugin for PodTopologySpread {
         (score.round() as i64, Status::success())
     }
 
-    fn normalize_score(&self, state: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(
+        &self,
+        state: &CycleState,
+        _: &PodInfo,
+        scores: &mut [NodeScore<'_>],
+    ) -> Status {
         let Some(st) = state.read::<PreScoreState>(PRE_SCORE_KEY) else {
             return Status::error("reading PreScorePodTopologySpread state");
         };
-        let counted = scores.iter().filter(|s| !st.ignored.contains(&s.name));
+        let counted = scores.iter().filter(|s| !st.ignored.contains(s.name));
         let min = counted.clone().map(|s| s.score).min().unwrap_or(0);
         let max = counted.map(|s| s.score).max().unwrap_or(0);
         for s in scores.iter_mut() {
-            if st.ignored.contains(&s.name) {
+            if st.ignored.contains(s.name) {
                 s.score = 0;
             } else if max == 0 {
                 s.score = MAX_NODE_SCORE;
@@ -735,7 +740,7 @@ mod tests {
         {
             return None;
         }
-        let mut s: Vec<NodeScore> = snap
+        let mut s: Vec<NodeScore<'_>> = snap
             .nodes
             .iter()
             .map(|n| NodeScore {

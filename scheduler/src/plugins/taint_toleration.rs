@@ -92,7 +92,7 @@ impl ScorePlugin for TaintToleration {
         (count as i64, Status::success())
     }
 
-    fn normalize_score(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore]) -> Status {
+    fn normalize_score(&self, _: &CycleState, _: &PodInfo, scores: &mut [NodeScore<'_>]) -> Status {
         default_normalize_score(MAX_NODE_SCORE, true, scores);
         Status::success()
     }
@@ -193,7 +193,7 @@ mod tests {
                 .collect();
             let mut state = CycleState::new();
             TaintToleration.pre_score(&mut state, &pod, &nodes, &Snapshot::default());
-            let mut scores: Vec<NodeScore> = nodes
+            let mut scores: Vec<NodeScore<'_>> = nodes
                 .iter()
                 .map(|n| NodeScore {
                     name: n.name().into(),
