@@ -1171,20 +1171,17 @@ mod tests {
         let s = new_scheduler(client);
         let scores: Vec<NodeScore<'_>> = ["a", "b", "c"]
             .iter()
-            .map(|n| NodeScore {
-                name: (*n).into(),
-                score: 5,
-            })
+            .map(|n| NodeScore { name: n, score: 5 })
             .collect();
         let picked: HashSet<String> = (0..200).map(|_| s.select_host(&scores)).collect();
         assert_eq!(picked.len(), 3);
         let scores = vec![
             NodeScore {
-                name: "a".into(),
+                name: "a",
                 score: 1,
             },
             NodeScore {
-                name: "b".into(),
+                name: "b",
                 score: 9,
             },
         ];

@@ -683,7 +683,7 @@ mod tests {
                 .nodes
                 .iter()
                 .map(|n| NodeScore {
-                    name: n.name().into(),
+                    name: n.name(),
                     score: p.score(&st, &pod, n).0,
                 })
                 .collect();

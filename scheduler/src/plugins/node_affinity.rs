@@ -298,7 +298,7 @@ mod tests {
         let mut scores: Vec<NodeScore<'_>> = nodes
             .iter()
             .map(|n| NodeScore {
-                name: n.name().into(),
+                name: n.name(),
                 score: NodeAffinity.score(&state, &pod, n).0,
             })
             .collect();

@@ -744,7 +744,7 @@ mod tests {
             .nodes
             .iter()
             .map(|n| NodeScore {
-                name: n.name().into(),
+                name: n.name(),
                 score: PodTopologySpread::default().score(&st, pod, n).0,
             })
             .collect();

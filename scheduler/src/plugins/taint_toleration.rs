@@ -196,7 +196,7 @@ mod tests {
             let mut scores: Vec<NodeScore<'_>> = nodes
                 .iter()
                 .map(|n| NodeScore {
-                    name: n.name().into(),
+                    name: n.name(),
                     score: TaintToleration.score(&state, &pod, n).0,
                 })
                 .collect();
