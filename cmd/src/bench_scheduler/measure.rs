@@ -289,6 +289,7 @@ pub async fn run_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn cpu_ticks_are_fields_14_and_15_after_the_command_name() {
@@ -297,7 +298,6 @@ mod tests {
         assert_eq!(cpu_ticks("4242 (k1s) S 1 2"), None);
         assert_eq!(cpu_ticks("no command name"), None);
     }
-    use serde_json::json;
 
     #[test]
     fn sightings_keep_the_first_times() {

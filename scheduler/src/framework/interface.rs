@@ -166,8 +166,8 @@ pub trait PreScorePlugin: Plugin {
 }
 
 /// A node's name and score. The name borrows the node's own (from the cycle's snapshot):
-/// scoring runs over hundreds of nodes per pod, and a copy of each name per pod was ~2 % of
-/// the scheduler's CPU.
+/// scoring runs over hundreds of nodes per pod, and each cycle copied and dropped every
+/// scored node's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeScore<'a> {
     pub name: &'a str,
