@@ -123,22 +123,27 @@ impl Decoded {
         }
         let key: Arc<str> = Arc::from(key);
         let cell = Cell::default();
-        slots.by_key.insert(
+        // Slots let go of here may hold the last reference to a large decoded object: they are
+        // dropped after the lock is released, so other readers never wait on freeing them.
+        let mut gone = Vec::new();
+        gone.extend(slots.by_key.insert(
             key.clone(),
             Slot {
                 revision,
                 group_version: (group.to_owned(), version.to_owned()),
                 cell: cell.clone(),
             },
-        );
+        ));
         slots.order.push_back((key, revision));
         while slots.order.len() > KEPT {
             if let Some((old, rev)) = slots.order.pop_front()
                 && slots.by_key.get(&old).is_some_and(|s| s.revision == rev)
             {
-                slots.by_key.remove(&old);
+                gone.extend(slots.by_key.remove(&old));
             }
         }
+        drop(slots);
+        drop(gone);
         Some(cell)
     }
 }

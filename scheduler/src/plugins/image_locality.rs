@@ -58,7 +58,12 @@ impl PreScorePlugin for ImageLocality {
                 let count = snap.image_nodes.get(&n).copied().unwrap_or(0);
                 (n, count)
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // No node has any of the images: every node would score 0, so Score need not run (the
+        // common case of a cluster whose nodes report no images, as hollow nodes do).
+        if images.iter().all(|(_, count)| *count == 0) {
+            return Status::skip();
+        }
         state.write(
             STATE_KEY,
             State {
@@ -98,6 +103,7 @@ fn calculate_priority(sum: i64, num_containers: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framework::Code;
     use crate::framework::node_info::Snapshot;
     use crate::testing::{NodeBuilder, PodBuilder, node_info};
 
@@ -124,6 +130,13 @@ mod tests {
             Default::default(),
         );
         let cases = [
+            // No node has the image: Score is skipped, which scores every node 0 (below).
+            (
+                "image on no node",
+                PodBuilder::new("p").image("gcr.io/nowhere:v1"),
+                "n1",
+                0,
+            ),
             // 500MB × 2/4 nodes = 250MB → 100 × (250-23)/(1000-23) = 23
             (
                 "big image on half the nodes",
@@ -156,9 +169,20 @@ mod tests {
         for (name, pod, node, want) in cases {
             let pod = pod.info();
             let mut st = CycleState::new();
-            ImageLocality.pre_score(&mut st, &pod, &snap.nodes, &snap);
-            let got = ImageLocality.score(&st, &pod, snap.get(node).unwrap()).0;
+            let pre = ImageLocality.pre_score(&mut st, &pod, &snap.nodes, &snap);
+            let got = if pre.code() == Code::Skip {
+                // What a skipped plugin adds to every node's total.
+                0
+            } else {
+                ImageLocality.score(&st, &pod, snap.get(node).unwrap()).0
+            };
             assert_eq!(got, want, "{name}");
+            // Skipped exactly when no node has any of the pod's images.
+            let anywhere = pod.pod.spec.iter().flat_map(|s| &s.containers).any(|c| {
+                let image = normalize_image(c.image.as_deref().unwrap_or(""));
+                snap.image_nodes.contains_key(&image)
+            });
+            assert_eq!(pre.code() == Code::Skip, !anywhere, "{name}");
         }
     }
 }
