@@ -72,6 +72,7 @@ macro_rules! all_cases {
                 compaction,
                 watch_resumes_exactly,
                 watch_delete_and_prev_values,
+                prev_values_across_compaction,
                 watch_from_the_future,
                 watch_progress_while_idle,
                 slow_watcher_never_skips,
@@ -475,6 +476,84 @@ mod cases {
         // The same from history.
         let mut h = s.watch("/d/", from, no_progress());
         assert_eq!(take_events(&mut h, 3).await, ev);
+    }
+
+    /// A change after the compacted revision still carries the value it replaced, however
+    /// old that value is: compaction keeps each key's latest revision at or below it.
+    pub async fn prev_values_across_compaction(s: Arc<dyn Store>) {
+        let x1 = s.create("/pc/x", val("x-old")).await.unwrap();
+        let y1 = s.create("/pc/y", val("y-old")).await.unwrap();
+        let z1 = s.create("/pc/z", val("z1")).await.unwrap();
+        let z2 = s.update("/pc/z", val("z2"), z1).await.unwrap();
+        let at = s.current_revision().await.unwrap();
+        s.compact(at).await.unwrap();
+        // Writes after the compaction, and time for the backend to purge what it may.
+        let x2 = s.update("/pc/x", val("x-new"), x1).await.unwrap();
+        let (y2, _) = s.delete("/pc/y", Some(y1)).await.unwrap();
+        for i in 0..20 {
+            s.create(&format!("/pc-other/{i}"), val("o")).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        let mut w = s.watch("/pc/", at, no_progress());
+        let ev = take_events(&mut w, 2).await;
+        assert_eq!(ev[0].revision(), x2);
+        assert_eq!(
+            ev[0].prev,
+            Some(KeyValue {
+                key: "/pc/x".into(),
+                value: val("x-old"),
+                create_revision: x1,
+                mod_revision: x1
+            })
+        );
+        assert_eq!((ev[1].kind, ev[1].revision()), (EventKind::Delete, y2));
+        assert_eq!(ev[1].prev.as_ref().map(|p| &p.value), Some(&val("y-old")));
+        // The state at the compacted revision, and now.
+        let names = |kvs: &[KeyValue]| -> Vec<(String, Bytes)> {
+            kvs.iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect()
+        };
+        let list = |revision| ListRequest {
+            prefix: "/pc/".into(),
+            revision,
+            ..Default::default()
+        };
+        let then = s.list(list(Some(at))).await.unwrap();
+        assert_eq!(
+            names(&then.kvs),
+            [
+                ("/pc/x".into(), val("x-old")),
+                ("/pc/y".into(), val("y-old")),
+                ("/pc/z".into(), val("z2")),
+            ]
+        );
+        let now = s.list(list(None)).await.unwrap();
+        assert_eq!(
+            names(&now.kvs),
+            [("/pc/x".into(), val("x-new")), ("/pc/z".into(), val("z2"))]
+        );
+        assert_eq!(s.get("/pc/z").await.unwrap().unwrap().mod_revision, z2);
+
+        // A second compaction past those changes keeps the current values readable.
+        let head = s.current_revision().await.unwrap();
+        s.compact(head).await.unwrap();
+        s.create("/pc-other/last", val("o")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            names(&s.list(list(None)).await.unwrap().kvs),
+            names(&now.kvs)
+        );
+        assert_eq!(
+            names(&s.list(list(Some(head))).await.unwrap().kvs),
+            names(&now.kvs)
+        );
+        let x3 = s.update("/pc/x", val("x-newer"), x2).await.unwrap();
+        let mut w = s.watch("/pc/", head, no_progress());
+        let ev = take_events(&mut w, 1).await;
+        assert_eq!(ev[0].revision(), x3);
+        assert_eq!(ev[0].prev.as_ref().map(|p| &p.value), Some(&val("x-new")));
     }
 
     pub async fn watch_from_the_future(s: Arc<dyn Store>) {

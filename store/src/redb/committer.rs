@@ -27,10 +27,13 @@ use bytes::Bytes;
 use redb::{Database, Durability, ReadableTable, Table, WriteTransaction};
 use tokio::sync::oneshot;
 
-use super::codec::{decode_kv, encode_kv, encode_log};
+use super::codec::{LogRecord, encode_kv, encode_log};
 use super::hub::{Batch, Hub};
+use super::values;
 use super::wal::{Wal, WalEntry};
-use super::{KV, LOG, META, META_COMPACT, META_REVISION, RedbResultExt, io_error, map_redb};
+use super::{
+    KV, LOG, META, META_COMPACT, META_PURGED, META_REVISION, RedbResultExt, io_error, map_redb,
+};
 use crate::{Event, EventKind, KeyValue, Result, Revision, StoreError, check_key};
 
 /// Log entries removed per transaction while purging compacted history.
@@ -86,7 +89,9 @@ pub struct Committer {
     pub revision: Revision,
     /// The committed compacted revision.
     pub compacted: Revision,
-    /// True while log entries at or below `compacted` may remain on disk.
+    /// The log records up to this revision have been purged (see [`Committer::purge`]).
+    pub purged: Revision,
+    /// True while `purged` is below `compacted`.
     pub purge_pending: bool,
     /// The first fatal error (I/O, full disk). redb refuses further writes after one, so every
     /// later write gets this error until k1s restarts.
@@ -156,7 +161,7 @@ impl Committer {
             }
             return;
         }
-        let (revision, compacted) = (self.revision, self.compacted);
+        let (revision, compacted, purged) = (self.revision, self.compacted, self.purged);
         let mut events = Vec::new();
         let mut results = Vec::with_capacity(batch.len());
         let mut logged = Vec::new();
@@ -192,6 +197,8 @@ impl Committer {
                 // Nothing of this batch is on disk: roll the counters back and fail every caller.
                 self.revision = revision;
                 self.compacted = compacted;
+                self.purged = purged;
+                self.purge_pending = purged < compacted;
                 tracing::error!(error = %err, "store write transaction failed");
                 for req in batch {
                     let _ = req.reply.send(Err(err.duplicate()));
@@ -236,6 +243,7 @@ impl Committer {
         let mut meta = txn.open_table(META).at(&path)?;
         meta.insert(META_REVISION, self.revision as u64).at(&path)?;
         meta.insert(META_COMPACT, self.compacted as u64).at(&path)?;
+        meta.insert(META_PURGED, self.purged as u64).at(&path)?;
         Ok(())
     }
 
@@ -250,10 +258,6 @@ impl Committer {
         logged: &mut Vec<WalEntry>,
     ) -> Result<Result<Done>> {
         let path = &self.path;
-        let corrupt = |e: super::codec::DecodeError| StoreError::Corrupted {
-            path: path.clone(),
-            detail: e.to_string(),
-        };
         // `put`: the new value, or `None` for a delete.
         let (key, expected, put) = match op {
             Op::Compact { revision } => {
@@ -276,19 +280,17 @@ impl Committer {
         if let Err(e) = check_key(key) {
             return Ok(Err(e));
         }
-        let current = match kv.get(key.as_str()).at(path)? {
-            Some(rec) => Some(decode_kv(key, rec.value()).map_err(corrupt)?),
-            None => None,
-        };
-        let precondition = match (op, &current) {
+        // `(create, mod)` of the key's current revision.
+        let current = values::revisions(&*kv, path, key)?;
+        let precondition = match (op, current) {
             (Op::Create { .. }, Some(_)) => Err(StoreError::AlreadyExists { key: key.clone() }),
             (Op::Create { .. }, None) => Ok(()),
             (_, None) => Err(StoreError::NotFound { key: key.clone() }),
-            (_, Some(cur)) => match expected {
-                Some(exp) if exp != cur.mod_revision => Err(StoreError::Conflict {
+            (_, Some((_, modified))) => match expected {
+                Some(exp) if exp != modified => Err(StoreError::Conflict {
                     key: key.clone(),
                     expected: exp,
-                    actual: cur.mod_revision,
+                    actual: modified,
                 }),
                 _ => Ok(()),
             },
@@ -296,13 +298,23 @@ impl Committer {
         if let Err(e) = precondition {
             return Ok(Err(e));
         }
+        // The previous state, for the event and a delete's answer.
+        let prev = match current {
+            Some((create_revision, mod_revision)) => Some(KeyValue {
+                key: key.clone(),
+                value: values::value_at(&*log, path, key, mod_revision)?,
+                create_revision,
+                mod_revision,
+            }),
+            None => None,
+        };
         let rev = self.revision + 1;
-        let (event, done) = match (put, current) {
-            (Some(value), current) => {
-                let create = current.as_ref().map_or(rev, |c| c.create_revision);
-                kv.insert(key.as_str(), encode_kv(create, rev, value).as_slice())
+        let (event, done) = match (put, prev) {
+            (Some(value), prev) => {
+                let create = current.map_or(rev, |(c, _)| c);
+                kv.insert(key.as_str(), encode_kv(create, rev).as_slice())
                     .at(path)?;
-                let rec = encode_log(EventKind::Put, key, create, value, current.as_ref());
+                let rec = encode_log(EventKind::Put, key, create, value, current);
                 log.insert(rev as u64, rec.as_slice()).at(path)?;
                 logged.push(WalEntry::Change {
                     revision: rev,
@@ -316,13 +328,13 @@ impl Committer {
                         create_revision: create,
                         mod_revision: rev,
                     },
-                    prev: current,
+                    prev,
                 };
                 (event, Done::Written(rev))
             }
             (None, Some(prev)) => {
                 kv.remove(key.as_str()).at(path)?;
-                let rec = encode_log(EventKind::Delete, key, 0, b"", Some(&prev));
+                let rec = encode_log(EventKind::Delete, key, 0, b"", current);
                 log.insert(rev as u64, rec.as_slice()).at(path)?;
                 logged.push(WalEntry::Change {
                     revision: rev,
@@ -366,19 +378,44 @@ impl Committer {
         Ok(Done::Compacted)
     }
 
-    /// Removes up to [`PURGE_CHUNK`] log entries at or below the compacted revision.
+    /// Purges the log up to the compacted revision R, [`PURGE_CHUNK`] records per transaction,
+    /// by etcd's rule: what remains of each key at or below R is its latest revision there,
+    /// unless that is a delete. So for each record r ≤ R in order, the revision it superseded
+    /// goes (r names it), and r itself goes if it is a delete. A put that is the latest at or
+    /// below R stays: it is the key's current value, or the previous value of a change after R
+    /// that a watch or a list at R may still read.
     fn purge(&mut self, log: &mut Table<'_, u64, &'static [u8]>) -> Result<()> {
         let path = self.path.clone();
+        let corrupt = |e: super::codec::DecodeError| StoreError::Corrupted {
+            path: path.clone(),
+            detail: e.to_string(),
+        };
         let upto = self.compacted as u64;
-        let mut removed = 0;
-        for entry in log.extract_from_if(..=upto, |_, _| true).at(&path)? {
-            entry.at(&path)?;
-            removed += 1;
-            if removed == PURGE_CHUNK {
-                return Ok(());
+        let mut gone: Vec<u64> = Vec::new();
+        let (mut seen, mut last) = (0, self.purged as u64);
+        for entry in log
+            .range(self.purged as u64 + 1..=upto)
+            .at(&path)?
+            .take(PURGE_CHUNK)
+        {
+            let (rev, rec) = entry.at(&path)?;
+            let rec = LogRecord::parse(rec.value()).map_err(corrupt)?;
+            gone.extend(rec.prev.revision().map(|p| p as u64));
+            if rec.kind == EventKind::Delete {
+                gone.push(rev.value());
             }
+            (seen, last) = (seen + 1, rev.value());
         }
-        self.purge_pending = false;
+        for rev in gone {
+            log.remove(rev).at(&path)?;
+        }
+        // A full chunk may have more after it; otherwise every record up to R was seen.
+        self.purged = if seen == PURGE_CHUNK && last < upto {
+            last as Revision
+        } else {
+            self.compacted
+        };
+        self.purge_pending = self.purged < self.compacted;
         Ok(())
     }
 }

@@ -4,14 +4,17 @@
 //! - [`read`] serves get/list/count from redb snapshots, and history from the revision log.
 //! - [`hub`] fans committed batches out to live watchers; [`watch`] is a watcher's stream,
 //!   which catches up from the on-disk log before it goes live.
-//! - [`codec`] encodes the records.
+//! - [`codec`] encodes the records; [`values`] finds a key's value in the log record that wrote
+//!   it; [`migrate`] brings a format 1 file to format 2.
 //!
 //! The tables and their invariants are described in `docs/store.md`.
 
 mod codec;
 mod committer;
 mod hub;
+mod migrate;
 mod read;
+mod values;
 mod wal;
 mod watch;
 
@@ -33,18 +36,21 @@ use committer::{Committer, Done, Op, Request};
 use hub::Hub;
 use wal::{Wal, WalEntry, WalError};
 
-/// Current key → `create_rev | mod_rev | value`.
+/// Live key → `create_rev | mod_rev` (the value is the `log` record at `mod_rev`).
 pub(crate) const KV: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("kv");
-/// Revision → the change written at it, with the previous value (see `codec`).
+/// Revision → the change written at it, naming the revision it superseded (see `codec`).
 pub(crate) const LOG: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("log");
-/// `format`, `revision` (last written), `compact` (compacted revision).
+/// `format`, `revision` (last written), `compact` (compacted revision), `purged` (the log is
+/// purged up to it).
 pub(crate) const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 pub(crate) const META_FORMAT: &str = "format";
 pub(crate) const META_REVISION: &str = "revision";
 pub(crate) const META_COMPACT: &str = "compact";
+pub(crate) const META_PURGED: &str = "purged";
 
-/// The on-disk format this code reads and writes.
-pub const FORMAT_VERSION: u64 = 1;
+/// The on-disk format this code reads and writes. Format 1 (values in `kv` and every log
+/// record carrying the previous value) is migrated on open.
+pub const FORMAT_VERSION: u64 = 2;
 
 /// Settings of a [`RedbStore`].
 #[derive(Clone, Debug)]
@@ -91,7 +97,14 @@ impl RedbStore {
         }
         let db = open_database(&path)?;
         let meta = init_meta(&db, &path)?;
-        let (wal, (revision, compacted, purge_pending)) = recover(&db, &path, meta)?;
+        let (
+            wal,
+            Meta {
+                revision,
+                compacted,
+                purged,
+            },
+        ) = recover(&db, &path, meta)?;
         tracing::info!(path = %path.display(), revision, compacted, "store opened");
         let hub = Arc::new(Hub::new(revision, config.watch_buffer));
         let db = Arc::new(db);
@@ -104,7 +117,8 @@ impl RedbStore {
             max_batch: config.max_batch.max(1),
             revision,
             compacted,
-            purge_pending,
+            purged,
+            purge_pending: purged < compacted,
             failed: None,
             last_batch: 1,
             wal,
@@ -247,14 +261,22 @@ pub fn wal_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// The store's position, as `meta` records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub revision: Revision,
+    pub compacted: Revision,
+    pub purged: Revision,
+}
+
 /// Opens the write-ahead log and replays into redb what the last durable commit lacks, then
-/// checkpoints and empties the log. Returns the log and the recovered (revision, compacted
-/// revision, purge pending).
-fn recover(
-    db: &Database,
-    path: &Path,
-    (mut revision, mut compacted, mut purge): (Revision, Revision, bool),
-) -> Result<(Wal, (Revision, Revision, bool))> {
+/// checkpoints and empties the log. Returns the log and the recovered position.
+fn recover(db: &Database, path: &Path, meta: Meta) -> Result<(Wal, Meta)> {
+    let Meta {
+        mut revision,
+        mut compacted,
+        purged,
+    } = meta;
     let wal_file = wal_path(path);
     let recovered = Wal::open(&wal_file).map_err(|e| match e {
         WalError::Io(source) => io_error(&wal_file, source),
@@ -297,15 +319,15 @@ fn recover(
                                 "revision {r} follows {revision} in the write-ahead log"
                             )));
                         }
-                        let ev =
-                            codec::decode_log(r, &record).map_err(|e| corrupt(e.to_string()))?;
-                        match ev.kind {
+                        let change =
+                            codec::LogRecord::parse(&record).map_err(|e| corrupt(e.to_string()))?;
+                        match change.kind {
                             crate::EventKind::Put => {
-                                let rec = codec::encode_kv(ev.kv.create_revision, r, &ev.kv.value);
-                                kv.insert(ev.kv.key.as_str(), rec.as_slice()).at(path)?;
+                                let rec = codec::encode_kv(change.create, r);
+                                kv.insert(change.key, rec.as_slice()).at(path)?;
                             }
                             crate::EventKind::Delete => {
-                                kv.remove(ev.kv.key.as_str()).at(path)?;
+                                kv.remove(change.key).at(path)?;
                             }
                         }
                         log.insert(r as u64, record.as_slice()).at(path)?;
@@ -313,7 +335,6 @@ fn recover(
                     }
                     WalEntry::Compact { revision: c } => {
                         compacted = c;
-                        purge = true;
                     }
                 }
             }
@@ -325,7 +346,14 @@ fn recover(
         tracing::info!(entries = replayed, revision, "replayed the write-ahead log");
     }
     wal.reset().map_err(|e| io_error(&wal_file, e))?;
-    Ok((wal, (revision, compacted, purge)))
+    Ok((
+        wal,
+        Meta {
+            revision,
+            compacted,
+            purged,
+        },
+    ))
 }
 
 pub(crate) fn io_error(path: &Path, source: std::io::Error) -> StoreError {
@@ -418,54 +446,74 @@ fn panic_message(panic: &(dyn Any + Send)) -> String {
         .unwrap_or_else(|| "unreadable file".into())
 }
 
-/// Reads (or writes, for a new file) the metadata: returns the revision, the compacted
-/// revision and whether compacted log entries remain to purge.
-fn init_meta(db: &Database, path: &Path) -> Result<(Revision, Revision, bool)> {
-    {
+/// Reads (or writes, for a new file) the metadata, migrating a format 1 file first.
+fn init_meta(db: &Database, path: &Path) -> Result<Meta> {
+    let format = {
         let txn = db.begin_read().at(path)?;
         match txn.open_table(META) {
-            Ok(meta) => {
-                let get = |k: &str| -> Result<Option<u64>> {
-                    Ok(meta.get(k).at(path)?.map(|v| v.value()))
-                };
-                let format = get(META_FORMAT)?.ok_or_else(|| StoreError::Corrupted {
-                    path: path.to_owned(),
-                    detail: "the metadata table has no format version".into(),
-                })?;
-                if format != FORMAT_VERSION {
+            Ok(meta) => Some(
+                meta.get(META_FORMAT)
+                    .at(path)?
+                    .map(|v| v.value())
+                    .ok_or_else(|| StoreError::Corrupted {
+                        path: path.to_owned(),
+                        detail: "the metadata table has no format version".into(),
+                    })?,
+            ),
+            Err(redb::TableError::TableDoesNotExist(_)) => {
+                if txn.list_tables().at(path)?.next().is_some() {
                     return Err(StoreError::UnsupportedFormat {
                         path: path.to_owned(),
-                        found: format.to_string(),
+                        found: "a redb file that is not a k1s store".into(),
                         supported: FORMAT_VERSION,
                     });
                 }
-                let revision = get(META_REVISION)?.unwrap_or(1) as Revision;
-                let compacted = get(META_COMPACT)?.unwrap_or(0) as Revision;
-                let log = txn.open_table(LOG).at(path)?;
-                let first = redb::ReadableTable::first(&log).at(path)?;
-                let purge = first.is_some_and(|(k, _)| k.value() as Revision <= compacted);
-                return Ok((revision, compacted, purge));
+                None
             }
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
             Err(e) => return Err(map_redb(path, e)),
         }
-        if txn.list_tables().at(path)?.next().is_some() {
-            return Err(StoreError::UnsupportedFormat {
-                path: path.to_owned(),
-                found: "a redb file that is not a k1s store".into(),
-                supported: FORMAT_VERSION,
-            });
+    };
+    match format {
+        Some(FORMAT_VERSION) => read_meta(db, path),
+        Some(1) => {
+            migrate::from_format_1(db, path)?;
+            read_meta(db, path)
+        }
+        Some(other) => Err(StoreError::UnsupportedFormat {
+            path: path.to_owned(),
+            found: other.to_string(),
+            supported: FORMAT_VERSION,
+        }),
+        None => {
+            let txn = db.begin_write().at(path)?;
+            {
+                let mut meta = txn.open_table(META).at(path)?;
+                meta.insert(META_FORMAT, FORMAT_VERSION).at(path)?;
+                meta.insert(META_REVISION, 1).at(path)?;
+                meta.insert(META_COMPACT, 0).at(path)?;
+                meta.insert(META_PURGED, 0).at(path)?;
+                txn.open_table(KV).at(path)?;
+                txn.open_table(LOG).at(path)?;
+            }
+            txn.commit().at(path)?;
+            Ok(Meta {
+                revision: 1,
+                compacted: 0,
+                purged: 0,
+            })
         }
     }
-    let txn = db.begin_write().at(path)?;
-    {
-        let mut meta = txn.open_table(META).at(path)?;
-        meta.insert(META_FORMAT, FORMAT_VERSION).at(path)?;
-        meta.insert(META_REVISION, 1).at(path)?;
-        meta.insert(META_COMPACT, 0).at(path)?;
-        txn.open_table(KV).at(path)?;
-        txn.open_table(LOG).at(path)?;
-    }
-    txn.commit().at(path)?;
-    Ok((1, 0, false))
+}
+
+/// The position a format 2 file's metadata records.
+fn read_meta(db: &Database, path: &Path) -> Result<Meta> {
+    let txn = db.begin_read().at(path)?;
+    let meta = txn.open_table(META).at(path)?;
+    let get = |k: &str| -> Result<Option<u64>> { Ok(meta.get(k).at(path)?.map(|v| v.value())) };
+    let compacted = get(META_COMPACT)?.unwrap_or(0) as Revision;
+    Ok(Meta {
+        revision: get(META_REVISION)?.unwrap_or(1) as Revision,
+        compacted,
+        purged: get(META_PURGED)?.map_or(compacted, |p| p as Revision),
+    })
 }

@@ -1,17 +1,17 @@
-//! Reads from redb snapshots: current values from `kv`, history from `log`.
+//! Reads from redb snapshots: current revisions from `kv`, values and history from `log`.
 //!
 //! Every function here opens one read transaction, so what it returns is one consistent
-//! snapshot. A list at an older revision R starts from the current values and undoes, key by
-//! key, the changes logged after R (each log record carries the previous value), so any revision
-//! from the compacted one up to the current one can be read.
+//! snapshot. A list at an older revision R starts from the current state and undoes, key by
+//! key, the changes logged after R (each log record names the revision it superseded), so any
+//! revision from the compacted one up to the current one can be read.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use redb::{ReadTransaction, ReadableDatabase};
 
-use super::codec::{DecodeError, decode_kv, decode_log, log_key};
-use super::{KV, LOG, META, META_COMPACT, META_REVISION, RedbResultExt, Shared, map_redb};
+use super::codec::{DecodeError, log_key};
+use super::{KV, LOG, META, META_COMPACT, META_REVISION, RedbResultExt, Shared, map_redb, values};
 use crate::{Event, KeyValue, ListRequest, ListResponse, Result, Revision, StoreError};
 
 /// Runs a read on the blocking pool: redb reads may wait on the disk.
@@ -89,10 +89,13 @@ pub fn compacted(shared: &Shared) -> Result<Revision> {
 
 pub fn get(shared: &Shared, key: &str) -> Result<Option<KeyValue>> {
     let snap = Snapshot::open(shared)?;
-    let kv = snap.txn.open_table(KV).at(&snap.shared.path)?;
-    let rec = kv.get(key).at(&snap.shared.path)?;
-    rec.map(|r| decode_kv(key, r.value()).map_err(|e| snap.corrupt(e)))
-        .transpose()
+    let path = &snap.shared.path;
+    let kv = snap.txn.open_table(KV).at(path)?;
+    let Some(rec) = kv.get(key).at(path)? else {
+        return Ok(None);
+    };
+    let log = snap.txn.open_table(LOG).at(path)?;
+    values::current(&log, path, key, rec.value()).map(Some)
 }
 
 pub fn count(shared: &Shared, prefix: &str) -> Result<(u64, Revision)> {
@@ -131,38 +134,31 @@ pub fn list(shared: &Shared, req: &ListRequest) -> Result<ListResponse> {
         req.limit
     };
 
-    // The state at `at` of every key in range changed after `at`: the previous value carried by
+    // The state at `at` of every key in range changed after `at`: the previous state named by
     // its first later change (`None`: it did not exist at `at`).
+    let path = &snap.shared.path;
+    let log = snap.txn.open_table(LOG).at(path)?;
     let mut overlay: BTreeMap<String, Option<KeyValue>> = BTreeMap::new();
     if at < snap.head {
-        let log = snap.txn.open_table(LOG).at(&snap.shared.path)?;
-        for entry in log
-            .range((at + 1) as u64..=snap.head as u64)
-            .at(&snap.shared.path)?
-        {
-            let (rev, rec) = entry.at(&snap.shared.path)?;
+        for entry in log.range((at + 1) as u64..=snap.head as u64).at(path)? {
+            let (rev, rec) = entry.at(path)?;
             let key = log_key(rec.value()).map_err(|e| snap.corrupt(e))?;
             if !in_range(key) || overlay.contains_key(key) {
                 continue;
             }
-            let event =
-                decode_log(rev.value() as Revision, rec.value()).map_err(|e| snap.corrupt(e))?;
+            let event = values::event(&log, path, rev.value() as Revision, rec.value())?;
             overlay.insert(event.kv.key, event.prev);
         }
     }
 
-    let kv = snap.txn.open_table(KV).at(&snap.shared.path)?;
-    let mut range = kv
-        .range::<&str>((lower, Bound::Unbounded))
-        .at(&snap.shared.path)?;
+    let kv = snap.txn.open_table(KV).at(path)?;
+    let mut range = kv.range::<&str>((lower, Bound::Unbounded)).at(path)?;
     let mut next_current = || -> Result<Option<KeyValue>> {
         match range.next() {
             None => Ok(None),
-            Some(Err(e)) => Err(map_redb(&snap.shared.path, e)),
+            Some(Err(e)) => Err(map_redb(path, e)),
             Some(Ok((k, _))) if !k.value().starts_with(prefix) => Ok(None),
-            Some(Ok((k, v))) => decode_kv(k.value(), v.value())
-                .map(Some)
-                .map_err(|e| snap.corrupt(e)),
+            Some(Ok((k, v))) => values::current(&log, path, k.value(), v.value()).map(Some),
         }
     };
     let mut current = next_current()?;
@@ -233,9 +229,12 @@ pub fn log_range(
         let (rev, rec) = entry.at(&snap.shared.path)?;
         let key = log_key(rec.value()).map_err(|e| snap.corrupt(e))?;
         if key.starts_with(prefix) {
-            events.push(
-                decode_log(rev.value() as Revision, rec.value()).map_err(|e| snap.corrupt(e))?,
-            );
+            events.push(values::event(
+                &log,
+                &snap.shared.path,
+                rev.value() as Revision,
+                rec.value(),
+            )?);
         }
     }
     Ok(events)
