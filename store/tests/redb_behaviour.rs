@@ -1,7 +1,9 @@
 //! redb-specific behaviour beyond the shared contract: disk use stays bounded under churn when
 //! compaction runs, a slow watcher is ended (not stalled, not skipped) once its buffer is full,
-//! and state survives a clean restart.
+//! state survives a clean restart, and every readable revision reads as a model of the history
+//! says through compactions and reopens (what the log purge may and may not remove).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +11,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use k1s_store::compactor::{self, CompactionPolicy};
 use k1s_store::redb::{RedbConfig, RedbStore};
-use k1s_store::{Store, StoreError, WatchItem, WatchOptions};
+use k1s_store::{
+    EventKind, KeyValue, ListRequest, Revision, Store, StoreError, WatchItem, WatchOptions,
+};
+use rand::{Rng, SeedableRng};
 
 /// Updates `keys` keys round-robin `rounds` times with 1 KiB values.
 async fn churn(store: &Arc<dyn Store>, keys: usize, rounds: usize) {
@@ -165,4 +170,108 @@ async fn state_and_revision_survive_restart() {
     assert_eq!((kv.create_revision, kv.mod_revision), (r, r2));
     let r3 = store.create("/b", Bytes::from_static(b"x")).await.unwrap();
     assert_eq!(r3, r2 + 1);
+}
+
+/// The state after each revision, as a model: key → its `KeyValue`.
+type States = BTreeMap<Revision, BTreeMap<String, KeyValue>>;
+
+/// Checks a list at and a watch from `at` against the model.
+async fn check_revision(store: &RedbStore, states: &States, at: Revision, head: Revision) {
+    let want: Vec<KeyValue> = states[&at].values().cloned().collect();
+    let got = store
+        .list(ListRequest {
+            prefix: "/m/".into(),
+            revision: Some(at),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .kvs;
+    assert_eq!(got, want, "list at {at}");
+    let mut w = store.watch(
+        "/m/",
+        at,
+        WatchOptions {
+            progress_interval: None,
+        },
+    );
+    for rev in at + 1..=head {
+        let e = match tokio::time::timeout(Duration::from_secs(10), w.next()).await {
+            Ok(Some(Ok(WatchItem::Event(e)))) => e,
+            other => panic!("watch from {at}, expecting {rev}: {other:?}"),
+        };
+        assert_eq!(e.revision(), rev, "watch from {at}");
+        let (before, after) = (&states[&(rev - 1)], &states[&rev]);
+        assert_eq!(e.prev.as_ref(), before.get(&e.kv.key), "prev at {rev}");
+        match e.kind {
+            EventKind::Put => assert_eq!(Some(&e.kv), after.get(&e.kv.key), "put at {rev}"),
+            EventKind::Delete => assert!(!after.contains_key(&e.kv.key), "delete at {rev}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_readable_revision_matches_a_model_through_compactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.redb");
+    let mut store = RedbStore::open(RedbConfig::new(&path)).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(20261124);
+    let mut states = States::new();
+    let mut head = store.current_revision().await.unwrap();
+    states.insert(head, BTreeMap::new());
+    let mut compacted = 0;
+    for step in 0..600 {
+        let mut state = states[&head].clone();
+        let key = format!("/m/{}", rng.random_range(0..6));
+        let value = Bytes::from(format!("{step}"));
+        let put = |create_revision, mod_revision| KeyValue {
+            key: key.clone(),
+            value: value.clone(),
+            create_revision,
+            mod_revision,
+        };
+        let rev = match state.get(&key).cloned() {
+            None => {
+                let rev = store.create(&key, value.clone()).await.unwrap();
+                state.insert(key.clone(), put(rev, rev));
+                rev
+            }
+            // Deletes are rarer than updates, so keys live across several compactions.
+            Some(cur) if rng.random_range(0..4) == 0 => {
+                let (rev, prev) = store.delete(&key, Some(cur.mod_revision)).await.unwrap();
+                assert_eq!(prev, cur);
+                state.remove(&key);
+                rev
+            }
+            Some(cur) => {
+                let rev = store
+                    .update(&key, value.clone(), cur.mod_revision)
+                    .await
+                    .unwrap();
+                state.insert(key.clone(), put(cur.create_revision, rev));
+                rev
+            }
+        };
+        assert_eq!(rev, head + 1);
+        head = rev;
+        states.insert(head, state);
+        if step % 40 == 39 {
+            // Compact somewhere between the last compaction and the head, then check every
+            // revision still readable (the purge runs with the next writes).
+            compacted = rng.random_range(compacted + 1..=head);
+            store.compact(compacted).await.unwrap();
+        }
+        if step % 40 == 0 && compacted > 0 {
+            for at in (compacted..=head).step_by(7).chain([compacted, head]) {
+                check_revision(&store, &states, at, head).await;
+            }
+        }
+        if step % 150 == 149 {
+            store.close();
+            store = RedbStore::open(RedbConfig::new(&path)).unwrap();
+        }
+    }
+    for at in (compacted..=head).step_by(3).chain([head]) {
+        check_revision(&store, &states, at, head).await;
+    }
 }
