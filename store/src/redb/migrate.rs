@@ -25,6 +25,7 @@ pub fn from_format_1(db: &Database, path: &Path) -> Result<()> {
         path: path.to_owned(),
         detail,
     };
+    tracing::info!(path = %path.display(), "migrating the store from format 1 to format 2 (once; every key is rewritten)");
     let txn = db.begin_write().at(path)?;
     let mut keys = 0usize;
     {
