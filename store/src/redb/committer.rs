@@ -386,10 +386,6 @@ impl Committer {
     /// that a watch or a list at R may still read.
     fn purge(&mut self, log: &mut Table<'_, u64, &'static [u8]>) -> Result<()> {
         let path = self.path.clone();
-        let corrupt = |e: super::codec::DecodeError| StoreError::Corrupted {
-            path: path.clone(),
-            detail: e.to_string(),
-        };
         let upto = self.compacted as u64;
         let mut gone: Vec<u64> = Vec::new();
         let (mut seen, mut last) = (0, self.purged as u64);
@@ -399,7 +395,7 @@ impl Committer {
             .take(PURGE_CHUNK)
         {
             let (rev, rec) = entry.at(&path)?;
-            let rec = LogRecord::parse(rec.value()).map_err(corrupt)?;
+            let rec = LogRecord::parse(rec.value()).map_err(|e| values::malformed(&path, e))?;
             gone.extend(rec.prev.revision().map(|p| p as u64));
             if rec.kind == EventKind::Delete {
                 gone.push(rev.value());

@@ -14,17 +14,14 @@ use std::path::Path;
 use redb::{Database, ReadableTable};
 
 use super::codec::{LogRecord, decode_kv_v1, encode_kv, encode_log};
+use super::values::{corrupt, malformed};
 use super::{FORMAT_VERSION, KV, LOG, META, META_COMPACT, META_FORMAT, META_PURGED, RedbResultExt};
-use crate::{EventKind, Result, Revision, StoreError};
+use crate::{EventKind, Result, Revision};
 
 /// Keys rewritten per pass over `kv` (their values are held in memory meanwhile).
 const CHUNK: usize = 1024;
 
 pub fn from_format_1(db: &Database, path: &Path) -> Result<()> {
-    let corrupt = |detail: String| StoreError::Corrupted {
-        path: path.to_owned(),
-        detail,
-    };
     tracing::info!(path = %path.display(), "migrating the store from format 1 to format 2 (once; every key is rewritten)");
     let txn = db.begin_write().at(path)?;
     let mut keys = 0usize;
@@ -58,9 +55,7 @@ pub fn from_format_1(db: &Database, path: &Path) -> Result<()> {
                 .at(path)?;
                 for entry in range.take(CHUNK) {
                     let (k, v) = entry.at(path)?;
-                    chunk.push(
-                        decode_kv_v1(k.value(), v.value()).map_err(|e| corrupt(e.to_string()))?,
-                    );
+                    chunk.push(decode_kv_v1(k.value(), v.value()).map_err(|e| malformed(path, e))?);
                 }
             }
             let Some(last) = chunk.last() else {
@@ -71,15 +66,18 @@ pub fn from_format_1(db: &Database, path: &Path) -> Result<()> {
                 let existing = log.get(cur.mod_revision as u64).at(path)?.map(|rec| {
                     LogRecord::parse(rec.value())
                         .map(|r| r.kind == EventKind::Put && r.key == cur.key)
-                        .map_err(|e| corrupt(e.to_string()))
+                        .map_err(|e| malformed(path, e))
                 });
                 match existing.transpose()? {
                     Some(true) => {}
                     Some(false) => {
-                        return Err(corrupt(format!(
-                            "the log record at revision {} is not the value of {}",
-                            cur.mod_revision, cur.key
-                        )));
+                        return Err(corrupt(
+                            path,
+                            format!(
+                                "the log record at revision {} is not the value of {}",
+                                cur.mod_revision, cur.key
+                            ),
+                        ));
                     }
                     None => {
                         let rec = encode_log(

@@ -12,14 +12,16 @@ use super::RedbResultExt;
 use super::codec::{DecodeError, LogRecord, Prev, kv_revisions};
 use crate::{Event, EventKind, KeyValue, Result, Revision, StoreError};
 
-fn corrupt(path: &Path, detail: String) -> StoreError {
+/// The store file at `path` holds something it should not.
+pub fn corrupt(path: &Path, detail: String) -> StoreError {
     StoreError::Corrupted {
         path: path.to_owned(),
         detail,
     }
 }
 
-fn malformed(path: &Path, e: DecodeError) -> StoreError {
+/// A record of the store file at `path` does not parse.
+pub fn malformed(path: &Path, e: DecodeError) -> StoreError {
     corrupt(path, e.to_string())
 }
 
