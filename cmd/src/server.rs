@@ -86,6 +86,10 @@ pub struct ServerArgs {
     /// exemptions (usernames, namespaces, runtimeClasses).
     #[arg(long)]
     pub admission_control_config_file: Option<PathBuf>,
+    /// Admission plugins to turn off, comma-separated (kube-apiserver's names, e.g.
+    /// `ServiceAccount,Priority`). All of k1s's plugins are on by default.
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
     /// The join token agents present (`K10<ca-hash>::<user>:<password>`, or just a password).
     /// Generated and saved to DATA_DIR/server/token when not given.
     #[arg(long, env = "K1S_TOKEN", hide_env_values = true)]
@@ -214,6 +218,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
     let services = ServiceNetwork::parse(&args.service_cidr, &args.service_node_port_range)
         .map_err(|e| anyhow::anyhow!("--service-cidr/--service-node-port-range: {e}"))?;
+    let disabled_admission =
+        k1s_apiserver::admission::plugins::parse_disabled(&args.disable_admission_plugins)
+            .map_err(|e| anyhow::anyhow!("--{e}"))?;
     let encryption_config = crate::secrets_encrypt::server_config_path(
         &args.data_dir,
         args.encryption_provider_config.as_deref(),
@@ -272,9 +279,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             Some(path) => Some(Arc::new(TokenFile::load(path)?)),
             None => None,
         },
-        admission: match &args.admission_control_config_file {
-            Some(path) => k1s_apiserver::admission::config::AdmissionConfig::load(path)?,
-            None => Default::default(),
+        admission: k1s_apiserver::admission::config::AdmissionConfig {
+            disabled: disabled_admission,
+            ..match &args.admission_control_config_file {
+                Some(path) => k1s_apiserver::admission::config::AdmissionConfig::load(path)?,
+                None => Default::default(),
+            }
         },
         join_token: Some(JoinToken::load_or_create(
             &args.data_dir.join("server/token"),

@@ -121,4 +121,25 @@ fn plain_http_and_bad_flags_are_refused() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("octal file mode"));
+
+    // An admission plugin nobody has: refused before anything is written, naming it.
+    let data = dir.path().join("never");
+    let out = Command::new(k1s_bin())
+        .args([
+            "server",
+            "--disable-admission-plugins",
+            "Priority,ServiceAcount",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("disable-admission-plugins plugin \"ServiceAcount\" is unknown"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!data.exists());
 }

@@ -1189,3 +1189,44 @@ fn secrets_and_config_maps_are_decoded_and_validated_as_upstream() {
     ]);
     assert!(err.contains("field is immutable"), "{err}");
 }
+
+/// `--disable-admission-plugins`: the plugins named are skipped, the others still run. No
+/// controller manager runs, so no namespace has its default ServiceAccount: with
+/// ServiceAccount admission on, a pod would be refused for the missing account.
+#[test]
+fn disabled_admission_plugins_are_skipped() {
+    let Some(c) = Cluster::start(&[
+        "--disable-controller-manager",
+        "--disable-scheduler",
+        "--disable-admission-plugins",
+        "ServiceAccount,Priority,NamespaceLifecycle,TaintNodesByCondition",
+    ]) else {
+        return;
+    };
+    let pod = |ns: &str, name: &str| {
+        format!(
+            r#"{{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {{"name": "{name}", "namespace": "{ns}"}},
+                "spec": {{"priorityClassName": "no-such-class",
+                          "containers": [{{"name": "c", "image": "busybox"}}]}}}}"#
+        )
+    };
+    c.ok_stdin(&["create", "-f", "-"], &pod("default", "p"));
+    let p = json(&c.ok(&["get", "pod", "p", "-o", "json"]));
+    // ServiceAccount: no account, no API token volume. Priority: the unknown class is not
+    // resolved (upstream would refuse it), no priority set.
+    assert!(p["spec"]["serviceAccountName"].is_null(), "{p}");
+    assert!(p["spec"]["volumes"].is_null(), "{p}");
+    assert!(p["spec"]["containers"][0]["volumeMounts"].is_null(), "{p}");
+    assert!(p["spec"]["priority"].is_null(), "{p}");
+    assert_eq!(p["spec"]["priorityClassName"], "no-such-class");
+    // DefaultTolerationSeconds was not named: its two tolerations are there.
+    assert_eq!(
+        p["spec"]["tolerations"].as_array().map(Vec::len),
+        Some(2),
+        "{p}"
+    );
+    // NamespaceLifecycle: a pod in a namespace that does not exist is stored.
+    c.ok_stdin(&["create", "-f", "-"], &pod("nowhere", "q"));
+    c.ok(&["get", "pod", "q", "-n", "nowhere"]);
+}

@@ -31,6 +31,8 @@ pub enum ConfigError {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AdmissionConfig {
     pub pod_security: PodSecurityConfig,
+    /// Plugins turned off (`--disable-admission-plugins`).
+    pub disabled: std::collections::BTreeSet<super::plugins::Plugin>,
 }
 
 /// PodSecurity's defaults and exemptions (upstream's defaults: everything privileged, nothing

@@ -7,12 +7,14 @@
 //! PersistentVolumeClaimResize, StorageObjectInUseProtection, the RBAC escalation checks (upstream does them in the RBAC
 //! storage), PodSecurity (defaults and exemptions from [`config`]), ResourceQuota.
 //! Requests without a user (the server's own components) skip the user-based checks only.
+//! Each plugin but the RBAC checks can be turned off by name ([`plugins`]).
 
 pub mod config;
 pub mod default_storage_class;
 pub mod default_tolerations;
 pub mod limit_ranger;
 pub mod node_restriction;
+pub mod plugins;
 pub mod pod_security;
 pub mod priority;
 pub mod pvc_resize;
@@ -31,6 +33,7 @@ use crate::authz::Authorizer;
 use crate::registry::ResourceType;
 use crate::rest::Rest;
 use crate::status::ApiError;
+use plugins::Plugin;
 
 /// What is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +78,12 @@ pub trait Admission: Send + Sync {
         obj: &mut Value,
         old: Option<&Value>,
     ) -> Result<Vec<String>, ApiError>;
+
+    /// Whether `plugin` is on (all are, unless configured otherwise).
+    fn enabled(&self, plugin: Plugin) -> bool {
+        let _ = plugin;
+        true
+    }
 }
 
 /// Upstream's admission refusal: `pods "x" is forbidden: <why>`.
@@ -110,6 +119,10 @@ impl Chain {
 
 #[async_trait::async_trait]
 impl Admission for Chain {
+    fn enabled(&self, plugin: Plugin) -> bool {
+        !self.config.disabled.contains(&plugin)
+    }
+
     async fn admit(
         &self,
         rest: &Rest,
@@ -124,7 +137,7 @@ impl Admission for Chain {
             .to_owned();
         let pod_create = req.creating() && req.is("", "Pod");
         let pvc_write = req.is("", "PersistentVolumeClaim") && req.subresource.is_none();
-        if (pod_create || pvc_write) && !ns.is_empty() {
+        if (pod_create || pvc_write) && !ns.is_empty() && self.enabled(Plugin::LimitRanger) {
             let ranges = list_in(rest, "", "limitranges", Some(&ns)).await?;
             if !ranges.is_empty() {
                 limit_ranger::admit(&req.res.plural, obj, &ranges)
@@ -135,27 +148,37 @@ impl Admission for Chain {
                 }
             }
         }
-        if pod_create {
+        if pod_create && self.enabled(Plugin::ServiceAccount) {
             service_account::admit(rest, req, obj).await?;
         }
-        if let Some(user) = req.user {
+        if let Some(user) = req.user
+            && self.enabled(Plugin::NodeRestriction)
+        {
             node_restriction::admit(req, user, obj, old)?;
         }
-        if req.creating() && req.is("", "Pod") {
+        if pod_create && self.enabled(Plugin::Priority) {
             priority::admit(rest, req, obj).await?;
+        }
+        if pod_create && self.enabled(Plugin::DefaultTolerationSeconds) {
             default_tolerations::admit(obj);
         }
-        if req.creating() && req.is("", "PersistentVolumeClaim") {
+        if req.creating()
+            && req.is("", "PersistentVolumeClaim")
+            && self.enabled(Plugin::DefaultStorageClass)
+        {
             default_storage_class::admit(rest, obj).await?;
         }
         if req.operation == Operation::Update
+            && self.enabled(Plugin::PersistentVolumeClaimResize)
             && req.subresource.is_none()
             && req.is("", "PersistentVolumeClaim")
             && let Some(old) = old
         {
             pvc_resize::admit(rest, req, obj, old).await?;
         }
-        if req.creating() && (req.is("", "PersistentVolumeClaim") || req.is("", "PersistentVolume"))
+        if req.creating()
+            && (req.is("", "PersistentVolumeClaim") || req.is("", "PersistentVolume"))
+            && self.enabled(Plugin::StorageObjectInUseProtection)
         {
             storage_protection::admit(&req.res.kind, obj);
         }
@@ -168,9 +191,13 @@ impl Admission for Chain {
             crate::authz::escalation::check(&self.authz, user, &req.res.plural, ns, obj)?;
         }
         if !ns.is_empty() && req.subresource.is_none() {
-            let ps = &self.config.pod_security;
-            warnings.extend(pod_security_check(rest, req, ps, &ns, obj, old).await?);
-            quota_check(rest, req, &ns, obj, old).await?;
+            if self.enabled(Plugin::PodSecurity) {
+                let ps = &self.config.pod_security;
+                warnings.extend(pod_security_check(rest, req, ps, &ns, obj, old).await?);
+            }
+            if self.enabled(Plugin::ResourceQuota) {
+                quota_check(rest, req, &ns, obj, old).await?;
+            }
         }
         Ok(warnings)
     }

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use super::{Rest, meta, strategy};
+use crate::admission::plugins::Plugin;
 use crate::admission::{Operation, Request as AdmissionRequest};
 use crate::registry::{DecodeError, ResourceType};
 use crate::status::ApiError;
@@ -164,7 +165,11 @@ impl Rest {
         let mut warnings = Vec::new();
         let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
         self.prepare_create(res, ns, &mut obj)?;
-        let namespace = if res.namespaced {
+        let lifecycle = self
+            .admission
+            .get()
+            .is_none_or(|a| a.enabled(Plugin::NamespaceLifecycle));
+        let namespace = if res.namespaced && lifecycle {
             self.check_namespace_open(meta::namespace(&obj).unwrap_or_default())
                 .await?
         } else {

@@ -1,10 +1,12 @@
 //! The in-process cluster one benchmark shape runs against: a scratch embedded store in a
-//! temp directory, the API state as `k1s server` builds it (bootstrap, RBAC, admission), the
+//! temp directory, the API state as `k1s server` builds it (bootstrap, RBAC, admission less
+//! the plugins the caller turns off), the
 //! in-process client, the scheduler as the server wires it, and either the whole controller
 //! manager or only the ServiceAccount controller that admission needs. No HTTPS, no kubelet:
 //! nodes are hollow Node objects, and a hollow kubelet finishes the deletion of pods that
 //! wait for one (grace period), as a kubelet's final delete would.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::sync::Arc;
@@ -14,6 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use futures::StreamExt;
 use k1s_api::client::{Client, DeleteParams, ResourceRef, WriteParams};
+use k1s_apiserver::admission::config::AdmissionConfig;
+use k1s_apiserver::admission::plugins::Plugin;
 use k1s_apiserver::local_client::LocalClient;
 use k1s_apiserver::pki::{Pki, PkiConfig};
 use k1s_apiserver::server::{ApiConfig, ApiState};
@@ -61,11 +65,18 @@ pub struct Cluster {
     tasks: TaskTracker,
     /// Removed (also when dropped) after the tasks stopped.
     dir: tempfile::TempDir,
+    /// The admission plugins turned off.
+    disabled: BTreeSet<Plugin>,
 }
 
 impl Cluster {
-    /// Starts a fresh cluster in a new directory under `parent`.
-    pub async fn start(parent: &Path, controller_manager: bool) -> anyhow::Result<Self> {
+    /// Starts a fresh cluster in a new directory under `parent`, its API server without the
+    /// admission plugins `disabled`.
+    pub async fn start(
+        parent: &Path,
+        controller_manager: bool,
+        disabled: BTreeSet<Plugin>,
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
         let dir = tempfile::Builder::new()
@@ -82,7 +93,14 @@ impl Cluster {
             interval: Duration::from_secs(60),
         };
         tasks.spawn(compactor::run(store.clone(), policy, cancel.clone()));
-        let state = ApiState::new(store, &ApiConfig::default())?;
+        let config = ApiConfig {
+            admission: AdmissionConfig {
+                disabled: disabled.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let state = ApiState::new(store, &config)?;
         k1s_apiserver::bootstrap::run(&state.rest, IpAddr::V4(Ipv4Addr::LOCALHOST), 6443)
             .await
             .map_err(|e| anyhow::anyhow!("creating the system namespaces: {}", e.message))?;
@@ -134,7 +152,13 @@ impl Cluster {
             cancel,
             tasks,
             dir,
+            disabled,
         })
+    }
+
+    /// Whether the API server runs admission plugin `p`.
+    pub fn admits_with(&self, p: Plugin) -> bool {
+        !self.disabled.contains(&p)
     }
 
     /// Stops every task, then removes the scratch directory.
@@ -145,6 +169,7 @@ impl Cluster {
             _stop_on_drop,
             tasks,
             dir,
+            disabled: _,
         } = self;
         cancel.cancel();
         if tokio::time::timeout(Duration::from_secs(30), tasks.wait())

@@ -1,6 +1,7 @@
 //! `k1s bench scheduler`: scheduling throughput in process, after upstream's scheduler_perf.
 //! Each shape gets a fresh cluster ([`cluster`]: scratch store, the API semantics, the
-//! scheduler as `k1s server` wires it, hollow nodes, no HTTPS and no kubelet), creates its
+//! scheduler as `k1s server` wires it, hollow nodes, no HTTPS and no kubelet; by default
+//! without the admission plugins upstream's harness turns off), creates its
 //! initial pods and waits for them (untimed), then creates the measured pods with a few
 //! concurrent creators and times until all are bound ([`measure`]). The `deployment` shape
 //! (issue #6) instead times one Deployment's pods from the Deployment's create, with the
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use k1s_api::client::ResourceRef;
+use k1s_apiserver::admission::plugins::{Plugin, parse_disabled};
 use serde_json::{Value, json};
 
 use cluster::Cluster;
@@ -56,6 +58,15 @@ pub struct SchedulerBenchArgs {
     /// Directory for the scratch stores (one per shape, removed after).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     pub dir: PathBuf,
+    /// Admission plugins the API server runs without, as upstream's scheduler_perf starts
+    /// its kube-apiserver (no ServiceAccount controller there; priorities are set in the pod
+    /// specs). `--disable-admission-plugins ''` runs `k1s server`'s whole chain.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ServiceAccount,TaintNodesByCondition,Priority"
+    )]
+    pub disable_admission_plugins: Vec<String>,
 }
 
 pub async fn run(args: SchedulerBenchArgs) -> anyhow::Result<()> {
@@ -68,7 +79,10 @@ pub async fn run(args: SchedulerBenchArgs) -> anyhow::Result<()> {
     } else {
         "release"
     };
-    let mut report = json!({"bench": "scheduler", "build": build, "shapes": {}});
+    let disabled =
+        parse_disabled(&args.disable_admission_plugins).map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let mut report = json!({"bench": "scheduler", "build": build, "shapes": {},
+        "disabled_admission_plugins": disabled.iter().map(|p| p.name()).collect::<Vec<_>>()});
     let mut failed = Vec::new();
     for plan in &plans {
         for note in &plan.notes {
@@ -78,7 +92,8 @@ pub async fn run(args: SchedulerBenchArgs) -> anyhow::Result<()> {
             "{}: {} nodes, {} initial pods, {} measured pods ...",
             plan.shape, plan.nodes, plan.initial_pods, plan.measured_pods
         );
-        let cluster = Cluster::start(&args.dir, plan.shape == Shape::Deployment).await?;
+        let cluster =
+            Cluster::start(&args.dir, plan.shape == Shape::Deployment, disabled.clone()).await?;
         let result = run_shape(&cluster, plan, &args).await;
         cluster.stop().await;
         let mut entry = serde_json::to_value(plan)?;
@@ -131,11 +146,21 @@ async fn run_shape(
     args: &SchedulerBenchArgs,
 ) -> anyhow::Result<(Timing, Value)> {
     let timeout = Duration::from_secs(args.timeout_seconds);
+    // Without Priority admission, pods carry their priority themselves (as upstream's
+    // scheduler_perf templates do).
+    let by_value = !cluster.admits_with(Plugin::Priority);
+    let pod = |measured: bool, i: usize| {
+        let mut pod = shapes::pod(plan.shape, measured, i);
+        if by_value {
+            shapes::priority_by_value(&mut pod);
+        }
+        pod
+    };
     let t = Instant::now();
     cluster.create_nodes(plan.nodes, args.creators).await?;
     cluster.create_namespace(INIT_NS).await?;
     cluster.create_namespace(MEASURED_NS).await?;
-    if plan.shape == Shape::Preemption {
+    if plan.shape == Shape::Preemption && !by_value {
         let pcs = ResourceRef::new("scheduling.k8s.io", "v1", "priorityclasses", None);
         for pc in shapes::priority_classes() {
             cluster.create(&pcs, pc).await?;
@@ -153,7 +178,7 @@ async fn run_shape(
         if plan.initial_pods > 0 {
             let pods = (0..plan.initial_pods)
                 .map(|i| {
-                    let mut pod = shapes::pod(plan.shape, false, i);
+                    let mut pod = pod(false, i);
                     if plan.shape == Shape::Preemption {
                         pod["spec"]["terminationGracePeriodSeconds"] =
                             json!(args.victim_grace_seconds);
@@ -169,9 +194,7 @@ async fn run_shape(
                 plan.shape, init.pods, init.seconds
             );
         }
-        let pods = (0..plan.measured_pods)
-            .map(|i| shapes::pod(plan.shape, true, i))
-            .collect();
+        let pods = (0..plan.measured_pods).map(|i| pod(true, i)).collect();
         let timing =
             measure::run_batch(&cluster.client, MEASURED_NS, pods, args.creators, timeout).await;
         match timing {
@@ -287,6 +310,11 @@ async fn check_placement(cluster: &Cluster, plan: &Plan) -> anyhow::Result<Value
 mod tests {
     use super::*;
 
+    /// The plugins the bench turns off by default (upstream's scheduler_perf harness).
+    fn harness() -> BTreeSet<Plugin> {
+        parse_disabled(&["ServiceAccount", "TaintNodesByCondition", "Priority"]).unwrap()
+    }
+
     fn args(dir: &std::path::Path) -> SchedulerBenchArgs {
         SchedulerBenchArgs {
             shapes: vec![],
@@ -297,6 +325,7 @@ mod tests {
             timeout_seconds: 120,
             victim_grace_seconds: 30,
             dir: dir.to_path_buf(),
+            disable_admission_plugins: vec![],
         }
     }
 
@@ -315,7 +344,7 @@ mod tests {
                 _ => (6, Some(3)),
             };
             let plan = Plan::new(shape, Some(nodes), initial, Some(6)).unwrap();
-            let cluster = Cluster::start(dir.path(), shape == Shape::Deployment)
+            let cluster = Cluster::start(dir.path(), shape == Shape::Deployment, harness())
                 .await
                 .unwrap();
             let result = run_shape(&cluster, &plan, &args).await;
@@ -340,14 +369,17 @@ mod tests {
     }
 
     /// Two preemptors on two full nodes: each preempts its own node (the scheduler counts
-    /// the pods nominated to a node in its preemption dry run).
+    /// the pods nominated to a node in its preemption dry run). With the server's whole
+    /// admission chain: priorities come from PriorityClasses here.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn preemptors_do_not_share_one_cleared_node() {
         let dir = tempfile::tempdir().unwrap();
         let mut args = args(dir.path());
         args.timeout_seconds = 20;
         let plan = Plan::new(Shape::Preemption, Some(2), None, None).unwrap();
-        let cluster = Cluster::start(dir.path(), false).await.unwrap();
+        let cluster = Cluster::start(dir.path(), false, BTreeSet::new())
+            .await
+            .unwrap();
         let result = run_shape(&cluster, &plan, &args).await;
         cluster.stop().await;
         let (_, placement) = result.unwrap_or_else(|e| panic!("{e:#}"));

@@ -276,13 +276,29 @@ pub fn pod(shape: Shape, measured: bool, i: usize) -> Value {
     pod
 }
 
-/// The PriorityClasses of the preemption shape (upstream's pods carry priority 0 and 10).
+/// The preemption shape's priorities (upstream's pods carry priority 0 and 10).
+const PRIORITIES: [(&str, i32); 2] = [("bench-low", 0), ("bench-high", 10)];
+
+/// The PriorityClasses of the preemption shape.
 pub fn priority_classes() -> [Value; 2] {
-    [("bench-low", 0), ("bench-high", 10)].map(|(name, value)| {
+    PRIORITIES.map(|(name, value)| {
         json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                "metadata": {"name": name}, "value": value,
                "description": "k1s bench scheduler"})
     })
+}
+
+/// Gives `pod` the priority of its PriorityClass in `spec.priority` instead of the class's
+/// name, for an API server without Priority admission (which would resolve the name).
+pub fn priority_by_value(pod: &mut Value) {
+    let Some(spec) = pod["spec"].as_object_mut() else {
+        return;
+    };
+    if let Some(Value::String(class)) = spec.remove("priorityClassName")
+        && let Some((_, value)) = PRIORITIES.iter().find(|(name, _)| *name == class)
+    {
+        spec.insert("priority".into(), json!(value));
+    }
 }
 
 /// The Deployment of the deployment shape: `replicas` default pods.
@@ -372,6 +388,15 @@ mod tests {
         );
         let high = pod(Shape::Preemption, true, 0);
         assert_eq!(high["spec"]["priorityClassName"], "bench-high");
+        // Without Priority admission: the class's value in the spec, no class name.
+        for (mut p, want) in [(high, 10), (low, 0)] {
+            priority_by_value(&mut p);
+            assert_eq!(p["spec"]["priority"], want);
+            assert!(p["spec"]["priorityClassName"].is_null());
+        }
+        let mut basic = pod(Shape::Basic, true, 0);
+        priority_by_value(&mut basic);
+        assert!(basic["spec"]["priority"].is_null());
         assert_eq!(deployment(5)["spec"]["replicas"], 5);
     }
 }
