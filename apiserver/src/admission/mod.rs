@@ -80,8 +80,7 @@ pub trait Admission: Send + Sync {
     ) -> Result<Vec<String>, ApiError>;
 
     /// Whether `plugin` is on (all are, unless configured otherwise).
-    fn enabled(&self, plugin: Plugin) -> bool {
-        let _ = plugin;
+    fn enabled(&self, _plugin: Plugin) -> bool {
         true
     }
 }

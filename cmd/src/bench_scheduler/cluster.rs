@@ -1,10 +1,10 @@
 //! The in-process cluster one benchmark shape runs against: a scratch embedded store in a
 //! temp directory, the API state as `k1s server` builds it (bootstrap, RBAC, admission less
-//! the plugins the caller turns off), the
-//! in-process client, the scheduler as the server wires it, and either the whole controller
-//! manager or only the ServiceAccount controller that admission needs. No HTTPS, no kubelet:
-//! nodes are hollow Node objects, and a hollow kubelet finishes the deletion of pods that
-//! wait for one (grace period), as a kubelet's final delete would.
+//! the plugins the caller turns off), the in-process client, the scheduler as the server
+//! wires it, and either the whole controller manager or only the ServiceAccount controller
+//! (each namespace's `default` account, which ServiceAccount admission needs when it runs).
+//! No HTTPS, no kubelet: nodes are hollow Node objects, and a hollow kubelet finishes the
+//! deletion of pods that wait for one (grace period), as a kubelet's final delete would.
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
