@@ -2,11 +2,13 @@
 //! random moments, many times over; after each kill the store is reopened and checked:
 //! - every acknowledged write is there (creates, updates and deletes);
 //! - revisions never go backwards;
-//! - a watch resumed from any acknowledged revision sees every later event exactly once.
+//! - a watch resumed from any acknowledged revision sees every later event exactly once, with
+//!   the value each acknowledged write wrote, and with previous values that are the values of
+//!   the revisions they name (what compaction and recovery must keep).
 //!
 //! The child is this same test binary, re-run with `--ignored --exact crash_child`. It prints
-//! `I <op> <key>` before each write (intent) and `A <op> <key> <rev>` once the write returned,
-//! so the parent knows exactly what was acknowledged before the kill.
+//! `I <op> <key>` before each write (intent) and `A <op> <key> <rev> [<value>]` once the write
+//! returned, so the parent knows exactly what was acknowledged before the kill.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
@@ -84,16 +86,17 @@ async fn writer(store: Arc<dyn Store>, run: u32, w: usize) {
             let key = format!("/crash/{run}/{w}/{seq}");
             say(format!("I C {key}"));
             let rev = store.create(&key, Bytes::from(key.clone())).await.unwrap();
-            say(format!("A C {key} {rev}"));
+            say(format!("A C {key} {rev} {key}"));
             mine.push(key);
         } else if pick < 8 {
-            let value = Bytes::from(format!("{run}-{seq}"));
+            let text = format!("{run}-{seq}");
+            let value = Bytes::from(text.clone());
             say(format!("I U {hot}"));
             let rev = match hot_rev {
                 None => store.create(&hot, value).await.unwrap(),
                 Some(r) => store.update(&hot, value, r).await.unwrap(),
             };
-            say(format!("A U {hot} {rev}"));
+            say(format!("A U {hot} {rev} {text}"));
             hot_rev = Some(rev);
         } else if let Some(key) = mine.pop() {
             say(format!("I D {key}"));
@@ -131,6 +134,8 @@ fn crash_storm() {
     let mut acked: HashMap<String, Acked> = HashMap::new();
     let mut in_flight: HashMap<String, bool> = HashMap::new();
     let mut all_acks: BTreeMap<Revision, (char, String)> = BTreeMap::new();
+    // The value each acknowledged put wrote, by revision.
+    let mut values: HashMap<Revision, String> = HashMap::new();
     let mut floor: Revision = 0;
     let iterations = std::env::var("K1S_CRASH_ITERATIONS")
         .ok()
@@ -184,8 +189,11 @@ fn crash_storm() {
                 ["I", _, key] => {
                     in_flight.insert((*key).to_owned(), true);
                 }
-                ["A", op, key, rev] => {
+                ["A", op, key, rev, rest @ ..] => {
                     let rev: Revision = rev.parse().unwrap();
+                    if let [value] = rest {
+                        values.insert(rev, (*value).to_owned());
+                    }
                     let state = match *op {
                         "C" => Acked::Created(rev),
                         "U" => Acked::Updated(rev),
@@ -208,6 +216,7 @@ fn crash_storm() {
             &acked,
             &in_flight,
             &all_acks,
+            &values,
             floor,
             &mut rng,
         ));
@@ -228,6 +237,7 @@ async fn verify(
     acked: &HashMap<String, Acked>,
     in_flight: &HashMap<String, bool>,
     all_acks: &BTreeMap<Revision, (char, String)>,
+    values: &HashMap<Revision, String>,
     floor: Revision,
     rng: &mut impl Rng,
 ) -> Revision {
@@ -278,6 +288,11 @@ async fn verify(
             },
         );
         let mut expect = from + 1;
+        // What this watch saw each key hold, by revision: a previous value the watch names
+        // must be the value it saw at that revision.
+        let mut seen: HashMap<Revision, (String, Bytes)> = HashMap::new();
+        // The keys this watch saw live, at their last revision: their next event must name it.
+        let mut live: HashMap<String, Revision> = HashMap::new();
         while expect <= head {
             let item = tokio::time::timeout(Duration::from_secs(30), w.next())
                 .await
@@ -286,10 +301,44 @@ async fn verify(
                 panic!("watch from {from} failed at {expect}: {item:?}");
             };
             assert_eq!(e.revision(), expect, "watch from {from}: gap or repeat");
+            let is_delete = e.kind == k1s_store::EventKind::Delete;
             if let Some((kind, key)) = all_acks.get(&expect) {
                 assert_eq!(&e.kv.key, key);
-                let is_delete = e.kind == k1s_store::EventKind::Delete;
                 assert_eq!(is_delete, *kind == 'D', "wrong event kind at {expect}");
+                if let Some(v) = values.get(&expect) {
+                    assert_eq!(e.kv.value, v.as_bytes(), "value written at {expect}");
+                }
+            }
+            match &e.prev {
+                Some(p) => {
+                    assert_eq!(p.key, e.kv.key, "previous of another key at {expect}");
+                    assert!(
+                        p.mod_revision < expect,
+                        "previous from the future at {expect}"
+                    );
+                    if let Some(v) = values.get(&p.mod_revision) {
+                        assert_eq!(p.value, v.as_bytes(), "previous value at {expect}");
+                    }
+                    if let Some((key, value)) = seen.get(&p.mod_revision) {
+                        assert_eq!((key, value), (&p.key, &p.value), "previous at {expect}");
+                    }
+                }
+                // A delete always names what it deleted.
+                None => assert!(!is_delete, "delete at {expect} without its previous value"),
+            }
+            if let Some(before) = live.get(&e.kv.key) {
+                assert_eq!(
+                    e.prev.as_ref().map(|p| p.mod_revision),
+                    Some(*before),
+                    "{} at {expect}: not the previous revision the watch saw",
+                    e.kv.key
+                );
+            }
+            if is_delete {
+                live.remove(&e.kv.key);
+            } else {
+                seen.insert(expect, (e.kv.key.clone(), e.kv.value.clone()));
+                live.insert(e.kv.key.clone(), expect);
             }
             expect += 1;
         }
