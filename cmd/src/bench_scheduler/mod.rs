@@ -61,13 +61,13 @@ pub struct SchedulerBenchArgs {
     /// Admission plugins the API server runs without, as upstream's scheduler_perf starts
     /// its kube-apiserver (no ServiceAccount controller there; priorities are set in the pod
     /// specs). `--disable-admission-plugins ''` runs `k1s server`'s whole chain.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "ServiceAccount,TaintNodesByCondition,Priority"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = HARNESS_DISABLED)]
     pub disable_admission_plugins: Vec<String>,
 }
+
+/// The admission plugins upstream's scheduler_perf starts kube-apiserver without
+/// (`mustSetupCluster`): the bench's default.
+const HARNESS_DISABLED: &str = "ServiceAccount,TaintNodesByCondition,Priority";
 
 pub async fn run(args: SchedulerBenchArgs) -> anyhow::Result<()> {
     let plans = Shape::selected(&args.shapes)
@@ -312,7 +312,7 @@ mod tests {
 
     /// The plugins the bench turns off by default (upstream's scheduler_perf harness).
     fn harness() -> BTreeSet<Plugin> {
-        parse_disabled(&["ServiceAccount", "TaintNodesByCondition", "Priority"]).unwrap()
+        parse_disabled(&HARNESS_DISABLED.split(',').collect::<Vec<_>>()).unwrap()
     }
 
     fn args(dir: &std::path::Path) -> SchedulerBenchArgs {
