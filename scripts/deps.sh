@@ -6,6 +6,8 @@
 #   kubernetes-client  kubectl, where none is installed, for the end-to-end tests
 #   curl               raw HTTPS requests in the end-to-end tests (bad input, headers)
 #   python3-venv       a venv with the official Python client (PyPI `kubernetes`)
+#   nftables           nft, which the service proxy programs its table with
+#   conntrack          the tool the service proxy deletes stale UDP flows with
 # and, under $K1S_TEST_TOOLS (default /var/cache/k1s-test), the test clients the machine's
 # package manager does not put on PATH: Debian's kubectl 1.20 (unpacked, not installed) and
 # the Python venv.
@@ -27,6 +29,10 @@ command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v umoci >/dev/null 2>&1 || need+=(umoci)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+# The service proxy programs nftables with Debian's nft, and deletes stale UDP flows with
+# conntrack; the service tests read answers with curl and probe DNS-free (nc in the pods).
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 # k1s csi-hostpath (and its tests): ext4 images on loop devices.

@@ -1,13 +1,16 @@
-//! Shared types for k1s components: selectors, the in-process client trait, watch events and
-//! the watch → cache → reconcile runtime used by the scheduler, controllers and kubelet.
+//! Shared types for k1s components: selectors, the client trait, watch events, quantities.
+//! The watch → cache → reconcile runtime built on them is the `k1s-runtime` crate.
 //!
 //! This crate stays dependency-light (no hyper, no redb) so every component can depend on it;
 //! the HTTP client is behind the `http` feature, off by default.
 //!
 //! - [`client`]: the [`client::Client`] trait (in-process and HTTP), typed [`client::Api`].
+//! - [`events`]: Events recorded by components (with upstream's spam filter).
 //! - [`join`]: the CA pin of join tokens.
 //! - [`quantity`]: exact `resource.Quantity` values and resource lists.
+//! - [`quota`]: ResourceQuota usage of objects, shared by admission and the quota controller.
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
+//! - [`streams`]: the node streams (exec, attach, logs, port-forward) the API server proxies.
 //! - [`trimmed`]: typed decoding without `metadata.managedFields` (for informers that never
 //!   read them).
 //! - [`volume`]: PV ↔ PVC matching shared by the scheduler and the PV controller.

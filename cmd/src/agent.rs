@@ -91,6 +91,20 @@ pub struct KubeletArgs {
     /// First container restart back-off, in seconds (upstream: 10).
     #[arg(long, default_value_t = 10, hide = true)]
     pub restart_backoff_seconds: u64,
+    /// The cluster's pod network (every node's pod CIDR is inside it): traffic from outside
+    /// it to a ClusterIP is masqueraded, pod traffic keeps its source address.
+    #[arg(long, default_value = "10.42.0.0/16")]
+    pub cluster_cidr: String,
+    /// Do not run the service proxy on this node (another proxy programs Services); its
+    /// nftables table is removed if an earlier start left one.
+    #[arg(long)]
+    pub disable_kube_proxy: bool,
+    /// Do not answer NodePorts on 127.0.0.1 (kube-proxy's --iptables-localhost-nodeports=false).
+    #[arg(long)]
+    pub disable_localhost_nodeports: bool,
+    /// The service proxy's nftables table (ip family).
+    #[arg(long, default_value = k1s_proxy::TABLE, hide = true)]
+    pub proxy_table: String,
 }
 
 fn parse_reserved(flag: &str, s: Option<&str>) -> anyhow::Result<ResourceList> {
@@ -131,6 +145,7 @@ pub fn start(
     data_dir: &Path,
     hostname: &str,
     node_ip: IpAddr,
+    service_cidr: &str,
     client: Arc<dyn Client>,
     server: Option<ServerSide>,
     port_tls: KubeletTls,
@@ -287,6 +302,14 @@ pub fn start(
         },
         start_slots: k1s_kubelet::start_slots(),
     });
+    start_proxy(
+        args,
+        &node_name,
+        service_cidr,
+        deps.client.clone(),
+        tasks,
+        cancel,
+    );
     tracing::info!(node = %node_name, root = %root.display(), "starting the kubelet");
     let airgap = root.join("images");
     let cancel = cancel.clone();
@@ -299,6 +322,48 @@ pub fn start(
         k1s_kubelet::run(deps, cancel).await
     });
     Ok(streams)
+}
+
+/// Starts this node's service proxy, or with `--disable-kube-proxy` removes the table an
+/// earlier start left.
+fn start_proxy(
+    args: &KubeletArgs,
+    node_name: &str,
+    service_cidr: &str,
+    client: Arc<dyn Client>,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) {
+    let nft = Arc::new(k1s_proxy::nft::NftCommand::default());
+    if args.disable_kube_proxy {
+        let table = args.proxy_table.clone();
+        tasks.spawn(async move {
+            if let Err(e) = k1s_proxy::remove_table(&*nft, &table).await {
+                tracing::debug!(error = %e, "no service proxy table to remove");
+            }
+        });
+        return;
+    }
+    let localhost = !args.disable_localhost_nodeports;
+    for e in k1s_proxy::host::prepare(Path::new("/proc/sys"), localhost) {
+        tracing::warn!(error = %e, "service proxy: a kernel setting it needs is missing");
+    }
+    let mut config = k1s_proxy::ProxyConfig::new(
+        node_name,
+        k1s_proxy::RulesConfig {
+            service_cidr: service_cidr.to_string(),
+            cluster_cidr: args.cluster_cidr.clone(),
+            localhost_nodeports: localhost,
+        },
+    );
+    config.table = args.proxy_table.clone();
+    tracing::info!(table = %config.table, %service_cidr, cluster_cidr = %args.cluster_cidr, localhost_nodeports = localhost, "starting the service proxy");
+    let proxier = k1s_proxy::Proxier::new(
+        config,
+        nft,
+        Arc::new(k1s_proxy::conntrack::ConntrackCommand::default()),
+    );
+    tasks.spawn(proxier.run(client, cancel.clone()));
 }
 
 /// Keeps `set` in step with the CSI plugins registered on this node: a plugin with a

@@ -34,6 +34,9 @@ pub struct AgentArgs {
     /// server from.
     #[arg(long)]
     pub node_ip: Vec<IpAddr>,
+    /// The cluster's Service IP range (the server's --service-cidr), for the service proxy.
+    #[arg(long, default_value = "10.43.0.0/16")]
+    pub service_cidr: String,
     #[command(flatten)]
     pub kubelet: crate::agent::KubeletArgs,
 }
@@ -65,14 +68,14 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
              server's DATA_DIR/server/token"
         ),
     };
-    let hostname = crate::server::hostname();
+    let hostname = crate::host::hostname();
     let node_name = crate::agent::node_name(&args.kubelet, &hostname);
     let mut node_ips = args.node_ip.clone();
     if node_ips.is_empty() {
         node_ips = route_source(&args.server).into_iter().collect();
     }
     if node_ips.is_empty() {
-        node_ips = crate::server::node_ips(&[], &hostname);
+        node_ips = crate::host::node_ips(&[], &hostname);
     }
     let node_ip = *node_ips
         .first()
@@ -111,6 +114,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         &args.data_dir,
         &hostname,
         node_ip,
+        &args.service_cidr,
         client,
         None,
         tls,

@@ -10,6 +10,7 @@ mod bench_scheduler;
 mod components;
 mod csi_hostpath;
 mod datastore;
+mod host;
 mod local_storage;
 mod secrets_encrypt;
 mod server;

@@ -2,7 +2,7 @@
 //! the HTTPS API (certificates, kubeconfig, authentication, authorization, admission, the REST
 //! API); the scheduler, controllers and kubelet join it as their issues land.
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -180,34 +180,6 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if s.is_empty() { Err(bad()) } else { Ok(total) }
 }
 
-/// This machine's host name.
-pub(crate) fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
-
-/// The node IPs: the flags, or the non-loopback addresses the host name resolves to.
-pub(crate) fn node_ips(flags: &[IpAddr], hostname: &str) -> Vec<IpAddr> {
-    if !flags.is_empty() {
-        return flags.to_vec();
-    }
-    let mut ips: Vec<IpAddr> = (hostname, 0)
-        .to_socket_addrs()
-        .map(|addrs| {
-            addrs
-                .map(|a| a.ip())
-                .filter(|ip| !ip.is_loopback())
-                .collect()
-        })
-        .unwrap_or_default();
-    ips.sort();
-    ips.dedup();
-    ips
-}
-
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     // Take over SIGTERM/SIGINT before anything else, so a stop during start-up is clean too.
     let stop = shutdown_signal()?;
@@ -247,8 +219,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
     tasks.spawn(compactor::run(store.clone(), policy, cancel.clone()));
 
-    let hostname = hostname();
-    let node_ips = node_ips(&args.node_ip, &hostname);
+    let hostname = crate::host::hostname();
+    let node_ips = crate::host::node_ips(&args.node_ip, &hostname);
     let pki_config = PkiConfig {
         dir: args.data_dir.join("tls"),
         hostname: hostname.clone(),
@@ -356,7 +328,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         };
         let (client, cancel) = (client.clone(), cancel.clone());
         tasks.spawn(async move {
-            if let Err(e) = components::scheduler(client, config, cancel).await {
+            if let Err(e) = k1s_scheduler::informers::run(client, config, cancel).await {
                 tracing::error!(error = %e, "the scheduler stopped");
             }
         });
@@ -385,6 +357,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             &args.data_dir,
             &hostname,
             node_ip,
+            &args.service_cidr,
             client.clone(),
             Some(crate::agent::ServerSide {
                 metrics: state.metrics.clone(),

@@ -63,7 +63,7 @@ pub trait ResourceCatalog: Send + Sync {
 
     /// The entry of an owner reference's `apiVersion` and `kind` (any version of its group).
     fn find_kind(&self, api_version: &str, kind: &str) -> Option<CatalogEntry> {
-        let group = crate::runtime::key::group_of(api_version);
+        let group = k1s_runtime::key::group_of(api_version);
         let all = self.resources();
         let exact = all
             .iter()

@@ -25,10 +25,10 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{self, Clock};
-use crate::runtime::controller::all_in_namespace;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::clock::{self, Clock};
+use k1s_runtime::controller::all_in_namespace;
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// How long an eviction's entry in `disruptedPods` counts without the pod being deleted.
 const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
@@ -354,8 +354,7 @@ impl Reconcile for Disruption {
         if status != pdb["status"] {
             let mut next = (*pdb).clone();
             next["status"] = status;
-            match crate::runtime::write::update_status(&*self.client, &pdbs(Some(&ns)), next).await
-            {
+            match k1s_runtime::write::update_status(&*self.client, &pdbs(Some(&ns)), next).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(Action::await_change()),
                 Err(e) => {

@@ -23,8 +23,8 @@ use k1s_api::selector::LabelSelector;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 
 pub const LABEL_HEADLESS: &str = "service.kubernetes.io/headless";
 

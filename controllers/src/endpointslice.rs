@@ -30,9 +30,9 @@ use crate::endpoints::{
     endpoint_labels, endpoint_ports, hostname_for, is_managed, is_pod_ready, pod_ip_for,
     pod_to_services, selected_pods, service_family, services, should_be_in_endpoints, target_ref,
 };
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::store::IndexFn;
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::store::IndexFn;
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub const LABEL_SERVICE_NAME: &str = "kubernetes.io/service-name";
 pub const LABEL_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";

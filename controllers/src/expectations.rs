@@ -12,8 +12,8 @@ use tokio::time::Instant;
 
 use serde_json::Value;
 
-use crate::runtime::key;
-use crate::runtime::{ObjectKey, Seen};
+use k1s_runtime::key;
+use k1s_runtime::{ObjectKey, Seen};
 
 /// Upstream's `ExpectationsTimeout`.
 pub const TIMEOUT: Duration = Duration::from_secs(300);

@@ -11,8 +11,8 @@
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use serde_json::{Value, json};
 
-use crate::runtime::Store;
-use crate::runtime::key;
+use k1s_runtime::Store;
+use k1s_runtime::key;
 
 /// The label StatefulSet revisions carry their hash in.
 pub const STATEFULSET_HASH_LABEL: &str = "controller.kubernetes.io/hash";

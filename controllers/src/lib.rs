@@ -1,7 +1,6 @@
-//! The controller manager: the shared watch → cache → reconcile runtime ([`runtime`]) and the
-//! controllers on it (issue #6).
+//! The controller manager: the controllers of kube-controller-manager, each on the shared
+//! watch → cache → reconcile runtime of the `k1s-runtime` crate (issue #6).
 //!
-//! - [`runtime`]: watcher, cache, work queue, controller builder, leader election.
 //! - [`catalog`]: the caller-supplied list of served resources (the client has no discovery).
 //! - [`namespace`]: empties deleted namespaces, then finalizes them.
 //! - [`gc`]: the garbage collector (ownerReferences; Background, Foreground, Orphan).
@@ -28,14 +27,12 @@
 //! - [`resizer`], [`snapshot`], [`attach`]: expansion, snapshots and attaching through the
 //!   same registered drivers; [`csi_driver`] is such a driver over a CSI plugin's socket.
 //! - [`ephemeral`]: the claims of generic ephemeral volumes.
-//! - [`clock`]: the injectable clock of the time-driven controllers.
 //!
 //! [`run_all`] runs them all; [`run_elected`] runs them while holding the
 //! `kube-system/kube-controller-manager` Lease.
 
 pub mod attach;
 pub mod catalog;
-pub mod clock;
 pub mod cronjob;
 pub mod csi_driver;
 pub mod daemonset;
@@ -58,7 +55,6 @@ pub mod replicaset;
 pub mod resizer;
 pub mod resourcequota;
 pub mod root_ca;
-pub mod runtime;
 pub mod serviceaccount;
 pub mod snapshot;
 pub mod statefulset;
@@ -73,7 +69,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use catalog::{CatalogEntry, ResourceCatalog, StaticCatalog};
-pub use runtime::leader::LeaderError;
+pub use k1s_runtime::leader::LeaderError;
 
 /// Settings of the controllers, as `kube-controller-manager`'s flags.
 #[derive(Debug, Clone)]
@@ -181,7 +177,7 @@ pub async fn run_all_with(
     tracker.spawn(endpointslice::run(client.clone(), cancel.clone()));
     tracker.spawn(disruption::run(
         client.clone(),
-        Arc::new(clock::SystemClock),
+        Arc::new(k1s_runtime::clock::SystemClock),
         cancel.clone(),
     ));
     tracker.spawn(root_ca::run(client, ca_pem, cancel.clone()));
@@ -220,8 +216,9 @@ pub async fn run_elected_with(
     options: Options,
     cancel: CancellationToken,
 ) -> Result<(), LeaderError> {
-    let config = runtime::leader::Config::new("kube-system", "kube-controller-manager", identity);
-    let elector = runtime::leader::Elector::new(client.clone(), config);
+    let config =
+        k1s_runtime::leader::Config::new("kube-system", "kube-controller-manager", identity);
+    let elector = k1s_runtime::leader::Elector::new(client.clone(), config);
     elector
         .run(cancel, move |term| {
             run_all_with(client, catalog, ca_pem, options, term)

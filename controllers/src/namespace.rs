@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::ResourceCatalog;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// The finalizer this controller owns.
 pub const FINALIZER: &str = "kubernetes";
@@ -318,7 +318,7 @@ impl NamespaceReconciler {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        let now = crate::clock::now();
+        let now = k1s_runtime::clock::now();
         let mut conditions: Vec<Value> = old
             .iter()
             .filter(|c| !ok.iter().any(|(t, _, _)| c["type"].as_str() == Some(t)))

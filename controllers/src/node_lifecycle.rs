@@ -31,10 +31,10 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{self, Clock, SystemClock};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::store::node_name_index;
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::clock::{self, Clock, SystemClock};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::store::node_name_index;
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 pub const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";

@@ -9,8 +9,8 @@ use k1s_api::selector::{LabelSelector, label_selector_text};
 use serde_json::{Value, json};
 
 use crate::expectations::Expectations;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Seen, Store};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Seen, Store};
 
 /// The object's `spec.selector`; `None` for an empty one (which selects nothing).
 pub fn spec_selector(obj: &Value) -> Result<Option<LabelSelector>, String> {

@@ -23,9 +23,9 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{self, Clock, SystemClock};
 use crate::node_lifecycle::set_disruption_target;
-use crate::runtime::key;
+use k1s_runtime::clock::{self, Clock, SystemClock};
+use k1s_runtime::key;
 
 const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
 

@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
 use crate::owned_pods::{self, spec_selector};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// Upstream's `BurstReplicas`: the most pods created or deleted in one pass.
 const BURST: usize = 500;
@@ -374,7 +374,7 @@ impl ReplicaSets {
                 .and_then(|cs| cs.iter().find(|c| c["type"] == "ReplicaFailure").cloned());
             conditions.push(old.unwrap_or_else(|| {
                 json!({"type": "ReplicaFailure", "status": "True", "reason": reason,
-                       "message": e.message, "lastTransitionTime": crate::clock::now()})
+                       "message": e.message, "lastTransitionTime": k1s_runtime::clock::now()})
             }));
         }
         if !conditions.is_empty() {

@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::provisioner::{ProvisionerSet, VolumeCapability};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::queue::RateLimit;
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::queue::RateLimit;
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// A `ControllerExpandVolume` request.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -28,9 +28,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::ResourceCatalog;
-use crate::runtime::controller::all_in_namespace;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::controller::all_in_namespace;
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// How often every quota is recomputed without a triggering change.
 pub const RESYNC: Duration = Duration::from_secs(60);
@@ -182,9 +182,7 @@ impl Reconcile for Quotas {
         if !same_status(&quota["status"], &status) {
             let mut next = (*quota).clone();
             next["status"] = status;
-            match crate::runtime::write::update_status(&*self.client, &quotas(Some(&ns)), next)
-                .await
-            {
+            match k1s_runtime::write::update_status(&*self.client, &quotas(Some(&ns)), next).await {
                 Ok(true) => {}
                 Ok(false) => return Ok(Action::await_change()),
                 // Admission charged the quota meanwhile: recompute from the newer object.

@@ -8,8 +8,8 @@ use k1s_api::client::{Client, ClientError, ResourceRef, WriteParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub const CONFIGMAP_NAME: &str = "kube-root-ca.crt";
 pub const KEY: &str = "ca.crt";

@@ -8,8 +8,8 @@ use k1s_api::client::{Client, ClientError, ResourceRef, WriteParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// The ServiceAccount every namespace gets.
 pub const DEFAULT_NAME: &str = "default";

@@ -14,10 +14,10 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{self, Clock, SystemClock};
 use crate::job::{jobs, true_condition};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::clock::{self, Clock, SystemClock};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TtlError {

@@ -19,9 +19,9 @@ use k1s_api::client::{Client, ClientError, ListParams, ResourceRef};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::controller::Mapper;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::controller::Mapper;
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub const PVC_FINALIZER: &str = "kubernetes.io/pvc-protection";
 pub const PV_FINALIZER: &str = "kubernetes.io/pv-protection";
@@ -249,7 +249,7 @@ async fn patch(
     obj: &Value,
     patch: k1s_api::client::Patch,
 ) -> Result<(), ClientError> {
-    crate::runtime::write::patch_existing(client, r, obj, &patch, None)
+    k1s_runtime::write::patch_existing(client, r, obj, &patch, None)
         .await
         .map(drop)
 }

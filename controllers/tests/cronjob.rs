@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::{create, env, eventually};
 
 use k1s_api::client::{Client, ListParams, ResourceRef, WriteParams};
-use k1s_controllers::clock::{Clock, FakeClock};
 use k1s_controllers::cronjob::{self, SCHEDULED_TIMESTAMP};
+use k1s_runtime::clock::{Clock, FakeClock};
 use serde_json::{Value, json};
 
 fn cronjobs() -> ResourceRef {
@@ -87,7 +87,7 @@ async fn schedules_forbids_counts_and_trims_history() {
     assert!(owned_jobs(&c, &uid).await.is_empty());
 
     // One minute on: the job of that minute.
-    let created = k1s_controllers::clock::parse(&cj["metadata"]["creationTimestamp"]).unwrap();
+    let created = k1s_runtime::clock::parse(&cj["metadata"]["creationTimestamp"]).unwrap();
     let first_minute = created.unix_timestamp() / 60 * 60 + 60;
     clock.set(time::OffsetDateTime::from_unix_timestamp(first_minute + 5).unwrap());
     let js = eventually("the first job", || {
@@ -106,7 +106,7 @@ async fn schedules_forbids_counts_and_trims_history() {
     assert_eq!(first["metadata"]["labels"]["team"], "a");
     assert_eq!(
         first["metadata"]["annotations"][SCHEDULED_TIMESTAMP],
-        k1s_controllers::clock::format(
+        k1s_runtime::clock::format(
             time::OffsetDateTime::from_unix_timestamp(first_minute).unwrap()
         )
     );
@@ -124,7 +124,7 @@ async fn schedules_forbids_counts_and_trims_history() {
     assert_eq!(status["active"][0]["name"], first["metadata"]["name"]);
     assert_eq!(
         status["lastScheduleTime"],
-        k1s_controllers::clock::format(
+        k1s_runtime::clock::format(
             time::OffsetDateTime::from_unix_timestamp(first_minute).unwrap()
         )
     );

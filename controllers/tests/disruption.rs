@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::{create, env, eventually};
 use k1s_api::client::{Client, ResourceRef, WriteParams};
-use k1s_controllers::clock::SystemClock;
+use k1s_runtime::clock::SystemClock;
 use serde_json::{Value, json};
 
 fn pods() -> ResourceRef {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{create, env, eventually};
 use k1s_api::client::{Client, ResourceRef, WriteParams};
-use k1s_controllers::clock::{Clock, FakeClock};
 use k1s_controllers::node_lifecycle::{self, TAINT_UNREACHABLE};
+use k1s_runtime::clock::{Clock, FakeClock};
 use serde_json::{Value, json};
 
 fn nodes() -> ResourceRef {

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{configmaps, create, env, eventually};
 use k1s_api::client::{Patch, ResourceRef, WriteParams};
-use k1s_controllers::runtime::leader::{Config, Elector, LeaderError};
-use k1s_controllers::runtime::{Action, Controller, ObjectKey, Reconcile, watcher};
+use k1s_runtime::leader::{Config, Elector, LeaderError};
+use k1s_runtime::{Action, Controller, ObjectKey, Reconcile, watcher};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

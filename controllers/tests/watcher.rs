@@ -12,7 +12,7 @@ use k1s_api::client::{
     Client, DeleteParams, ListParams, ObjectList, Patch, ResourceRef, Result, WatchParams,
     WatchStream, WriteParams,
 };
-use k1s_controllers::runtime::watcher::{self, Event};
+use k1s_runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

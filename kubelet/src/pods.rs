@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k1s_api::client::ResourceRef;
-use k1s_controllers::runtime::watcher::{self, Event};
+use k1s_runtime::watcher::{self, Event};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};

@@ -7,11 +7,13 @@
 //! - [`queue`]: active, backoff and unschedulable pods, moved on cluster events.
 //! - [`config`]: `KubeSchedulerConfiguration` profiles.
 //! - [`scheduler`]: the scheduling and binding cycles, fed by informer events through
-//!   [`scheduler::Scheduler`]'s `on_*` methods. It runs no list/watch of its own.
+//!   [`scheduler::Scheduler`]'s `on_*` methods.
+//! - [`informers`]: the watches that feed it (on the shared `k1s-runtime`), and [`informers::run`].
 
 pub mod cache;
 pub mod config;
 pub mod framework;
+pub mod informers;
 pub mod plugins;
 pub mod queue;
 pub mod scheduler;

@@ -50,13 +50,8 @@ pub enum SchedulerError {
     },
 }
 
-/// An informer event, as the caller's watch → cache runtime delivers it.
-#[derive(Debug, Clone)]
-pub enum Change<T> {
-    Added(T),
-    Modified(T),
-    Deleted(T),
-}
+/// An informer event, as the shared runtime's typed informers deliver it.
+pub use k1s_runtime::reflector::Change;
 
 /// Why no node fit: per-node statuses and the messages of PreFilter and PostFilter.
 #[derive(Debug, Clone, Default)]

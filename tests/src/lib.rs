@@ -48,12 +48,13 @@ impl Server {
         cmd.arg("server")
             .arg("--data-dir")
             .arg(data_dir)
-            .args([
-                "--bind-address",
-                "127.0.0.1",
-                "--https-port",
-                &port.to_string(),
-            ])
+            .args(
+                (!extra.contains(&"--bind-address"))
+                    .then_some(["--bind-address", "127.0.0.1"])
+                    .into_iter()
+                    .flatten(),
+            )
+            .args(["--https-port", &port.to_string()])
             .arg("--write-kubeconfig")
             .arg(kubeconfig)
             .args(extra)
@@ -275,6 +276,9 @@ pub const TEST_EVICTION_HARD: &str = "memory.available<1Mi,nodefs.available<1%,n
 
 /// Flags that give a test server a kubelet of its own: a bridge, a cgroup tree, a pod CIDR
 /// and a kubelet port no other test uses, a 1 s restart back-off, and [`TEST_EVICTION_HARD`].
+/// The service proxy is off: every test server allocates the same ClusterIPs, so proxies
+/// of parallel tests would program the same addresses; tests of the proxy turn it on with
+/// a service CIDR and a table of their own ([`proxy_flags`]).
 pub fn kubelet_flags(tag: &str) -> Vec<String> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n =
@@ -294,7 +298,32 @@ pub fn kubelet_flags(tag: &str) -> Vec<String> {
         TEST_EVICTION_HARD.into(),
         "--kubelet-port".into(),
         free_port().to_string(),
+        "--disable-kube-proxy".into(),
     ]
+}
+
+/// `flags` (from [`kubelet_flags`]) with the service proxy on: its own nftables table, the
+/// service CIDR `service_cidr` (no other test may use it) and the node's pod CIDR as the
+/// cluster CIDR. Pass the same `--service-cidr` to the server.
+pub fn proxy_flags(flags: &[String], table: &str) -> Vec<String> {
+    let pod_cidr = flags
+        .iter()
+        .position(|f| f == "--pod-cidr")
+        .and_then(|i| flags.get(i + 1))
+        .cloned()
+        .unwrap_or_default();
+    let mut out: Vec<String> = flags
+        .iter()
+        .filter(|f| *f != "--disable-kube-proxy")
+        .cloned()
+        .collect();
+    out.extend([
+        "--proxy-table".into(),
+        table.into(),
+        "--cluster-cidr".into(),
+        pod_cidr,
+    ]);
+    out
 }
 
 /// A server on a temp dir with everything a test needs to talk to it.

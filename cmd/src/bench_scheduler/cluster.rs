@@ -21,7 +21,7 @@ use k1s_apiserver::admission::plugins::Plugin;
 use k1s_apiserver::local_client::LocalClient;
 use k1s_apiserver::pki::{Pki, PkiConfig};
 use k1s_apiserver::server::{ApiConfig, ApiState};
-use k1s_controllers::runtime::watcher::{self, Event};
+use k1s_runtime::watcher::{self, Event};
 use k1s_store::compactor::{self, CompactionPolicy};
 use k1s_store::etcd::EtcdTls;
 use serde_json::{Value, json};
@@ -140,7 +140,9 @@ impl Cluster {
         }
         let (c, k) = (client.clone(), cancel.clone());
         tasks.spawn(async move {
-            if let Err(e) = components::scheduler(c, k1s_scheduler::Config::default(), k).await {
+            if let Err(e) =
+                k1s_scheduler::informers::run(c, k1s_scheduler::Config::default(), k).await
+            {
                 tracing::error!(error = %e, "the scheduler stopped");
             }
         });

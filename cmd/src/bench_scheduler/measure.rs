@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use futures::StreamExt;
 use k1s_api::client::{Client, ResourceRef, WriteParams};
-use k1s_controllers::runtime::watcher::{self, Event};
+use k1s_runtime::watcher::{self, Event};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};

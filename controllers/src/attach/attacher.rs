@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{PublishRequest, attachments, finalizer};
 use crate::provisioner::ProvisionerSet;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub use crate::provisioner::DriverError as AttacherError;
 
@@ -85,7 +85,7 @@ impl Attacher {
         sub: Option<&str>,
         k: &ObjectKey,
     ) -> Result<(), AttacherError> {
-        crate::runtime::write::patch_existing(&*self.client, res, obj, &patch, sub)
+        k1s_runtime::write::patch_existing(&*self.client, res, obj, &patch, sub)
             .await
             .map(drop)
             .map_err(Self::api(k))

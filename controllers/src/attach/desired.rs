@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::attachments;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// The single key the controller reconciles: the whole cluster.
 const ALL: &str = "all";
@@ -28,7 +28,7 @@ pub struct AttachError(#[from] ClientError);
 
 /// Runs the controller until `cancel`.
 pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
-    let all: crate::runtime::controller::Mapper =
+    let all: k1s_runtime::controller::Mapper =
         Arc::new(|_: &Value, _| vec![ObjectKey::cluster(ALL)]);
     let mut ctrl = Controller::new(
         "attachdetach",

@@ -26,10 +26,10 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{self, Clock, SystemClock};
 use crate::job::{self, jobs, record_event, true_condition};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::clock::{self, Clock, SystemClock};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 use schedule::{Schedule, load_zone};
 
 /// The annotation with a Job's scheduled time (RFC 3339 in the CronJob's zone).

@@ -334,7 +334,7 @@ mod tests {
     fn next(spec: &str, after: &str, zone: &str) -> String {
         let s = Schedule::parse(spec).unwrap();
         let tz = load_zone(zone).unwrap();
-        crate::clock::format(s.next(at(after), &tz).unwrap())
+        k1s_runtime::clock::format(s.next(at(after), &tz).unwrap())
     }
 
     #[test]
@@ -455,7 +455,7 @@ mod tests {
         assert_eq!(s.zone(), Some("Asia/Tokyo"));
         let tokyo = load_zone("Asia/Tokyo").unwrap();
         let t = s.next(at("2024-01-01T01:00:00Z"), &tokyo).unwrap();
-        assert_eq!(crate::clock::format(t), "2024-01-02T00:00:00Z");
+        assert_eq!(k1s_runtime::clock::format(t), "2024-01-02T00:00:00Z");
         assert!(matches!(
             load_zone("Mars/Olympus"),
             Err(ScheduleError::TimeZone(_))

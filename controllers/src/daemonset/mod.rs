@@ -26,10 +26,10 @@ use tokio_util::sync::CancellationToken;
 use crate::expectations::Expectations;
 use crate::history::{self, HistoryError, REVISION_LABEL};
 use crate::owned_pods::{self, spec_selector};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::store::owner_uid_index;
-use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 use eligibility::{Eligibility, add_daemon_tolerations, node_should_run, pin_to_node, target_node};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::store::owner_uid_index;
+use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonSetError {
@@ -511,7 +511,7 @@ impl Reconcile for DaemonSets {
 
 impl DaemonSets {
     async fn write_status(&self, ns: &str, ds: Value) -> Result<(), ClientError> {
-        crate::runtime::write::update_status(&*self.client, &daemonsets(Some(ns)), ds)
+        k1s_runtime::write::update_status(&*self.client, &daemonsets(Some(ns)), ds)
             .await
             .map(drop)
     }

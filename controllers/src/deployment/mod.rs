@@ -22,9 +22,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::owned_pods::{self, spec_selector};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::store::owner_uid_index;
-use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::store::owner_uid_index;
+use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeploymentError {

@@ -13,8 +13,8 @@ use super::rollout::{
     spec_replicas, status_i64, status_sum,
 };
 use super::{DeploymentError, Deployments, controller_ref_to, deployments, replicasets};
-use crate::runtime::Action;
-use crate::runtime::key::{self, ObjectKey};
+use k1s_runtime::Action;
+use k1s_runtime::key::{self, ObjectKey};
 
 pub(crate) struct Pass<'a> {
     pub(crate) ctl: &'a Deployments,
@@ -773,7 +773,7 @@ fn condition(
     message: &str,
     touch: bool,
 ) -> Value {
-    let now = crate::clock::now();
+    let now = k1s_runtime::clock::now();
     let prev = old.iter().find(|c| c["type"] == kind);
     let same_status = prev.is_some_and(|c| c["status"] == status);
     let same =

@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 use serde_json::Value;
 
 use crate::catalog::CatalogEntry;
-use crate::runtime::key;
-use crate::runtime::watcher::Event;
+use k1s_runtime::key;
+use k1s_runtime::watcher::Event;
 
 pub const FOREGROUND: &str = "foregroundDeletion";
 pub const ORPHAN: &str = "orphan";

@@ -26,9 +26,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::catalog::{CatalogEntry, ResourceCatalog};
-use crate::runtime::queue::WorkQueue;
-use crate::runtime::watcher::{self, Event};
 use graph::{Change, Graph, Work};
+use k1s_runtime::queue::WorkQueue;
+use k1s_runtime::watcher::{self, Event};
 use worker::Workers;
 
 #[derive(Debug, thiserror::Error)]

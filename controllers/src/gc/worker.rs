@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use super::GcError;
 use super::graph::{Change, FOREGROUND, Graph, Identity, Node, ORPHAN, OwnerRef};
 use crate::catalog::ResourceCatalog;
-use crate::runtime::key;
-use crate::runtime::queue::WorkQueue;
+use k1s_runtime::key;
+use k1s_runtime::queue::WorkQueue;
 
 /// How often a read-modify-write retries after a conflict.
 const RETRIES: usize = 8;

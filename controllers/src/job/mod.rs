@@ -35,10 +35,10 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock;
 use crate::expectations::Expectations;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
+use k1s_runtime::clock;
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 use policy::Verdict;
 
 /// The finalizer that keeps a pod until the controller has counted it.

@@ -25,9 +25,9 @@ use super::request::{self, FSTYPE, PROVISIONER_SECRET, PV_SECRETS};
 use super::volume::{self, Provisioned};
 use super::{ProvisionRequest, ProvisionerSet, VolumeProvisioner, topology};
 use crate::pv::{pvcs, pvs, record, storage_classes, typed_claim};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::queue::RateLimit;
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::queue::RateLimit;
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub use super::DriverError as ProvisioningError;
 

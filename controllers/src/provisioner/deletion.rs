@@ -20,8 +20,8 @@ use super::{
     VolumeProvisioner,
 };
 use crate::pv::{pvs, record};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub use super::DriverError as DeletionError;
 
@@ -161,7 +161,7 @@ impl Deletion {
         let Some(patch) = key::remove_finalizer_patch(pv, FINALIZER) else {
             return Ok(());
         };
-        crate::runtime::write::patch_existing(&*self.client, &pvs(), pv, &patch, None)
+        k1s_runtime::write::patch_existing(&*self.client, &pvs(), pv, &patch, None)
             .await
             .map(drop)
     }

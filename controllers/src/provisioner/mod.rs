@@ -48,11 +48,11 @@ pub enum DriverError {
 
 /// Runs `ctrl` with the reconciler `make` builds from its store, and re-queues every key
 /// whenever a driver of `set` comes or goes, until `cancel`.
-pub(crate) async fn run_with_set<R: crate::runtime::Reconcile>(
-    ctrl: crate::runtime::Controller,
+pub(crate) async fn run_with_set<R: k1s_runtime::Reconcile>(
+    ctrl: k1s_runtime::Controller,
     set: ProvisionerSet,
     cancel: CancellationToken,
-    make: impl FnOnce(crate::runtime::Store) -> R,
+    make: impl FnOnce(k1s_runtime::Store) -> R,
 ) {
     let store = ctrl.store();
     let requeue = requeue_on_change(set, store.clone(), ctrl.queue(), cancel.clone());
@@ -321,8 +321,8 @@ pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: Cancellat
 /// Re-queues every key of `store` into `queue` whenever `set` changes, until `cancel`.
 pub(crate) async fn requeue_on_change(
     set: ProvisionerSet,
-    store: crate::runtime::Store,
-    queue: crate::runtime::queue::WorkQueue<crate::runtime::ObjectKey>,
+    store: k1s_runtime::Store,
+    queue: k1s_runtime::queue::WorkQueue<k1s_runtime::ObjectKey>,
     cancel: CancellationToken,
 ) {
     let mut rx = set.subscribe();

@@ -12,7 +12,7 @@ use k1s_api::client::{Client, ResourceRef};
 use serde_json::Value;
 
 use super::{AccessMode, AccessType, ContentSource, VolumeCapability};
-use crate::runtime::key;
+use k1s_runtime::key;
 
 /// The reserved prefix of class parameters the provisioner consumes itself.
 pub const PREFIX: &str = "csi.storage.k8s.io/";

@@ -15,7 +15,7 @@ use crate::pv::bind::claim_ref;
 
 /// The name of the PV (and of the CSI volume) provisioned for a claim.
 pub fn pv_name(pvc: &Value) -> String {
-    format!("pvc-{}", crate::runtime::key::uid(pvc))
+    format!("pvc-{}", k1s_runtime::key::uid(pvc))
 }
 
 /// Everything the PV records besides the claim and the class.

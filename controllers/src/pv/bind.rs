@@ -11,7 +11,7 @@ use k1s_api::volume::{self, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER};
 use serde_json::{Value, json};
 
 use super::{has_annotation, pvcs, pvs, typed_claim, typed_volume};
-use crate::runtime::key;
+use k1s_runtime::key;
 
 fn set_annotation(obj: &mut Value, k: &str, v: &str) {
     let meta = &mut obj["metadata"];

@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 
 use super::bind::{self, is_bound_to};
 use super::{COMPONENT, Caches, PvError, has_annotation, pvcs, record, typed_claim, typed_volume};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Reconcile};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Reconcile};
 
 pub const MSG_WAIT_FIRST_CONSUMER: &str = "waiting for first consumer to be created before binding";
 pub const MSG_NO_CLASS: &str =

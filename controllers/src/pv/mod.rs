@@ -31,10 +31,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::queue::WorkQueue;
-use crate::runtime::store::IndexFn;
-use crate::runtime::{Controller, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::queue::WorkQueue;
+use k1s_runtime::store::IndexFn;
+use k1s_runtime::{Controller, Store, watcher};
 
 /// Upstream's `--pvclaimbinder-sync-period`.
 pub const RESYNC: Duration = Duration::from_secs(15);

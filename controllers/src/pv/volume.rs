@@ -24,8 +24,8 @@ use super::{
     COMPONENT, ClaimQueue, PvError, claim_ref_key, has_annotation, pvcs, record, typed_claim,
     typed_volume,
 };
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Reconcile, Store};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Reconcile, Store};
 
 pub const MSG_NO_RECYCLER: &str = "No recycler plugin found for the volume!";
 pub const MSG_NO_DELETER: &str = "no deletable volume plugin matched";

@@ -12,8 +12,8 @@ use super::{
     DEFAULT_CLASS_ANNOTATION, GROUP, SECRET_NAME_PARAM, SECRET_NAMESPACE_PARAM, SNAPSHOT_FINALIZER,
     SnapshotError, classes, contents, record, snapshots,
 };
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// Runs the controller until `cancel`.
 pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {

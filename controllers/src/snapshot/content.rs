@@ -16,8 +16,8 @@ use super::{
     record,
 };
 use crate::provisioner::ProvisionerSet;
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::{Action, Controller, Reconcile, Store, watcher};
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 /// How often a snapshot that is not ready yet is asked about again.
 const READY_POLL: Duration = Duration::from_secs(5);

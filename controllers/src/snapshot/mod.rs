@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::provisioner::ProvisionerSet;
-use crate::runtime::key;
+use k1s_runtime::key;
 
 pub const GROUP: &str = "snapshot.storage.k8s.io";
 /// On a snapshot while it is bound to a content.
@@ -118,7 +118,7 @@ async fn patch_status(
         return Ok(());
     }
     let patch = k1s_api::client::Patch::Merge(serde_json::json!({"status": status}));
-    match crate::runtime::write::patch_existing(client, r, obj, &patch, Some("status")).await {
+    match k1s_runtime::write::patch_existing(client, r, obj, &patch, Some("status")).await {
         Ok(_) => Ok(()),
         Err(source) => Err(SnapshotError::Api {
             key: format!("{} {}", r.resource, key::name(obj)),

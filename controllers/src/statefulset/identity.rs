@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::history::REVISION_LABEL;
-use crate::runtime::key;
+use k1s_runtime::key;
 
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";

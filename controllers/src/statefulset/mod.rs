@@ -24,13 +24,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::history::{self, HistoryError, STATEFULSET_HASH_LABEL};
 use crate::owned_pods::{self, spec_selector};
-use crate::runtime::key::{self, ObjectKey};
-use crate::runtime::store::owner_uid_index;
-use crate::runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 use identity::{
     in_range, is_available, is_finished, is_running_and_ready, is_terminating, ordinal_of,
     revision_of,
 };
+use k1s_runtime::key::{self, ObjectKey};
+use k1s_runtime::store::owner_uid_index;
+use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatefulSetError {
@@ -252,7 +252,7 @@ impl Reconcile for StatefulSets {
 
 impl StatefulSets {
     async fn write_status(&self, ns: &str, set: Value) -> Result<(), ClientError> {
-        crate::runtime::write::update_status(&*self.client, &statefulsets(Some(ns)), set)
+        k1s_runtime::write::update_status(&*self.client, &statefulsets(Some(ns)), set)
             .await
             .map(drop)
     }
@@ -643,7 +643,7 @@ mod tests {
 
     #[test]
     fn orphans_map_to_sets_whose_members_they_are() {
-        let w = crate::runtime::store::Writer::new(Vec::new());
+        let w = k1s_runtime::store::Writer::new(Vec::new());
         let s = w.store();
         let mut w = w;
         let set = json!({"metadata": {"name": "web", "namespace": "d", "uid": "u"},

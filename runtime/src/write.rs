@@ -5,7 +5,7 @@
 use k1s_api::client::{Client, ClientError, Patch, ResourceRef, WriteParams};
 use serde_json::Value;
 
-use super::key;
+use crate::key;
 
 /// Patches `obj` (or its subresource `sub`); `Ok(false)` when it is gone.
 pub async fn patch_existing(

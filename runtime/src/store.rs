@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::key::ObjectKey;
-use super::watcher::Event;
+use crate::key::ObjectKey;
+use crate::watcher::Event;
 
 /// Computes the index values of an object (none: not indexed).
 pub type IndexFn = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;

@@ -16,8 +16,8 @@ use futures::{Stream, StreamExt};
 use k1s_api::client::{Client, ListParams, ResourceRef, WatchEvent, WatchParams, WatchStream};
 use serde_json::Value;
 
-use super::backoff::Backoff;
-use super::key;
+use crate::backoff::Backoff;
+use crate::key;
 
 /// What a watcher reports.
 #[derive(Debug, Clone, PartialEq)]
@@ -257,7 +257,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::testing::{Scripted, ScriptedWatch, expired, unavailable};
+    use crate::testing::{Scripted, ScriptedWatch, expired, unavailable};
     use k1s_api::client::ObjectList;
     use serde_json::json;
     use std::time::Duration;

@@ -17,10 +17,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::key::{self, ObjectKey};
-use super::queue::{RateLimit, WorkQueue};
-use super::store::{IndexFn, Store, Writer};
-use super::watcher::{self, Event};
+use crate::key::{self, ObjectKey};
+use crate::queue::{RateLimit, WorkQueue};
+use crate::store::{IndexFn, Store, Writer};
+use crate::watcher::{self, Event};
 
 /// What to do with a key after a successful reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +75,7 @@ pub type Mapper = Arc<dyn Fn(&Value, Seen) -> Vec<ObjectKey> + Send + Sync>;
 
 /// A mapper to every object of `primary` (a controller's own cache) in the watched object's
 /// namespace: for controllers whose objects sum up a namespace (PDBs, quotas).
-pub fn all_in_namespace(primary: super::Store) -> Mapper {
+pub fn all_in_namespace(primary: crate::Store) -> Mapper {
     Arc::new(move |o: &Value, _| {
         key::namespace(o)
             .map(|ns| {

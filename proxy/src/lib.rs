@@ -1,0 +1,23 @@
+//! The service proxy of k1s: what kube-proxy's nftables mode does, in process, on every node
+//! (`k1s server` and `k1s agent`).
+//!
+//! It sees the cluster only through the `k1s-api` client and the shared runtime's typed
+//! informers (Services, EndpointSlices), and owns exactly one nftables table (`ip k1s-proxy`),
+//! never touching another.
+//!
+//! - [`model`]: Service ports and their endpoints, decided from the API objects.
+//! - [`rules`]: the table as a typed ruleset: the fixed part and one fragment per Service port.
+//! - [`nft`]: the typed ruleset, transactions (full and partial), and the `nft` edge.
+//! - [`proxier`]: informers → change tracker → coalesced syncs, one transaction each.
+//! - [`conntrack`]: stale UDP flows deleted when endpoints go.
+//! - [`host`]: the kernel settings the data path needs (checked and set at start).
+
+pub mod conntrack;
+pub mod host;
+pub mod model;
+pub mod nft;
+pub mod proxier;
+pub mod rules;
+
+pub use proxier::{Proxier, ProxyConfig, TABLE, remove_table};
+pub use rules::RulesConfig;

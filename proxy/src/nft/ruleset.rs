@@ -1,0 +1,390 @@
+//! A typed picture of the proxy's one nftables table, and the transaction text (`nft -f -`)
+//! that takes the kernel from one picture to the next.
+//!
+//! A [`Ruleset`] holds chains (base chains with their hook, regular chains with their rules),
+//! set and map declarations, and the elements of the sets and maps the proxy manages.
+//! [`Tx`] is one transaction: [`Tx::full`] replaces the whole table (at start and after an
+//! error), [`Tx::diff`] changes only what differs between two rulesets (a partial sync, which
+//! is what keeps the cost of a change independent of how many Services there are). Within a
+//! transaction the commands are ordered so that nothing is deleted while still referenced:
+//! new sets and chains first, then removed elements, then rewritten chains, then new
+//! elements, and stale chains and sets last.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The address family and name of the proxy's table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// `ip` (IPv4) for now.
+    pub family: &'static str,
+    pub name: String,
+}
+
+impl Table {
+    fn qualified(&self) -> String {
+        format!("{} {}", self.family, self.name)
+    }
+}
+
+/// One chain: a base chain has a hook (`type nat hook prerouting priority dstnat`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chain {
+    pub hook: Option<String>,
+    pub rules: Vec<String>,
+}
+
+/// A set or map declaration (`type ipv4_addr . inet_proto . inet_service : verdict`, flags,
+/// timeout), and whether the proxy manages its elements (a dynamic set's elements are the
+/// kernel's: session affinity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Set {
+    pub map: bool,
+    pub declaration: String,
+    pub managed: bool,
+}
+
+/// Everything in the table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ruleset {
+    pub chains: BTreeMap<String, Chain>,
+    pub sets: BTreeMap<String, Set>,
+    /// set or map name → element key → value (`""` for a set element).
+    pub elements: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Ruleset {
+    pub fn chain(&mut self, name: &str) -> &mut Chain {
+        self.chains.entry(name.to_string()).or_default()
+    }
+
+    pub fn rule(&mut self, chain: &str, rule: impl Into<String>) {
+        self.chain(chain).rules.push(rule.into());
+    }
+
+    pub fn base_chain(&mut self, name: &str, hook: &str) {
+        self.chain(name).hook = Some(hook.to_string());
+    }
+
+    pub fn declare(&mut self, name: &str, map: bool, declaration: &str, managed: bool) {
+        self.sets.insert(
+            name.to_string(),
+            Set {
+                map,
+                declaration: declaration.to_string(),
+                managed,
+            },
+        );
+    }
+
+    pub fn element(&mut self, set: &str, key: impl Into<String>, value: impl Into<String>) {
+        self.elements
+            .entry(set.to_string())
+            .or_default()
+            .insert(key.into(), value.into());
+    }
+
+    /// Adds everything of `other` (a fragment with names of its own) to this ruleset.
+    pub fn merge(&mut self, other: &Ruleset) {
+        for (name, c) in &other.chains {
+            let mine = self.chain(name);
+            if c.hook.is_some() {
+                mine.hook = c.hook.clone();
+            }
+            mine.rules.extend(c.rules.iter().cloned());
+        }
+        for (name, s) in &other.sets {
+            self.sets.insert(name.clone(), s.clone());
+        }
+        for (set, elems) in &other.elements {
+            let mine = self.elements.entry(set.clone()).or_default();
+            for (k, v) in elems {
+                mine.insert(k.clone(), v.clone());
+            }
+        }
+    }
+
+    /// How many rules and elements it holds (for logs and metrics).
+    pub fn size(&self) -> (usize, usize) {
+        (
+            self.chains.values().map(|c| c.rules.len()).sum(),
+            self.elements.values().map(BTreeMap::len).sum(),
+        )
+    }
+}
+
+/// One transaction, in phases (see the module doc for why this order).
+#[derive(Debug, Default)]
+pub struct Tx {
+    prelude: Vec<String>,
+    add_objects: Vec<String>,
+    delete_elements: Vec<String>,
+    rules: Vec<String>,
+    add_elements: Vec<String>,
+    flush_stale: Vec<String>,
+    delete_stale: Vec<String>,
+}
+
+fn add_chain(t: &str, name: &str, c: &Chain) -> String {
+    match &c.hook {
+        Some(h) => format!("add chain {t} {name} {{ {h} ; }}"),
+        None => format!("add chain {t} {name}"),
+    }
+}
+
+fn add_set(t: &str, name: &str, s: &Set) -> String {
+    let kind = if s.map { "map" } else { "set" };
+    format!("add {kind} {t} {name} {{ {} }}", s.declaration)
+}
+
+fn element(key: &str, value: &str) -> String {
+    if value.is_empty() {
+        key.to_string()
+    } else {
+        format!("{key} : {value}")
+    }
+}
+
+impl Tx {
+    /// Replaces the table with `new` at once: the old table (if any) is deleted and the new
+    /// one built in the same transaction, so traffic never sees a half-built table.
+    pub fn full(table: &Table, comment: &str, new: &Ruleset) -> Tx {
+        let t = table.qualified();
+        let mut tx = Tx::default();
+        // `add` first so that the `delete` cannot fail on a missing table.
+        tx.prelude.push(format!("add table {t}"));
+        tx.prelude.push(format!("delete table {t}"));
+        tx.prelude
+            .push(format!("add table {t} {{ comment \"{comment}\" ; }}"));
+        tx.add_into(&t, &Ruleset::default(), new);
+        tx
+    }
+
+    /// Takes the table from `old` (what was last applied) to `new`, touching only what
+    /// differs. `None` when a base chain's hook or a set's declaration differs (an affinity
+    /// timeout changed): then a [`Tx::full`] is needed, since a set in use cannot be
+    /// redeclared in place.
+    pub fn diff(table: &Table, old: &Ruleset, new: &Ruleset) -> Option<Tx> {
+        for (name, c) in &new.chains {
+            if let Some(o) = old.chains.get(name)
+                && o.hook != c.hook
+            {
+                return None;
+            }
+        }
+        for (name, s) in &new.sets {
+            if old.sets.get(name).is_some_and(|o| o != s) {
+                return None;
+            }
+        }
+        let mut tx = Tx::default();
+        tx.add_into(&table.qualified(), old, new);
+        Some(tx)
+    }
+
+    /// Appends another transaction's commands phase by phase.
+    pub fn extend(&mut self, other: Tx) {
+        self.prelude.extend(other.prelude);
+        self.add_objects.extend(other.add_objects);
+        self.delete_elements.extend(other.delete_elements);
+        self.rules.extend(other.rules);
+        self.add_elements.extend(other.add_elements);
+        self.flush_stale.extend(other.flush_stale);
+        self.delete_stale.extend(other.delete_stale);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prelude.is_empty()
+            && self.add_objects.is_empty()
+            && self.delete_elements.is_empty()
+            && self.rules.is_empty()
+            && self.add_elements.is_empty()
+            && self.flush_stale.is_empty()
+            && self.delete_stale.is_empty()
+    }
+
+    fn add_into(&mut self, t: &str, old: &Ruleset, new: &Ruleset) {
+        for (name, s) in &new.sets {
+            if !old.sets.contains_key(name) {
+                self.add_objects.push(add_set(t, name, s));
+            }
+        }
+        for (name, c) in &new.chains {
+            if !old.chains.contains_key(name) {
+                self.add_objects.push(add_chain(t, name, c));
+            }
+        }
+        let empty = BTreeMap::new();
+        for (set, old_elems) in &old.elements {
+            if old.sets.get(set).is_some_and(|s| !s.managed) {
+                continue;
+            }
+            // A set deleted whole takes its elements with it.
+            if old.sets.contains_key(set) && !new.sets.contains_key(set) {
+                continue;
+            }
+            let new_elems = new.elements.get(set).unwrap_or(&empty);
+            for (k, v) in old_elems {
+                if new_elems.get(k) != Some(v) {
+                    self.delete_elements
+                        .push(format!("delete element {t} {set} {{ {k} }}"));
+                }
+            }
+        }
+        for (name, c) in &new.chains {
+            match old.chains.get(name) {
+                Some(o) if o.rules == c.rules => continue,
+                Some(_) => self.rules.push(format!("flush chain {t} {name}")),
+                None => {}
+            }
+            for r in &c.rules {
+                self.rules.push(format!("add rule {t} {name} {r}"));
+            }
+        }
+        for (set, new_elems) in &new.elements {
+            let old_elems = old.elements.get(set).unwrap_or(&empty);
+            for (k, v) in new_elems {
+                if old_elems.get(k) != Some(v) {
+                    self.add_elements
+                        .push(format!("add element {t} {set} {{ {} }}", element(k, v)));
+                }
+            }
+        }
+        for name in old.chains.keys() {
+            if !new.chains.contains_key(name) {
+                self.flush_stale.push(format!("flush chain {t} {name}"));
+                self.delete_stale.push(format!("delete chain {t} {name}"));
+            }
+        }
+        for (name, s) in &old.sets {
+            if !new.sets.contains_key(name) {
+                let kind = if s.map { "map" } else { "set" };
+                self.delete_stale.push(format!("delete {kind} {t} {name}"));
+            }
+        }
+    }
+
+    /// The transaction as `nft -f` input.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for line in self
+            .prelude
+            .iter()
+            .chain(&self.add_objects)
+            .chain(&self.delete_elements)
+            .chain(&self.rules)
+            .chain(&self.add_elements)
+            .chain(&self.flush_stale)
+            .chain(&self.delete_stale)
+        {
+            let _ = writeln!(out, "{line}");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        Table {
+            family: "ip",
+            name: "t".into(),
+        }
+    }
+
+    fn base() -> Ruleset {
+        let mut r = Ruleset::default();
+        r.declare("m", true, "type inet_service : verdict ;", true);
+        r.base_chain("pre", "type nat hook prerouting priority dstnat");
+        r.rule("pre", "th dport vmap @m");
+        r
+    }
+
+    #[test]
+    fn full_replaces_the_table_in_one_transaction() {
+        let mut r = base();
+        r.rule("a", "counter");
+        r.element("m", "80", "goto a");
+        assert_eq!(
+            Tx::full(&table(), "c", &r).render(),
+            "add table ip t\n\
+             delete table ip t\n\
+             add table ip t { comment \"c\" ; }\n\
+             add map ip t m { type inet_service : verdict ; }\n\
+             add chain ip t a\n\
+             add chain ip t pre { type nat hook prerouting priority dstnat ; }\n\
+             add rule ip t a counter\n\
+             add rule ip t pre th dport vmap @m\n\
+             add element ip t m { 80 : goto a }\n"
+        );
+    }
+
+    #[test]
+    fn diff_touches_only_what_changed_in_a_safe_order() {
+        let mut old = base();
+        old.rule("a", "counter");
+        old.rule("b", "drop");
+        old.element("m", "80", "goto a");
+        old.element("m", "81", "goto b");
+        let mut new = base();
+        new.rule("a", "accept");
+        new.rule("c", "reject");
+        new.element("m", "80", "goto a");
+        new.element("m", "82", "goto c");
+        let tx = Tx::diff(&table(), &old, &new).unwrap();
+        assert_eq!(
+            tx.render(),
+            "add chain ip t c\n\
+             delete element ip t m { 81 }\n\
+             flush chain ip t a\n\
+             add rule ip t a accept\n\
+             add rule ip t c reject\n\
+             add element ip t m { 82 : goto c }\n\
+             flush chain ip t b\n\
+             delete chain ip t b\n"
+        );
+        assert!(Tx::diff(&table(), &new, &new).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_changed_hook_needs_a_full_sync() {
+        let old = base();
+        let mut new = base();
+        new.base_chain("pre", "type nat hook output priority -100");
+        assert!(Tx::diff(&table(), &old, &new).is_none());
+    }
+
+    #[test]
+    fn dynamic_sets_keep_their_elements_and_a_changed_declaration_needs_a_full_sync() {
+        let mut old = base();
+        old.declare(
+            "aff",
+            false,
+            "type ipv4_addr ; flags dynamic,timeout ; timeout 10s ;",
+            false,
+        );
+        old.rule("a", "update @aff { ip saddr }");
+        // Elements the kernel added to a dynamic set are never deleted by a diff.
+        old.element("aff", "10.0.0.1", "");
+        let mut same = old.clone();
+        same.elements.clear();
+        assert!(Tx::diff(&table(), &old, &same).unwrap().is_empty());
+        let mut new = old.clone();
+        new.declare(
+            "aff",
+            false,
+            "type ipv4_addr ; flags dynamic,timeout ; timeout 20s ;",
+            false,
+        );
+        assert!(Tx::diff(&table(), &old, &new).is_none());
+        // A set no longer used goes after the chains that used it.
+        let mut gone = base();
+        gone.declare("m", true, "type inet_service : verdict ;", true);
+        let text = Tx::diff(&table(), &old, &gone).unwrap().render();
+        let flush = text.find("flush chain ip t a").unwrap();
+        let delete = text.find("delete set ip t aff").unwrap();
+        assert!(flush < delete, "{text}");
+    }
+}

@@ -1,0 +1,546 @@
+//! The rules: the proxy's table as a [`Ruleset`], built from the model. [`base`] is the part
+//! that does not depend on Services (hooks, dispatch through verdict maps, masquerade, the
+//! checks that reject or drop); [`service_port`] is one Service port's fragment (its chains
+//! and map elements), so a change to one Service rebuilds only that fragment.
+//!
+//! The shape is kube-proxy's nftables mode (KEP-3866), in a table of k1s's own:
+//! - `nat-prerouting`/`nat-output` jump to `services`, which looks up
+//!   `daddr . l4proto . dport` in the `service-ips` map (ClusterIPs, externalIPs, load-balancer
+//!   addresses) and `l4proto . dport` in `service-nodeports` for local destinations.
+//! - A ClusterIP leads to `svc-…`: traffic not from the cluster CIDR is marked for masquerade,
+//!   then a dispatch chain picks an endpoint at random (`numgen random mod N`), or the one a
+//!   client is stuck to (`sessionAffinity: ClientIP`, a dynamic set per endpoint with the
+//!   affinity timeout). An endpoint chain `ep-…` DNATs, and marks for masquerade the traffic
+//!   a pod sends to itself (hairpin).
+//! - External traffic (NodePort, externalIPs, load balancer) leads to `ext-…`: with
+//!   `externalTrafficPolicy: Cluster` it is masqueraded and dispatched to every endpoint; with
+//!   `Local` the client's address is kept and only this node's endpoints serve it (traffic from
+//!   the node itself still reaches any endpoint, masqueraded).
+//! - Ports without usable endpoints are not in the dispatch maps but in `no-endpoint-…` maps,
+//!   which filter chains consult before DNAT to reject new connections at once (ICMP).
+//!   Traffic to a ClusterIP's unserved port is rejected, to an unallocated address of the
+//!   service CIDR dropped (`cluster-ips-check`, after DNAT).
+//! - NodePorts answer on every local address, 127.0.0.1 included (as kube-proxy's iptables
+//!   mode with `--iptables-localhost-nodeports`); packets for 127.0.0.0/8 that arrive from
+//!   other hosts are dropped (the CVE-2020-8558 mitigation).
+
+use sha2::{Digest, Sha256};
+
+use crate::model::{Endpoint, ServicePort, usable};
+use crate::nft::ruleset::Ruleset;
+
+/// The fwmark bit that asks `masquerading` to masquerade a packet (kube-proxy's too).
+pub const MASQUERADE_MARK: &str = "0x4000";
+
+/// What the rules depend on besides the Services.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulesConfig {
+    /// The service CIDR (`10.43.0.0/16`): unallocated addresses in it are dropped.
+    pub service_cidr: String,
+    /// The cluster (pod) CIDR: traffic from outside it to a ClusterIP is masqueraded.
+    pub cluster_cidr: String,
+    /// NodePorts on 127.0.0.1 too.
+    pub localhost_nodeports: bool,
+}
+
+// Names of the fixed sets, maps and chains.
+const CLUSTER_IPS: &str = "cluster-ips";
+const SERVICE_IPS: &str = "service-ips";
+const SERVICE_NODEPORTS: &str = "service-nodeports";
+const NO_ENDPOINT_SERVICES: &str = "no-endpoint-services";
+const NO_ENDPOINT_NODEPORTS: &str = "no-endpoint-nodeports";
+const MARK_FOR_MASQUERADE: &str = "mark-for-masquerade";
+const REJECT_CHAIN: &str = "reject-chain";
+
+/// The Service-independent part of the table.
+pub fn base(cfg: &RulesConfig) -> Ruleset {
+    let mut r = Ruleset::default();
+    r.declare(
+        CLUSTER_IPS,
+        false,
+        "type ipv4_addr ; comment \"Active ClusterIPs\" ;",
+        true,
+    );
+    let by_address = "type ipv4_addr . inet_proto . inet_service : verdict ;";
+    let by_port = "type inet_proto . inet_service : verdict ;";
+    r.declare(SERVICE_IPS, true, by_address, true);
+    r.declare(SERVICE_NODEPORTS, true, by_port, true);
+    r.declare(NO_ENDPOINT_SERVICES, true, by_address, true);
+    r.declare(NO_ENDPOINT_NODEPORTS, true, by_port, true);
+
+    r.base_chain(
+        "filter-prerouting",
+        "type filter hook prerouting priority -110",
+    );
+    if cfg.localhost_nodeports {
+        r.rule(
+            "filter-prerouting",
+            "iifname != \"lo\" ip daddr 127.0.0.0/8 drop comment \"localhost NodePorts only from this host (CVE-2020-8558)\"",
+        );
+    }
+    r.base_chain("filter-input", "type filter hook input priority -110");
+    r.rule("filter-input", "ct state new jump nodeport-endpoints-check");
+    r.rule("filter-input", "ct state new jump service-endpoints-check");
+    r.base_chain("filter-forward", "type filter hook forward priority -110");
+    r.rule(
+        "filter-forward",
+        "ct state new jump service-endpoints-check",
+    );
+    r.rule("filter-forward", "ct state new jump cluster-ips-check");
+    r.base_chain("filter-output", "type filter hook output priority -110");
+    r.rule("filter-output", "ct state new jump service-endpoints-check");
+    r.base_chain(
+        "filter-output-post-dnat",
+        "type filter hook output priority -90",
+    );
+    r.rule(
+        "filter-output-post-dnat",
+        "ct state new jump cluster-ips-check",
+    );
+    r.base_chain("nat-prerouting", "type nat hook prerouting priority dstnat");
+    r.rule("nat-prerouting", "jump services");
+    r.base_chain("nat-output", "type nat hook output priority -100");
+    r.rule("nat-output", "jump services");
+    r.base_chain(
+        "nat-postrouting",
+        "type nat hook postrouting priority srcnat",
+    );
+    r.rule("nat-postrouting", "jump masquerading");
+
+    r.rule(
+        "services",
+        format!("ip daddr . meta l4proto . th dport vmap @{SERVICE_IPS}"),
+    );
+    let loopback = if cfg.localhost_nodeports {
+        ""
+    } else {
+        "ip daddr != 127.0.0.0/8 "
+    };
+    r.rule(
+        "services",
+        format!("fib daddr type local {loopback}meta l4proto . th dport vmap @{SERVICE_NODEPORTS}"),
+    );
+    r.rule(
+        "service-endpoints-check",
+        format!("ip daddr . meta l4proto . th dport vmap @{NO_ENDPOINT_SERVICES}"),
+    );
+    r.rule(
+        "nodeport-endpoints-check",
+        format!(
+            "fib daddr type local {loopback}meta l4proto . th dport vmap @{NO_ENDPOINT_NODEPORTS}"
+        ),
+    );
+    r.rule(
+        "cluster-ips-check",
+        format!("ip daddr @{CLUSTER_IPS} reject comment \"ClusterIP port not served\""),
+    );
+    r.rule(
+        "cluster-ips-check",
+        format!(
+            "ip daddr {} drop comment \"unallocated ClusterIP\"",
+            cfg.service_cidr
+        ),
+    );
+    r.rule(
+        MARK_FOR_MASQUERADE,
+        format!("meta mark set meta mark or {MASQUERADE_MARK}"),
+    );
+    r.rule(
+        "masquerading",
+        format!("meta mark & {MASQUERADE_MARK} == 0 return"),
+    );
+    r.rule(
+        "masquerading",
+        format!("meta mark set meta mark xor {MASQUERADE_MARK}"),
+    );
+    r.rule("masquerading", "masquerade fully-random");
+    r.rule(REJECT_CHAIN, "reject");
+    r
+}
+
+/// A short stable hash that keeps generated names unique whatever the text after it.
+fn hash(text: &str) -> String {
+    let d = Sha256::digest(text.as_bytes());
+    d.iter().take(4).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The names of one Service port's chains and sets.
+struct Names {
+    id: String,
+    h: String,
+}
+
+impl Names {
+    fn new(port: &ServicePort) -> Self {
+        let id = port.id.to_string();
+        Self { h: hash(&id), id }
+    }
+    fn service(&self) -> String {
+        format!("svc-{}-{}", self.h, self.id)
+    }
+    fn external(&self) -> String {
+        format!("ext-{}-{}", self.h, self.id)
+    }
+    fn cluster(&self) -> String {
+        format!("cluster-{}-{}", self.h, self.id)
+    }
+    fn local(&self) -> String {
+        format!("local-{}-{}", self.h, self.id)
+    }
+    fn endpoint_suffix(&self, e: &Endpoint) -> String {
+        let full = format!("{}__{}/{}", self.id, e.ip, e.port);
+        format!("{}-{full}", hash(&full))
+    }
+    fn endpoint(&self, e: &Endpoint) -> String {
+        format!("ep-{}", self.endpoint_suffix(e))
+    }
+    fn affinity(&self, e: &Endpoint) -> String {
+        format!("aff-{}", self.endpoint_suffix(e))
+    }
+}
+
+/// One Service port's chains and map elements, `endpoints` being all of its endpoints (ready
+/// or not, here or elsewhere).
+pub fn service_port(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfig) -> Ruleset {
+    let mut r = Ruleset::default();
+    let n = Names::new(port);
+    let proto = port.id.protocol.nft();
+    let cluster = usable(endpoints);
+    let local_all: Vec<Endpoint> = endpoints.iter().filter(|e| e.local).cloned().collect();
+    let local = usable(&local_all);
+    let internal = if port.internal_local {
+        &local
+    } else {
+        &cluster
+    };
+
+    // Endpoint chains for every endpoint some dispatch chain uses.
+    let mut used: Vec<&Endpoint> = cluster.iter().chain(local.iter()).collect();
+    used.sort();
+    used.dedup();
+    for e in &used {
+        let chain = n.endpoint(e);
+        r.rule(
+            &chain,
+            format!("ip saddr {} jump {MARK_FOR_MASQUERADE}", e.ip),
+        );
+        if let Some(t) = port.affinity_seconds {
+            let set = n.affinity(e);
+            r.declare(
+                &set,
+                false,
+                &format!("type ipv4_addr ; flags dynamic,timeout ; timeout {t}s ;"),
+                false,
+            );
+            r.rule(&chain, format!("update @{set} {{ ip saddr }}"));
+        }
+        r.rule(
+            &chain,
+            format!("meta l4proto {proto} dnat to {}:{}", e.ip, e.port),
+        );
+    }
+    let mut dispatch = |chain: String, eps: &[Endpoint]| {
+        if let Some(_t) = port.affinity_seconds {
+            for e in eps {
+                r.rule(
+                    &chain,
+                    format!("ip saddr @{} goto {}", n.affinity(e), n.endpoint(e)),
+                );
+            }
+        }
+        match eps {
+            [] => r.rule(&chain, "drop"),
+            [one] => r.rule(&chain, format!("goto {}", n.endpoint(one))),
+            many => {
+                let arms: Vec<String> = many
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| format!("{i} : goto {}", n.endpoint(e)))
+                    .collect();
+                r.rule(
+                    &chain,
+                    format!(
+                        "numgen random mod {} vmap {{ {} }}",
+                        many.len(),
+                        arms.join(" , ")
+                    ),
+                );
+            }
+        }
+        chain
+    };
+    let cluster_chain = (!cluster.is_empty()).then(|| dispatch(n.cluster(), &cluster));
+    let local_chain = ((port.internal_local || port.external_local) && !local.is_empty())
+        .then(|| dispatch(n.local(), &local));
+
+    for ip in &port.cluster_ips {
+        r.element(CLUSTER_IPS, ip.to_string(), "");
+    }
+    let internal_chain = if port.internal_local {
+        &local_chain
+    } else {
+        &cluster_chain
+    };
+    let svc = n.service();
+    match internal_chain {
+        Some(target) if !internal.is_empty() => {
+            r.rule(
+                &svc,
+                format!(
+                    "ip saddr != {} jump {MARK_FOR_MASQUERADE}",
+                    cfg.cluster_cidr
+                ),
+            );
+            r.rule(&svc, format!("goto {target}"));
+            for ip in &port.cluster_ips {
+                r.element(
+                    SERVICE_IPS,
+                    format!("{ip} . {proto} . {}", port.port),
+                    format!("goto {svc}"),
+                );
+            }
+        }
+        _ => {
+            for ip in &port.cluster_ips {
+                r.element(
+                    NO_ENDPOINT_SERVICES,
+                    format!("{ip} . {proto} . {}", port.port),
+                    format!("goto {REJECT_CHAIN}"),
+                );
+            }
+        }
+    }
+
+    if port.has_external() {
+        let ext = n.external();
+        // Where external traffic can go at all: with Local, traffic from this node still
+        // reaches any endpoint, so only a Service with no endpoint anywhere rejects it.
+        let reachable = match &cluster_chain {
+            Some(cluster_chain) => {
+                if port.external_local {
+                    r.rule(
+                        &ext,
+                        format!("fib saddr type local jump {MARK_FOR_MASQUERADE}"),
+                    );
+                    r.rule(&ext, format!("fib saddr type local goto {cluster_chain}"));
+                    match &local_chain {
+                        Some(l) => r.rule(&ext, format!("goto {l}")),
+                        None => r.rule(&ext, "drop comment \"no local endpoints\""),
+                    }
+                } else {
+                    r.rule(&ext, format!("jump {MARK_FOR_MASQUERADE}"));
+                    r.rule(&ext, format!("goto {cluster_chain}"));
+                }
+                true
+            }
+            None => false,
+        };
+        let (ips_map, ports_map, verdict) = if reachable {
+            (SERVICE_IPS, SERVICE_NODEPORTS, format!("goto {ext}"))
+        } else {
+            (
+                NO_ENDPOINT_SERVICES,
+                NO_ENDPOINT_NODEPORTS,
+                format!("goto {REJECT_CHAIN}"),
+            )
+        };
+        for ip in &port.external_ips {
+            r.element(ips_map, format!("{ip} . {proto} . {}", port.port), &verdict);
+        }
+        if let Some(np) = port.node_port {
+            r.element(ports_map, format!("{proto} . {np}"), &verdict);
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{PortName, Protocol};
+    use crate::nft::ruleset::{Table, Tx};
+
+    fn cfg() -> RulesConfig {
+        RulesConfig {
+            service_cidr: "10.43.0.0/16".into(),
+            cluster_cidr: "10.42.0.0/16".into(),
+            localhost_nodeports: true,
+        }
+    }
+
+    fn port(name: &str) -> ServicePort {
+        ServicePort {
+            id: PortName {
+                namespace: "ns".into(),
+                name: name.into(),
+                port: "http".into(),
+                protocol: Protocol::Tcp,
+            },
+            cluster_ips: vec!["10.43.0.20".parse().unwrap()],
+            port: 80,
+            node_port: None,
+            external_ips: vec![],
+            affinity_seconds: None,
+            external_local: false,
+            internal_local: false,
+            health_check_node_port: None,
+        }
+    }
+
+    fn ep(ip: &str, ready: bool, local: bool) -> Endpoint {
+        Endpoint {
+            ip: ip.parse().unwrap(),
+            port: 8080,
+            ready,
+            serving: ready,
+            terminating: false,
+            local,
+        }
+    }
+
+    fn render(r: &Ruleset) -> String {
+        let t = Table {
+            family: "ip",
+            name: "k1s-proxy".into(),
+        };
+        Tx::diff(&t, &Ruleset::default(), r).unwrap().render()
+    }
+
+    #[test]
+    fn cluster_ip_with_two_endpoints() {
+        let r = service_port(
+            &port("web"),
+            &[ep("10.42.0.5", true, true), ep("10.42.0.6", true, false)],
+            &cfg(),
+        );
+        // Chains and elements come sorted by name; the hashes are of the port and endpoint.
+        let want = "\
+add chain ip k1s-proxy cluster-c7a03e88-ns/web/tcp/http
+add chain ip k1s-proxy ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080
+add chain ip k1s-proxy ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080
+add chain ip k1s-proxy svc-c7a03e88-ns/web/tcp/http
+add rule ip k1s-proxy cluster-c7a03e88-ns/web/tcp/http numgen random mod 2 vmap { 0 : goto ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080 , 1 : goto ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080 }
+add rule ip k1s-proxy ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080 ip saddr 10.42.0.6 jump mark-for-masquerade
+add rule ip k1s-proxy ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080 meta l4proto tcp dnat to 10.42.0.6:8080
+add rule ip k1s-proxy ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080 ip saddr 10.42.0.5 jump mark-for-masquerade
+add rule ip k1s-proxy ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080 meta l4proto tcp dnat to 10.42.0.5:8080
+add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http ip saddr != 10.42.0.0/16 jump mark-for-masquerade
+add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http goto cluster-c7a03e88-ns/web/tcp/http
+add element ip k1s-proxy cluster-ips { 10.43.0.20 }
+add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88-ns/web/tcp/http }
+";
+        assert_eq!(render(&r), want);
+    }
+
+    #[test]
+    fn no_usable_endpoint_rejects_and_terminating_ones_serve_as_a_last_resort() {
+        let r = service_port(&port("web"), &[ep("10.42.0.5", false, true)], &cfg());
+        assert!(r.chains.is_empty());
+        assert_eq!(
+            r.elements["no-endpoint-services"]["10.43.0.20 . tcp . 80"],
+            "goto reject-chain"
+        );
+        let mut t = ep("10.42.0.5", false, true);
+        t.serving = true;
+        t.terminating = true;
+        let r = service_port(&port("web"), &[t], &cfg());
+        assert!(r.elements.contains_key("service-ips"));
+        assert!(!r.elements.contains_key("no-endpoint-services"));
+    }
+
+    #[test]
+    fn node_port_external_policies() {
+        let mut p = port("np");
+        p.node_port = Some(30080);
+        p.external_ips = vec!["192.0.2.10".parse().unwrap()];
+        let eps = [ep("10.42.0.5", true, false)];
+        let r = service_port(&p, &eps, &cfg());
+        let ext = r
+            .chains
+            .iter()
+            .find(|(k, _)| k.starts_with("ext-"))
+            .unwrap();
+        assert_eq!(ext.1.rules[0], "jump mark-for-masquerade");
+        assert!(r.elements["service-nodeports"]["tcp . 30080"].starts_with("goto ext-"));
+        assert!(r.elements["service-ips"]["192.0.2.10 . tcp . 80"].starts_with("goto ext-"));
+        // Local with no local endpoint: this host's own traffic goes anywhere, others dropped.
+        p.external_local = true;
+        let r = service_port(&p, &eps, &cfg());
+        let ext = r
+            .chains
+            .iter()
+            .find(|(k, _)| k.starts_with("ext-"))
+            .unwrap();
+        assert_eq!(ext.1.rules.len(), 3);
+        assert!(ext.1.rules[1].starts_with("fib saddr type local goto cluster-"));
+        assert!(ext.1.rules[2].starts_with("drop"));
+        // Local with a local endpoint: its own dispatch chain, the client address kept.
+        let r = service_port(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
+        let ext = r
+            .chains
+            .iter()
+            .find(|(k, _)| k.starts_with("ext-"))
+            .unwrap();
+        assert!(ext.1.rules[2].starts_with("goto local-"));
+        let local = r
+            .chains
+            .iter()
+            .find(|(k, _)| k.starts_with("local-"))
+            .unwrap();
+        assert!(local.1.rules[0].starts_with("goto ep-") && local.1.rules[0].contains("10.42.0.7"));
+        // No endpoint at all: rejected on the NodePort too.
+        let r = service_port(&p, &[], &cfg());
+        assert_eq!(
+            r.elements["no-endpoint-nodeports"]["tcp . 30080"],
+            "goto reject-chain"
+        );
+    }
+
+    #[test]
+    fn internal_local_uses_local_endpoints_only() {
+        let mut p = port("il");
+        p.internal_local = true;
+        let r = service_port(&p, &[ep("10.42.0.6", true, false)], &cfg());
+        assert!(r.elements.contains_key("no-endpoint-services"));
+        let r = service_port(
+            &p,
+            &[ep("10.42.0.6", true, false), ep("10.42.0.5", true, true)],
+            &cfg(),
+        );
+        let svc = r
+            .chains
+            .iter()
+            .find(|(k, _)| k.starts_with("svc-"))
+            .unwrap();
+        assert!(svc.1.rules[1].starts_with("goto local-"));
+    }
+
+    #[test]
+    fn session_affinity_sticks_through_dynamic_sets() {
+        let mut p = port("aff");
+        p.affinity_seconds = Some(30);
+        let r = service_port(
+            &p,
+            &[ep("10.42.0.5", true, true), ep("10.42.0.6", true, true)],
+            &cfg(),
+        );
+        let sets: Vec<&String> = r.sets.keys().collect();
+        assert_eq!(sets.len(), 2);
+        assert!(r.sets[sets[0]].declaration.contains("timeout 30s"));
+        assert!(!r.sets[sets[0]].managed);
+        let cluster = r
+            .chains
+            .iter()
+            .find(|(k, _)| k.starts_with("cluster-"))
+            .unwrap();
+        assert!(
+            cluster.1.rules[0].starts_with("ip saddr @aff-"),
+            "{:?}",
+            cluster.1.rules
+        );
+        assert!(sets.iter().any(|s| cluster.1.rules[0].contains(s.as_str())));
+        assert!(cluster.1.rules[2].starts_with("numgen random mod 2"));
+        let ep_chain = r.chains.iter().find(|(k, _)| k.starts_with("ep-")).unwrap();
+        assert!(ep_chain.1.rules[1].starts_with("update @aff-"));
+    }
+}

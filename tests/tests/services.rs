@@ -1,0 +1,336 @@
+//! End to end, issue #26: Services that route, on a server with its kubelet and the service
+//! proxy programming its own nftables table. Real containers (busybox httpd from the local
+//! registry), real kernel networking, stock kubectl.
+//!
+//! The node's address is a dummy interface of the test's own (traffic to it never leaves the
+//! machine); the server listens on it so that pods reach the API through the `kubernetes`
+//! Service. Needs root, nft and the registry tools (skips visibly otherwise).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k1s_tests::host::{HostCleanup, Images, start_with_kubelet};
+use k1s_tests::{Cluster, eventually, proxy_flags};
+use serde_json::Value;
+
+/// The service CIDR of this test (no other test uses it).
+const SERVICE_CIDR: &str = "10.238.0.0/16";
+
+/// A dummy interface holding the node's address, and the proxy's table: both removed on drop.
+struct NodeAddress {
+    link: String,
+    ip: String,
+    table: String,
+}
+
+impl NodeAddress {
+    fn create(n: u32, table: &str) -> NodeAddress {
+        let link = format!("k1sd{n}");
+        let ip = format!("100.64.{}.{}", n / 250, n % 250 + 1);
+        let _ = Command::new("ip").args(["link", "del", &link]).status();
+        for args in [
+            vec!["link", "add", &link, "type", "dummy"],
+            vec!["addr", "add", &format!("{ip}/32"), "dev", &link],
+            vec!["link", "set", &link, "up"],
+        ] {
+            assert!(Command::new("ip").args(&args).status().unwrap().success());
+        }
+        NodeAddress {
+            link,
+            ip,
+            table: table.into(),
+        }
+    }
+}
+
+impl Drop for NodeAddress {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.link]).status();
+        // The proxy leaves its table in place when k1s stops (traffic keeps flowing across
+        // a restart); the test removes it.
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", &self.table])
+            .status();
+    }
+}
+
+fn json(c: &Cluster, args: &[&str]) -> Value {
+    serde_json::from_str(&c.ok(args)).unwrap_or(Value::Null)
+}
+
+/// `curl` from the host: (exit code, body).
+fn curl(url: &str) -> (i32, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "3", url])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// An HTTP GET from inside `pod` with busybox `nc`; the body of the answer ("" on failure).
+fn get_from_pod(c: &Cluster, pod: &str, ip: &str, port: u16) -> String {
+    let out = c.run(&[
+        "exec",
+        pod,
+        "--",
+        "sh",
+        "-c",
+        &format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {ip} {port}"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
+}
+
+fn web(name: &str, image: &str, replicas: u32) -> String {
+    format!(
+        r#"{{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {{"name": "{name}"}},
+          "spec": {{"replicas": {replicas}, "selector": {{"matchLabels": {{"app": "{name}"}}}},
+            "template": {{"metadata": {{"labels": {{"app": "{name}"}}}},
+              "spec": {{"terminationGracePeriodSeconds": 1, "containers": [{{"name": "httpd",
+                "image": "{image}", "command": ["sh", "-c",
+                "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                "readinessProbe": {{"tcpSocket": {{"port": 8080}}, "periodSeconds": 1}}}}]}}}}}}}}"#
+    )
+}
+
+fn pod_names(c: &Cluster, app: &str) -> Vec<String> {
+    json(
+        c,
+        &["get", "pods", "-l", &format!("app={app}"), "-o", "json"],
+    )["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+        .collect()
+}
+
+fn ready_endpoints(c: &Cluster, svc: &str) -> usize {
+    let v = json(
+        c,
+        &[
+            "get",
+            "endpointslices",
+            "-l",
+            &format!("kubernetes.io/service-name={svc}"),
+            "-o",
+            "json",
+        ],
+    );
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] == true)
+        .count()
+}
+
+#[test]
+fn cluster_ips_node_ports_and_the_api_from_pods() {
+    let Some(images) = Images::start() else {
+        return;
+    };
+    if Command::new("nft").arg("--version").output().is_err() {
+        eprintln!("SKIP: nft is not installed (apt-get install nftables)");
+        return;
+    }
+    let n = std::process::id() % 1000;
+    let table = format!("k1s-proxy-t{n}");
+    let node = NodeAddress::create(n, &table);
+    let flags = proxy_flags(&images.kubelet_flags("svc"), &table);
+    let _cleanup = HostCleanup(flags.clone());
+    let mut all = flags.clone();
+    all.extend(
+        [
+            "--service-cidr",
+            SERVICE_CIDR,
+            "--node-ip",
+            &node.ip,
+            "--bind-address",
+            "0.0.0.0",
+        ]
+        .map(String::from),
+    );
+    let Some(mut c) = start_with_kubelet("svc", &all) else {
+        return;
+    };
+    let image = images.busybox();
+
+    // The node registered the address it was given, and the kubernetes endpoints carry it.
+    let n_json = json(&c, &["get", "node", "node-svc", "-o", "json"]);
+    assert_eq!(n_json["status"]["addresses"][0]["address"], node.ip.as_str());
+    let eps = json(&c, &["get", "endpoints", "kubernetes", "-o", "json"]);
+    assert_eq!(eps["subsets"][0]["addresses"][0]["ip"], node.ip.as_str());
+
+    c.ok_stdin(&["create", "-f", "-"], &web("web", &image, 2));
+    c.ok(&["rollout", "status", "deployment/web", "--timeout=120s"]);
+    c.ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--port",
+        "80",
+        "--target-port",
+        "8080",
+        "--type",
+        "NodePort",
+    ]);
+    let svc = json(&c, &["get", "service", "web", "-o", "json"]);
+    let cluster_ip = svc["spec"]["clusterIP"].as_str().unwrap().to_string();
+    let node_port = svc["spec"]["ports"][0]["nodePort"].as_u64().unwrap() as u16;
+    assert!(cluster_ip.starts_with("10.238."), "{cluster_ip}");
+    let pods = pod_names(&c, "web");
+    assert_eq!(pods.len(), 2);
+    eventually("both endpoints ready", 60, || ready_endpoints(&c, "web") == 2);
+
+    // ClusterIP from the host: both pods answer (random choice among ready endpoints).
+    let mut seen = std::collections::BTreeSet::new();
+    eventually("the ClusterIP to reach both pods", 30, || {
+        let (code, body) = curl(&format!("http://{cluster_ip}/"));
+        if code == 0 {
+            assert!(pods.contains(&body.trim().to_string()), "{body:?}");
+            seen.insert(body.trim().to_string());
+        }
+        seen.len() == 2
+    });
+    // NodePort on the node's address and on 127.0.0.1.
+    for host in [node.ip.as_str(), "127.0.0.1"] {
+        let (code, body) = curl(&format!("http://{host}:{node_port}/"));
+        assert_eq!(code, 0, "NodePort on {host}");
+        assert!(pods.contains(&body.trim().to_string()), "{body:?}");
+    }
+
+    // From a pod: the ClusterIP, and the pod through its own Service (hairpin).
+    c.ok_stdin(&["create", "-f", "-"], &web("client", &image, 1));
+    c.ok(&["rollout", "status", "deployment/client", "--timeout=120s"]);
+    c.ok(&[
+        "expose",
+        "deployment",
+        "client",
+        "--port",
+        "80",
+        "--target-port",
+        "8080",
+    ]);
+    eventually("the client's endpoint", 60, || {
+        ready_endpoints(&c, "client") == 1
+    });
+    let client = pod_names(&c, "client").remove(0);
+    let client_ip = json(&c, &["get", "service", "client", "-o", "json"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually("the ClusterIP from a pod", 30, || {
+        pods.contains(&get_from_pod(&c, &client, &cluster_ip, 80).trim().to_string())
+    });
+    eventually("a pod reaching itself through its Service", 30, || {
+        get_from_pod(&c, &client, &client_ip, 80).trim() == client
+    });
+
+    // The API from a pod, through the kubernetes Service: a TLS server answers (an HTTP
+    // request gets a TLS alert record, 0x15, never an HTTP answer).
+    let api = c.run(&[
+        "exec",
+        &client,
+        "--",
+        "sh",
+        "-c",
+        "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT | od -An -tx1 | head -1",
+    ]);
+    let first = String::from_utf8_lossy(&api.stdout);
+    assert!(
+        first.trim().starts_with("15 03"),
+        "the kubernetes Service did not reach the API server: {first:?}"
+    );
+    // And from the host, over TLS: the API's own /version.
+    let (code, body) = curl(&format!(
+        "https://{}/version",
+        SERVICE_CIDR.replace(".0.0/16", ".0.1")
+    ));
+    assert!(code == 60 || body.contains("gitVersion"), "{code} {body}");
+    let out = Command::new("curl")
+        .args([
+            "-sk",
+            "--max-time",
+            "3",
+            &format!("https://{}/version", SERVICE_CIDR.replace(".0.0/16", ".0.1")),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("gitVersion"),
+        "{out:?}"
+    );
+
+    // Session affinity: every request from one client reaches one pod.
+    c.ok(&[
+        "patch",
+        "service",
+        "web",
+        "-p",
+        r#"{"spec": {"sessionAffinity": "ClientIP"}}"#,
+    ]);
+    eventually("affinity to hold", 30, || {
+        let answers: std::collections::BTreeSet<String> = (0..10)
+            .map(|_| curl(&format!("http://{cluster_ip}/")).1)
+            .collect();
+        answers.len() == 1
+    });
+
+    // A Service without endpoints is rejected at once (ICMP), not left to time out; so is a
+    // port the ClusterIP does not serve.
+    c.ok(&["create", "service", "clusterip", "empty", "--tcp", "80:8080"]);
+    let empty_ip = json(&c, &["get", "service", "empty", "-o", "json"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually("the empty Service to be rejected", 30, || {
+        curl(&format!("http://{empty_ip}/")).0 == 7
+    });
+    let started = Instant::now();
+    assert_eq!(curl(&format!("http://{cluster_ip}:81/")).0, 7);
+    assert!(started.elapsed() < Duration::from_secs(3));
+
+    // Endpoints that go away stop being used; the Service is rejected once none is left.
+    c.ok(&["scale", "deployment", "web", "--replicas", "0"]);
+    eventually("web to be rejected after scaling to 0", 60, || {
+        curl(&format!("http://{cluster_ip}/")).0 == 7
+    });
+    c.ok(&["scale", "deployment", "web", "--replicas", "1"]);
+    eventually("web to answer again", 60, || {
+        curl(&format!("http://{cluster_ip}/")).0 == 0
+    });
+
+    // A restart keeps traffic flowing and does not duplicate the table.
+    c.server.terminate();
+    let (code, _) = curl(&format!("http://{cluster_ip}/"));
+    assert_eq!(code, 0, "traffic stopped while k1s was down");
+    let args: Vec<&str> = all.iter().map(String::as_str).collect();
+    c.server = k1s_tests::Server::start(&c.data_dir(), c.port, &c.kubeconfig, &args);
+    eventually("the proxy to sync again", 30, || {
+        c.server.logged("service proxy: programmed the nftables table")
+    });
+    assert_eq!(curl(&format!("http://{cluster_ip}/")).0, 0);
+    let listed = Command::new("nft")
+        .args(["list", "table", "ip", &table])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.matches("chain nat-prerouting").count(), 1);
+    assert_eq!(
+        listed.matches(&format!("{cluster_ip} . tcp . 80")).count(),
+        1,
+        "{listed}"
+    );
+
+    c.ok(&["delete", "deployment", "web", "client"]);
+    eventually("the pods to go", 60, || {
+        pod_names(&c, "web").is_empty() && pod_names(&c, "client").is_empty()
+    });
+    c.server.terminate();
+}
