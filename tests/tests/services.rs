@@ -2,7 +2,7 @@
 //! proxy programming its own nftables table. Real containers (busybox httpd from the local
 //! registry), real kernel networking, stock kubectl.
 //!
-//! The node's address is a dummy interface of the test's own (traffic to it never leaves the
+//! The node's address is on an interface of the test's own (traffic to it never leaves the
 //! machine); the server listens on it so that pods reach the API through the `kubernetes`
 //! Service. Needs root, nft and the registry tools (skips visibly otherwise).
 
@@ -16,7 +16,7 @@ use serde_json::Value;
 /// The service CIDR of this test (no other test uses it).
 const SERVICE_CIDR: &str = "10.238.0.0/16";
 
-/// A dummy interface holding the node's address, and the proxy's table: both removed on drop.
+/// An interface of its own (a port-less bridge: this kernel has no dummy links) holding the node's address, and the proxy's table: both removed on drop.
 struct NodeAddress {
     link: String,
     ip: String,
@@ -29,7 +29,7 @@ impl NodeAddress {
         let ip = format!("100.64.{}.{}", n / 250, n % 250 + 1);
         let _ = Command::new("ip").args(["link", "del", &link]).status();
         for args in [
-            vec!["link", "add", &link, "type", "dummy"],
+            vec!["link", "add", &link, "type", "bridge"],
             vec!["addr", "add", &format!("{ip}/32"), "dev", &link],
             vec!["link", "set", &link, "up"],
         ] {
