@@ -124,7 +124,8 @@ pub struct ServerArgs {
     #[arg(long)]
     pub secrets_encryption: bool,
     /// Do not deploy a packaged component (repeatable or comma-separated). Known:
-    /// `local-storage` (the `k1s csi-hostpath` plugin and the `local-path` StorageClass).
+    /// `local-storage` (the `k1s csi-hostpath` plugin and the `local-path` StorageClass),
+    /// `servicelb` (node addresses as LoadBalancer ingress; for users who bring MetalLB).
     #[arg(long, value_delimiter = ',', value_parser = parse_component)]
     pub disable: Vec<String>,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
@@ -133,7 +134,7 @@ pub struct ServerArgs {
 }
 
 /// The packaged components `--disable` knows.
-const COMPONENTS: &[&str] = &["local-storage"];
+const COMPONENTS: &[&str] = &["local-storage", "servicelb"];
 
 fn parse_component(s: &str) -> Result<String, String> {
     if COMPONENTS.contains(&s) {
@@ -311,6 +312,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 node_monitor_grace_period: args.node_monitor_grace_period,
                 terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
                 provisioners: provisioners.clone(),
+                servicelb: !args.disable.iter().any(|c| c == "servicelb"),
             },
             cancel.clone(),
         ));

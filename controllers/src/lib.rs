@@ -18,6 +18,7 @@
 //! - [`node_lifecycle`]: node health from Leases, NotReady/unreachable taints, taint eviction.
 //! - [`podgc`]: terminated, orphaned and unscheduled terminating pods.
 //! - [`endpoints`], [`endpointslice`]: a selector Service's Endpoints and EndpointSlices.
+//! - [`servicelb`]: node addresses as `type: LoadBalancer` ingress (k3s's ServiceLB).
 //! - [`disruption`]: PodDisruptionBudget status.
 //! - [`resourcequota`]: ResourceQuota `status.hard` and `status.used` (usage back down after
 //!   deletes; admission charges it up).
@@ -56,6 +57,7 @@ pub mod resizer;
 pub mod resourcequota;
 pub mod root_ca;
 pub mod serviceaccount;
+pub mod servicelb;
 pub mod snapshot;
 pub mod statefulset;
 pub mod ttl_after_finished;
@@ -83,6 +85,9 @@ pub struct Options {
     /// The volume provisioners (CSI drivers) registered now; the caller adds and removes them
     /// as plugins come and go (empty by default).
     pub provisioners: provisioner::ProvisionerSet,
+    /// Run [`servicelb`] (node addresses as load-balancer ingress); off with
+    /// `--disable servicelb`.
+    pub servicelb: bool,
 }
 
 impl Default for Options {
@@ -91,6 +96,7 @@ impl Default for Options {
             node_monitor_grace_period: node_lifecycle::Config::default().grace_period,
             terminated_pod_gc_threshold: podgc::Config::default().terminated_threshold,
             provisioners: provisioner::ProvisionerSet::default(),
+            servicelb: true,
         }
     }
 }
@@ -175,6 +181,9 @@ pub async fn run_all_with(
     ));
     tracker.spawn(endpoints::run(client.clone(), cancel.clone()));
     tracker.spawn(endpointslice::run(client.clone(), cancel.clone()));
+    if options.servicelb {
+        tracker.spawn(servicelb::run(client.clone(), cancel.clone()));
+    }
     tracker.spawn(disruption::run(
         client.clone(),
         Arc::new(k1s_runtime::clock::SystemClock),

@@ -392,43 +392,55 @@ impl Proxier {
         Ok(report)
     }
 
+    /// Feeds one kind's changes into the tracker (`apply`), and marks its list complete
+    /// (`synced`); each wakes the sync loop.
+    fn informer<K>(
+        &self,
+        tasks: &TaskTracker,
+        client: &Arc<dyn Client>,
+        apply: fn(&mut Tracker, Change<K>),
+        synced: fn(&mut Tracker),
+        cancel: &CancellationToken,
+    ) where
+        K: k8s_openapi::Resource + serde::de::DeserializeOwned + Send + 'static,
+    {
+        let (t, w) = (self.tracker.clone(), self.wake.clone());
+        let (t2, w2) = (self.tracker.clone(), self.wake.clone());
+        tasks.spawn(reflector::run::<K, _>(
+            client.clone(),
+            ResourceRef::of::<K>(None),
+            watcher::Config::default(),
+            move |c| {
+                apply(&mut lock(&t), c);
+                w.notify_one();
+            },
+            move || {
+                synced(&mut lock(&t2));
+                w2.notify_one();
+            },
+            cancel.clone(),
+        ));
+    }
+
     /// Watches Services and EndpointSlices on `client` and keeps the table in step until
     /// `cancel`. The table is left in place on return, so traffic keeps flowing while k1s
     /// restarts; [`remove_table`] takes it away.
     pub async fn run(mut self, client: Arc<dyn Client>, cancel: CancellationToken) {
         let tasks = TaskTracker::new();
-        let (t, w) = (self.tracker.clone(), self.wake.clone());
-        let (t2, w2) = (self.tracker.clone(), self.wake.clone());
-        tasks.spawn(reflector::run::<Service, _>(
-            client.clone(),
-            ResourceRef::of::<Service>(None),
-            watcher::Config::default(),
-            move |c| {
-                lock(&t).on_service(c);
-                w.notify_one();
-            },
-            move || {
-                lock(&t2).services_synced = true;
-                w2.notify_one();
-            },
-            cancel.clone(),
-        ));
-        let (t, w) = (self.tracker.clone(), self.wake.clone());
-        let (t2, w2) = (self.tracker.clone(), self.wake.clone());
-        tasks.spawn(reflector::run::<EndpointSlice, _>(
-            client,
-            ResourceRef::of::<EndpointSlice>(None),
-            watcher::Config::default(),
-            move |c| {
-                lock(&t).on_slice(c);
-                w.notify_one();
-            },
-            move || {
-                lock(&t2).slices_synced = true;
-                w2.notify_one();
-            },
-            cancel.clone(),
-        ));
+        self.informer::<Service>(
+            &tasks,
+            &client,
+            Tracker::on_service,
+            |t| t.services_synced = true,
+            &cancel,
+        );
+        self.informer::<EndpointSlice>(
+            &tasks,
+            &client,
+            Tracker::on_slice,
+            |t| t.slices_synced = true,
+            &cancel,
+        );
         tasks.close();
         let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
         let mut last: Option<Instant> = None;

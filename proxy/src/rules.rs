@@ -68,44 +68,69 @@ pub fn base(cfg: &RulesConfig) -> Ruleset {
     r.declare(NO_ENDPOINT_SERVICES, true, by_address, true);
     r.declare(NO_ENDPOINT_NODEPORTS, true, by_port, true);
 
-    r.base_chain(
-        "filter-prerouting",
-        "type filter hook prerouting priority -110",
-    );
+    // The base chains: filter hooks before DNAT (-110) reject new connections to ports
+    // without endpoints; after DNAT (-90, and forward) catch what no Service took; nat hooks
+    // dispatch and masquerade.
+    const BASE: &[(&str, &str, &[&str])] = &[
+        (
+            "filter-prerouting",
+            "type filter hook prerouting priority -110",
+            &[],
+        ),
+        (
+            "filter-input",
+            "type filter hook input priority -110",
+            &[
+                "ct state new jump nodeport-endpoints-check",
+                "ct state new jump service-endpoints-check",
+            ],
+        ),
+        (
+            "filter-forward",
+            "type filter hook forward priority -110",
+            &[
+                "ct state new jump service-endpoints-check",
+                "ct state new jump cluster-ips-check",
+            ],
+        ),
+        (
+            "filter-output",
+            "type filter hook output priority -110",
+            &["ct state new jump service-endpoints-check"],
+        ),
+        (
+            "filter-output-post-dnat",
+            "type filter hook output priority -90",
+            &["ct state new jump cluster-ips-check"],
+        ),
+        (
+            "nat-prerouting",
+            "type nat hook prerouting priority dstnat",
+            &["jump services"],
+        ),
+        (
+            "nat-output",
+            "type nat hook output priority -100",
+            &["jump services"],
+        ),
+        (
+            "nat-postrouting",
+            "type nat hook postrouting priority srcnat",
+            &["jump masquerading"],
+        ),
+    ];
+    for (chain, hook, rules) in BASE {
+        r.base_chain(chain, hook);
+        for rule in *rules {
+            r.rule(chain, *rule);
+        }
+    }
     if cfg.localhost_nodeports {
         r.rule(
             "filter-prerouting",
             "iifname != \"lo\" ip daddr 127.0.0.0/8 drop comment \"localhost NodePorts only from this host (CVE-2020-8558)\"",
         );
     }
-    r.base_chain("filter-input", "type filter hook input priority -110");
-    r.rule("filter-input", "ct state new jump nodeport-endpoints-check");
-    r.rule("filter-input", "ct state new jump service-endpoints-check");
-    r.base_chain("filter-forward", "type filter hook forward priority -110");
-    r.rule(
-        "filter-forward",
-        "ct state new jump service-endpoints-check",
-    );
-    r.rule("filter-forward", "ct state new jump cluster-ips-check");
-    r.base_chain("filter-output", "type filter hook output priority -110");
-    r.rule("filter-output", "ct state new jump service-endpoints-check");
-    r.base_chain(
-        "filter-output-post-dnat",
-        "type filter hook output priority -90",
-    );
-    r.rule(
-        "filter-output-post-dnat",
-        "ct state new jump cluster-ips-check",
-    );
-    r.base_chain("nat-prerouting", "type nat hook prerouting priority dstnat");
-    r.rule("nat-prerouting", "jump services");
-    r.base_chain("nat-output", "type nat hook output priority -100");
-    r.rule("nat-output", "jump services");
-    r.base_chain(
-        "nat-postrouting",
-        "type nat hook postrouting priority srcnat",
-    );
-    r.rule("nat-postrouting", "jump masquerading");
 
     r.rule(
         "services",

@@ -45,7 +45,9 @@ impl NodeAddress {
 
 impl Drop for NodeAddress {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["link", "del", &self.link]).status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.link])
+            .status();
         // The proxy leaves its table in place when k1s stops (traffic keeps flowing across
         // a restart); the test removes it.
         let _ = Command::new("nft")
@@ -163,7 +165,10 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
 
     // The node registered the address it was given, and the kubernetes endpoints carry it.
     let n_json = json(&c, &["get", "node", "node-svc", "-o", "json"]);
-    assert_eq!(n_json["status"]["addresses"][0]["address"], node.ip.as_str());
+    assert_eq!(
+        n_json["status"]["addresses"][0]["address"],
+        node.ip.as_str()
+    );
     let eps = json(&c, &["get", "endpoints", "kubernetes", "-o", "json"]);
     assert_eq!(eps["subsets"][0]["addresses"][0]["ip"], node.ip.as_str());
 
@@ -186,7 +191,9 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
     assert!(cluster_ip.starts_with("10.238."), "{cluster_ip}");
     let pods = pod_names(&c, "web");
     assert_eq!(pods.len(), 2);
-    eventually("both endpoints ready", 60, || ready_endpoints(&c, "web") == 2);
+    eventually("both endpoints ready", 60, || {
+        ready_endpoints(&c, "web") == 2
+    });
 
     // ClusterIP from the host: both pods answer (random choice among ready endpoints).
     let mut seen = std::collections::BTreeSet::new();
@@ -204,6 +211,31 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
         assert_eq!(code, 0, "NodePort on {host}");
         assert!(pods.contains(&body.trim().to_string()), "{body:?}");
     }
+
+    // type LoadBalancer without a cloud: the node's address becomes the ingress, and the
+    // Service answers there.
+    c.ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--name",
+        "web-lb",
+        "--port",
+        "8081",
+        "--target-port",
+        "8080",
+        "--type",
+        "LoadBalancer",
+    ]);
+    eventually("the load balancer's ingress", 30, || {
+        json(&c, &["get", "service", "web-lb", "-o", "json"])["status"]["loadBalancer"]["ingress"]
+            [0]["ip"]
+            == node.ip.as_str()
+    });
+    eventually("the load balancer address to answer", 30, || {
+        let (code, body) = curl(&format!("http://{}:8081/", node.ip));
+        code == 0 && pods.contains(&body.trim().to_string())
+    });
 
     // From a pod: the ClusterIP, and the pod through its own Service (hairpin).
     c.ok_stdin(&["create", "-f", "-"], &web("client", &image, 1));
@@ -226,7 +258,11 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
         .unwrap()
         .to_string();
     eventually("the ClusterIP from a pod", 30, || {
-        pods.contains(&get_from_pod(&c, &client, &cluster_ip, 80).trim().to_string())
+        pods.contains(
+            &get_from_pod(&c, &client, &cluster_ip, 80)
+                .trim()
+                .to_string(),
+        )
     });
     eventually("a pod reaching itself through its Service", 30, || {
         get_from_pod(&c, &client, &client_ip, 80).trim() == client
@@ -258,7 +294,10 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
             "-sk",
             "--max-time",
             "3",
-            &format!("https://{}/version", SERVICE_CIDR.replace(".0.0/16", ".0.1")),
+            &format!(
+                "https://{}/version",
+                SERVICE_CIDR.replace(".0.0/16", ".0.1")
+            ),
         ])
         .output()
         .unwrap();
@@ -284,7 +323,14 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
 
     // A Service without endpoints is rejected at once (ICMP), not left to time out; so is a
     // port the ClusterIP does not serve.
-    c.ok(&["create", "service", "clusterip", "empty", "--tcp", "80:8080"]);
+    c.ok(&[
+        "create",
+        "service",
+        "clusterip",
+        "empty",
+        "--tcp",
+        "80:8080",
+    ]);
     let empty_ip = json(&c, &["get", "service", "empty", "-o", "json"])["spec"]["clusterIP"]
         .as_str()
         .unwrap()
@@ -313,7 +359,8 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
     let args: Vec<&str> = all.iter().map(String::as_str).collect();
     c.server = k1s_tests::Server::start(&c.data_dir(), c.port, &c.kubeconfig, &args);
     eventually("the proxy to sync again", 30, || {
-        c.server.logged("service proxy: programmed the nftables table")
+        c.server
+            .logged("service proxy: programmed the nftables table")
     });
     assert_eq!(curl(&format!("http://{cluster_ip}/")).0, 0);
     let listed = Command::new("nft")
