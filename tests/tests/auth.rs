@@ -664,6 +664,11 @@ fn node_identities_reach_only_their_own_objects() {
     );
     fails_as(&c, &n2, &["get", "pod", "p1"]);
     fails_as(&c, &n1, &["get", "pods", "-A"]);
+    // The service proxy in every node's process watches Services and EndpointSlices with
+    // the node's identity (system:node-proxier); it may not change them.
+    ok_as(&c, &n1, &["get", "services", "-A"]);
+    ok_as(&c, &n1, &["get", "endpointslices.discovery.k8s.io", "-A"]);
+    fails_as(&c, &n1, &["delete", "service", "kubernetes"]);
     fails_as(
         &c,
         &n2,

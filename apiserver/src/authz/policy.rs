@@ -411,6 +411,20 @@ pub fn cluster_roles() -> Vec<Value> {
                 rule(READ, &["node.k8s.io"], &["runtimeclasses"]),
             ],
         ),
+        // What the service proxy in each node's process reads (k1s's own; narrower than
+        // system:node-proxier, which would also let a node read every Node).
+        cluster_role(
+            "k1s:service-proxy",
+            &[],
+            vec![
+                rule(&["list", "watch"], &[R], &["services"]),
+                rule(
+                    &["list", "watch"],
+                    &["discovery.k8s.io"],
+                    &["endpointslices"],
+                ),
+            ],
+        ),
         cluster_role(
             "system:node-proxier",
             &[],
@@ -596,6 +610,13 @@ pub fn cluster_role_bindings() -> Vec<Value> {
             "system:node-proxier",
             "system:node-proxier",
             &["User:system:kube-proxy"],
+        ),
+        // k1s's own: every node runs the service proxy in its kubelet's process, with the
+        // node's credentials (k3s issues its embedded kube-proxy a certificate of its own).
+        binding(
+            "k1s:service-proxy",
+            "k1s:service-proxy",
+            &["Group:system:nodes"],
         ),
         binding(
             "system:kube-dns",
