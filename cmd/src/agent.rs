@@ -357,6 +357,7 @@ fn start_proxy(
         },
     );
     config.table = args.proxy_table.clone();
+    config.health_bind = Some(IpAddr::from([0, 0, 0, 0]));
     tracing::info!(table = %config.table, %service_cidr, cluster_cidr = %args.cluster_cidr, localhost_nodeports = localhost, "starting the service proxy");
     let proxier = k1s_proxy::Proxier::new(
         config,

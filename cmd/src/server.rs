@@ -226,7 +226,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         dir: args.data_dir.join("tls"),
         hostname: hostname.clone(),
         node_ips: node_ips.clone(),
-        tls_sans: args.tls_san.clone(),
+        // Pods reach the API at the `kubernetes` Service's ClusterIP (the service CIDR's first
+        // address), as kube-apiserver's certificate covers it.
+        tls_sans: args
+            .tls_san
+            .iter()
+            .cloned()
+            .chain([services.first().to_string()])
+            .collect(),
     };
     let pki = Pki::load_or_create(&pki_config)?;
     let tls = Arc::new(pki.server_config()?);

@@ -10,9 +10,11 @@
 //! - [`nft`]: the typed ruleset, transactions (full and partial), and the `nft` edge.
 //! - [`proxier`]: informers → change tracker → coalesced syncs, one transaction each.
 //! - [`conntrack`]: stale UDP flows deleted when endpoints go.
+//! - [`healthcheck`]: the `healthCheckNodePort` listeners of Local load balancers.
 //! - [`host`]: the kernel settings the data path needs (checked and set at start).
 
 pub mod conntrack;
+pub mod healthcheck;
 pub mod host;
 pub mod model;
 pub mod nft;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// The label that ties an EndpointSlice to its Service.
@@ -258,6 +258,68 @@ pub fn endpoints<'a>(
     out
 }
 
+/// A container port published on the node (`hostPort`), as the CNI portmap plugin does it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HostPort {
+    pub namespace: String,
+    pub pod: String,
+    /// Only traffic to this node address (`hostIP`); `None`: every node address.
+    pub host_ip: Option<Ipv4Addr>,
+    pub host_port: u16,
+    pub protocol: Protocol,
+    pub pod_ip: Ipv4Addr,
+    pub container_port: u16,
+}
+
+/// The hostPorts of a pod that has its address and is not finished (a pod on the host's
+/// network needs none: its ports are the host's).
+pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    let (Some(spec), Some(status)) = (&pod.spec, &pod.status) else {
+        return Vec::new();
+    };
+    if spec.host_network == Some(true)
+        || matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
+    {
+        return Vec::new();
+    }
+    let Some(pod_ip) = status.pod_ip.as_deref().and_then(|ip| ip.parse().ok()) else {
+        return Vec::new();
+    };
+    // Sidecars (init containers that keep running) publish ports too.
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let mut out: Vec<HostPort> = spec
+        .containers
+        .iter()
+        .chain(sidecars)
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            Some(HostPort {
+                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                pod: pod.metadata.name.clone().unwrap_or_default(),
+                host_ip: p
+                    .host_ip
+                    .as_deref()
+                    .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+                    .filter(|ip| !ip.is_unspecified()),
+                host_port: p
+                    .host_port
+                    .and_then(|n| u16::try_from(n).ok())
+                    .filter(|n| *n != 0)?,
+                protocol: Protocol::parse(p.protocol.as_deref())?,
+                pod_ip,
+                container_port: u16::try_from(p.container_port).ok()?,
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The endpoints traffic goes to among `all` (already restricted to local ones where the
 /// policy says so): the ready ones, else the serving and terminating ones.
 pub fn usable(all: &[Endpoint]) -> Vec<Endpoint> {
@@ -358,6 +420,38 @@ mod tests {
         })))[0];
         assert_eq!(d.affinity_seconds, Some(DEFAULT_AFFINITY_SECONDS));
         assert!(!d.has_external());
+    }
+
+    #[test]
+    fn host_ports_of_running_pods() {
+        let pod = |phase: &str, host_network: bool| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"hostNetwork": host_network, "containers": [{"name": "c", "ports": [
+                    {"containerPort": 8080, "hostPort": 80},
+                    {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "192.0.2.1"},
+                    {"containerPort": 9000}
+                ]}], "initContainers": [{"name": "s", "restartPolicy": "Always",
+                    "ports": [{"containerPort": 81, "hostPort": 8081, "hostIP": "0.0.0.0"}]}]},
+                "status": {"phase": phase, "podIP": "10.42.0.9"}
+            }))
+            .unwrap()
+        };
+        let hp = host_ports(&pod("Running", false));
+        let got: Vec<(Option<Ipv4Addr>, u16, Protocol, u16)> = hp
+            .iter()
+            .map(|h| (h.host_ip, h.host_port, h.protocol, h.container_port))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (None, 80, Protocol::Tcp, 8080),
+                (None, 8081, Protocol::Tcp, 81),
+                (Some("192.0.2.1".parse().unwrap()), 53, Protocol::Udp, 53),
+            ]
+        );
+        assert!(host_ports(&pod("Succeeded", false)).is_empty());
+        assert!(host_ports(&pod("Running", true)).is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! makes the next sync a full one, after a back-off.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -18,13 +18,14 @@ use k1s_api::client::{Client, ResourceRef};
 use k1s_runtime::backoff::Backoff;
 use k1s_runtime::reflector::{self, Change};
 use k1s_runtime::watcher;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::conntrack::{Conntrack, Flush};
+use crate::healthcheck::{self, HealthServer};
 use crate::model::{self, Endpoint, Protocol, SERVICE_NAME_LABEL, ServicePort};
 use crate::nft::ruleset::{Ruleset, Table, Tx};
 use crate::nft::{Nft, NftError};
@@ -43,6 +44,8 @@ pub struct ProxyConfig {
     pub rules: RulesConfig,
     /// The least time between two syncs (bursts of changes are coalesced).
     pub min_sync_interval: Duration,
+    /// Where `healthCheckNodePort`s are served (`0.0.0.0`); `None`: not served.
+    pub health_bind: Option<IpAddr>,
 }
 
 impl ProxyConfig {
@@ -52,33 +55,48 @@ impl ProxyConfig {
             table: TABLE.to_string(),
             rules,
             min_sync_interval: Duration::from_millis(50),
+            health_bind: None,
         }
     }
 }
 
-/// A Service: namespace and name.
-type Key = (String, String);
+/// An object's namespace and name.
+type Name = (String, String);
 
-/// What a Service's fragment is built from: the Service and its EndpointSlices by name.
-type Inputs = (
-    Option<Arc<Service>>,
-    Option<BTreeMap<String, Arc<EndpointSlice>>>,
-);
+/// What a fragment of the table belongs to: a Service (its ports) or a Pod (its hostPorts).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Key {
+    Service(Name),
+    Pod(Name),
+}
 
-/// The objects by Service, and which Services changed since the last sync.
+/// What a fragment is built from.
+enum Inputs {
+    /// The Service and its EndpointSlices by name.
+    Service(
+        Option<Arc<Service>>,
+        Option<BTreeMap<String, Arc<EndpointSlice>>>,
+    ),
+    Pod(Option<Arc<Pod>>),
+}
+
+/// The objects by Service (and this node's pods), and which changed since the last sync.
 #[derive(Default)]
 struct Tracker {
-    services: HashMap<Key, Arc<Service>>,
+    services: HashMap<Name, Arc<Service>>,
     /// EndpointSlices by Service, then by slice name.
-    slices: HashMap<Key, BTreeMap<String, Arc<EndpointSlice>>>,
+    slices: HashMap<Name, BTreeMap<String, Arc<EndpointSlice>>>,
     /// The Service each slice was filed under (a slice's label can change).
-    slice_owner: HashMap<Key, Key>,
+    slice_owner: HashMap<Name, Name>,
+    /// This node's pods that have hostPorts.
+    pods: HashMap<Name, Arc<Pod>>,
     dirty: BTreeSet<Key>,
     services_synced: bool,
     slices_synced: bool,
+    pods_synced: bool,
 }
 
-fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Key {
+fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Name {
     (
         meta.namespace.clone().unwrap_or_default(),
         meta.name.clone().unwrap_or_default(),
@@ -96,7 +114,24 @@ impl Tracker {
                 self.services.remove(&key);
             }
         }
-        self.dirty.insert(key);
+        self.dirty.insert(Key::Service(key));
+    }
+
+    fn on_pod(&mut self, c: Change<Pod>) {
+        let key = key_of(&c.object().metadata);
+        let had = self.pods.contains_key(&key);
+        match c {
+            Change::Added(p) | Change::Modified(p) if !model::host_ports(&p).is_empty() => {
+                self.pods.insert(key.clone(), Arc::new(p));
+            }
+            _ => {
+                if !had {
+                    return;
+                }
+                self.pods.remove(&key);
+            }
+        }
+        self.dirty.insert(Key::Pod(key));
     }
 
     fn on_slice(&mut self, c: Change<EndpointSlice>) {
@@ -115,7 +150,7 @@ impl Tracker {
                     self.slices.remove(&old);
                 }
             }
-            self.dirty.insert(old);
+            self.dirty.insert(Key::Service(old));
         }
         let (Change::Added(s) | Change::Modified(s)) = c else {
             return;
@@ -126,7 +161,7 @@ impl Tracker {
                 .or_default()
                 .insert(slice_key.1.clone(), Arc::new(s));
             self.slice_owner.insert(slice_key, owner.clone());
-            self.dirty.insert(owner);
+            self.dirty.insert(Key::Service(owner));
         }
     }
 }
@@ -138,6 +173,8 @@ struct Applied {
     /// For each UDP port: its addresses (ClusterIPs, external addresses), NodePort and the
     /// endpoints it dispatches to.
     udp: Vec<UdpPort>,
+    /// The health check port and what it reports (externalTrafficPolicy Local load balancers).
+    health: Option<(u16, healthcheck::Entry)>,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -172,6 +209,30 @@ fn fragment(
         if port.id.protocol == Protocol::Udp {
             out.udp.push(udp_port(&port, &all));
         }
+        if let Some(hc) = port.health_check_node_port.filter(|_| port.external_local) {
+            let local: Vec<Endpoint> = all.iter().filter(|e| e.local).cloned().collect();
+            let n = model::usable(&local).len();
+            let entry = out.health.get_or_insert_with(|| {
+                (
+                    hc,
+                    healthcheck::Entry {
+                        namespace: port.id.namespace.clone(),
+                        name: port.id.name.clone(),
+                        local_endpoints: 0,
+                    },
+                )
+            });
+            entry.1.local_endpoints = entry.1.local_endpoints.max(n);
+        }
+    }
+    out
+}
+
+/// A pod's hostPort fragment as of now.
+fn pod_fragment(pod: Option<&Pod>) -> Applied {
+    let mut out = Applied::default();
+    for hp in pod.map(model::host_ports).unwrap_or_default() {
+        out.rules.merge(&rules::host_port(&hp));
     }
     out
 }
@@ -235,6 +296,8 @@ pub struct Proxier {
     /// What the kernel holds, by Service (valid while `need_full` is false).
     applied: HashMap<Key, Applied>,
     need_full: bool,
+    /// The health check listeners (set by [`Proxier::run`] when configured).
+    health: Option<HealthServer>,
     /// Durations of recent syncs (for the benchmark and the metrics).
     pub last_sync: Option<SyncReport>,
 }
@@ -261,6 +324,7 @@ impl Proxier {
             wake: Arc::new(Notify::new()),
             applied: HashMap::new(),
             need_full: true,
+            health: None,
             last_sync: None,
         }
     }
@@ -289,13 +353,14 @@ impl Proxier {
         let mut t = lock(&self.tracker);
         t.services_synced = true;
         t.slices_synced = true;
+        t.pods_synced = true;
         drop(t);
         self.wake.notify_one();
     }
 
     fn ready(&self) -> bool {
         let t = lock(&self.tracker);
-        t.services_synced && t.slices_synced
+        t.services_synced && t.slices_synced && t.pods_synced
     }
 
     /// Programs what changed since the last sync (everything, after a start or an error).
@@ -308,8 +373,10 @@ impl Proxier {
                 t.dirty.clear();
                 t.services
                     .keys()
-                    .chain(self.applied.keys())
                     .cloned()
+                    .map(Key::Service)
+                    .chain(t.pods.keys().cloned().map(Key::Pod))
+                    .chain(self.applied.keys().cloned())
                     .collect::<BTreeSet<_>>()
                     .into_iter()
                     .collect()
@@ -318,13 +385,21 @@ impl Proxier {
             };
             let inputs: Vec<Inputs> = dirty
                 .iter()
-                .map(|k| (t.services.get(k).cloned(), t.slices.get(k).cloned()))
+                .map(|k| match k {
+                    Key::Service(n) => {
+                        Inputs::Service(t.services.get(n).cloned(), t.slices.get(n).cloned())
+                    }
+                    Key::Pod(n) => Inputs::Pod(t.pods.get(n).cloned()),
+                })
                 .collect();
             (dirty, inputs)
         };
         let fresh: Vec<Applied> = inputs
             .iter()
-            .map(|(s, sl)| fragment(s.as_deref(), sl.as_ref(), &self.cfg))
+            .map(|i| match i {
+                Inputs::Service(s, sl) => fragment(s.as_deref(), sl.as_ref(), &self.cfg),
+                Inputs::Pod(p) => pod_fragment(p.as_deref()),
+            })
             .collect();
         let table = self.table();
         let tx = if full {
@@ -377,10 +452,21 @@ impl Proxier {
         if full {
             // After a full sync what was applied before it is gone.
             let t = lock(&self.tracker);
-            self.applied.retain(|k, _| t.services.contains_key(k));
+            self.applied.retain(|k, _| match k {
+                Key::Service(n) => t.services.contains_key(n),
+                Key::Pod(n) => t.pods.contains_key(n),
+            });
         }
         for f in &flows {
             self.conntrack.flush(f).await;
+        }
+        if let Some(h) = &self.health {
+            let want = self
+                .applied
+                .values()
+                .filter_map(|a| a.health.clone())
+                .collect();
+            h.update(want).await;
         }
         self.need_full = false;
         let report = SyncReport {
@@ -398,6 +484,7 @@ impl Proxier {
         &self,
         tasks: &TaskTracker,
         client: &Arc<dyn Client>,
+        config: watcher::Config,
         apply: fn(&mut Tracker, Change<K>),
         synced: fn(&mut Tracker),
         cancel: &CancellationToken,
@@ -409,7 +496,7 @@ impl Proxier {
         tasks.spawn(reflector::run::<K, _>(
             client.clone(),
             ResourceRef::of::<K>(None),
-            watcher::Config::default(),
+            config,
             move |c| {
                 apply(&mut lock(&t), c);
                 w.notify_one();
@@ -427,9 +514,15 @@ impl Proxier {
     /// restarts; [`remove_table`] takes it away.
     pub async fn run(mut self, client: Arc<dyn Client>, cancel: CancellationToken) {
         let tasks = TaskTracker::new();
+        self.health = self
+            .cfg
+            .health_bind
+            .map(|ip| HealthServer::new(ip, cancel.clone()));
+        let all = watcher::Config::default;
         self.informer::<Service>(
             &tasks,
             &client,
+            all(),
             Tracker::on_service,
             |t| t.services_synced = true,
             &cancel,
@@ -437,8 +530,18 @@ impl Proxier {
         self.informer::<EndpointSlice>(
             &tasks,
             &client,
+            all(),
             Tracker::on_slice,
             |t| t.slices_synced = true,
+            &cancel,
+        );
+        // hostPorts: the pods bound to this node (the only ones a node may list).
+        self.informer::<Pod>(
+            &tasks,
+            &client,
+            all().fields(&format!("spec.nodeName={}", self.cfg.node_name)),
+            Tracker::on_pod,
+            |t| t.pods_synced = true,
             &cancel,
         );
         tasks.close();
@@ -486,6 +589,9 @@ impl Proxier {
             }
         }
         tasks.wait().await;
+        if let Some(h) = &self.health {
+            h.wait().await;
+        }
     }
 }
 
@@ -621,7 +727,7 @@ mod tests {
             .insert(SERVICE_NAME_LABEL.into(), "b".into());
         t.dirty.clear();
         t.on_slice(Change::Modified(moved));
-        assert!(!t.slices.contains_key(&("ns".into(), "a".into())));
+        assert!(!t.slices.contains_key(&("ns".to_string(), "a".to_string())));
         assert_eq!(t.slices[&("ns".into(), "b".into())].len(), 1);
         assert_eq!(t.dirty.len(), 2);
     }

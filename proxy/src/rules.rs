@@ -26,7 +26,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::model::{Endpoint, ServicePort, usable};
+use crate::model::{Endpoint, HostPort, ServicePort, usable};
 use crate::nft::ruleset::Ruleset;
 
 /// The fwmark bit that asks `masquerading` to masquerade a packet (kube-proxy's too).
@@ -49,6 +49,8 @@ const SERVICE_IPS: &str = "service-ips";
 const SERVICE_NODEPORTS: &str = "service-nodeports";
 const NO_ENDPOINT_SERVICES: &str = "no-endpoint-services";
 const NO_ENDPOINT_NODEPORTS: &str = "no-endpoint-nodeports";
+const HOSTPORTS_IP: &str = "hostports-ip";
+const HOSTPORTS_ANY: &str = "hostports-any";
 const MARK_FOR_MASQUERADE: &str = "mark-for-masquerade";
 const REJECT_CHAIN: &str = "reject-chain";
 
@@ -67,6 +69,8 @@ pub fn base(cfg: &RulesConfig) -> Ruleset {
     r.declare(SERVICE_NODEPORTS, true, by_port, true);
     r.declare(NO_ENDPOINT_SERVICES, true, by_address, true);
     r.declare(NO_ENDPOINT_NODEPORTS, true, by_port, true);
+    r.declare(HOSTPORTS_IP, true, by_address, true);
+    r.declare(HOSTPORTS_ANY, true, by_port, true);
 
     // The base chains: filter hooks before DNAT (-110) reject new connections to ports
     // without endpoints; after DNAT (-90, and forward) catch what no Service took; nat hooks
@@ -141,6 +145,14 @@ pub fn base(cfg: &RulesConfig) -> Ruleset {
     } else {
         "ip daddr != 127.0.0.0/8 "
     };
+    r.rule(
+        "services",
+        format!("ip daddr . meta l4proto . th dport vmap @{HOSTPORTS_IP}"),
+    );
+    r.rule(
+        "services",
+        format!("fib daddr type local {loopback}meta l4proto . th dport vmap @{HOSTPORTS_ANY}"),
+    );
     r.rule(
         "services",
         format!("fib daddr type local {loopback}meta l4proto . th dport vmap @{SERVICE_NODEPORTS}"),
@@ -379,6 +391,51 @@ pub fn service_port(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfi
     r
 }
 
+/// A pod's hostPort: traffic to the node's address (or `hostIP`) and port DNATed to the
+/// pod, masqueraded when it comes from the pod itself (hairpin) or from 127.0.0.1.
+pub fn host_port(hp: &HostPort) -> Ruleset {
+    let mut r = Ruleset::default();
+    let proto = hp.protocol.nft();
+    let id = format!(
+        "{}/{}/{proto}/{}",
+        hp.namespace,
+        hp.pod,
+        hp.host_ip
+            .map(|ip| format!("{ip}:{}", hp.host_port))
+            .unwrap_or_else(|| hp.host_port.to_string())
+    )
+    .replace(':', "_");
+    let chain = format!("hp-{}-{id}", hash(&id));
+    r.rule(
+        &chain,
+        format!("ip saddr 127.0.0.0/8 jump {MARK_FOR_MASQUERADE}"),
+    );
+    r.rule(
+        &chain,
+        format!("ip saddr {} jump {MARK_FOR_MASQUERADE}", hp.pod_ip),
+    );
+    r.rule(
+        &chain,
+        format!(
+            "meta l4proto {proto} dnat to {}:{}",
+            hp.pod_ip, hp.container_port
+        ),
+    );
+    match hp.host_ip {
+        Some(ip) => r.element(
+            HOSTPORTS_IP,
+            format!("{ip} . {proto} . {}", hp.host_port),
+            format!("goto {chain}"),
+        ),
+        None => r.element(
+            HOSTPORTS_ANY,
+            format!("{proto} . {}", hp.host_port),
+            format!("goto {chain}"),
+        ),
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,6 +595,33 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
             .find(|(k, _)| k.starts_with("svc-"))
             .unwrap();
         assert!(svc.1.rules[1].starts_with("goto local-"));
+    }
+
+    #[test]
+    fn host_ports_by_address_or_on_every_address() {
+        let mut hp = HostPort {
+            namespace: "ns".into(),
+            pod: "p".into(),
+            host_ip: None,
+            host_port: 8080,
+            protocol: Protocol::Tcp,
+            pod_ip: "10.42.0.9".parse().unwrap(),
+            container_port: 80,
+        };
+        let r = host_port(&hp);
+        let (chain, c) = r.chains.iter().next().unwrap();
+        assert!(chain.ends_with("-ns/p/tcp/8080"), "{chain}");
+        assert_eq!(c.rules[2], "meta l4proto tcp dnat to 10.42.0.9:80");
+        assert_eq!(
+            r.elements["hostports-any"]["tcp . 8080"],
+            format!("goto {chain}")
+        );
+        hp.host_ip = Some("192.0.2.1".parse().unwrap());
+        hp.protocol = Protocol::Udp;
+        let r = host_port(&hp);
+        let (chain, _) = r.chains.iter().next().unwrap();
+        assert!(chain.ends_with("-ns/p/udp/192.0.2.1_8080"), "{chain}");
+        assert!(r.elements["hostports-ip"].contains_key("192.0.2.1 . udp . 8080"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use k1s_proxy::model::{Endpoint, PortName, Protocol, ServicePort};
+use k1s_proxy::model::{Endpoint, HostPort, PortName, Protocol, ServicePort};
 use k1s_proxy::nft::ruleset::{Ruleset, Table, Tx};
 use k1s_proxy::nft::{Nft, NftCommand};
 use k1s_proxy::rules::{self, RulesConfig};
@@ -134,6 +134,19 @@ fn fragments(round: u32) -> Vec<Ruleset> {
         none,
         &cfg(),
     ));
+    let mut hp = HostPort {
+        namespace: "default".into(),
+        pod: "hp".into(),
+        host_ip: None,
+        host_port: 8080,
+        protocol: Protocol::Tcp,
+        pod_ip: "10.42.0.5".parse().unwrap(),
+        container_port: 80,
+    };
+    out.push(rules::host_port(&hp));
+    hp.host_ip = Some("192.0.2.1".parse().unwrap());
+    hp.protocol = Protocol::Udp;
+    out.push(rules::host_port(&hp));
     out
 }
 

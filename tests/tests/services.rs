@@ -24,13 +24,15 @@ struct NodeAddress {
 }
 
 impl NodeAddress {
+    /// Test `n`'s node address: `100.(64 + n/250).(n%250).1`, on a /24 of its own (where
+    /// [`Client`] puts an external client).
     fn create(n: u32, table: &str) -> NodeAddress {
         let link = format!("k1sd{n}");
-        let ip = format!("100.64.{}.{}", n / 250, n % 250 + 1);
+        let ip = format!("100.{}.{}.1", 64 + n / 250, n % 250);
         let _ = Command::new("ip").args(["link", "del", &link]).status();
         for args in [
             vec!["link", "add", &link, "type", "bridge"],
-            vec!["addr", "add", &format!("{ip}/32"), "dev", &link],
+            vec!["addr", "add", &format!("{ip}/24"), "dev", &link],
             vec!["link", "set", &link, "up"],
         ] {
             assert!(Command::new("ip").args(&args).status().unwrap().success());
@@ -111,6 +113,18 @@ fn pod_names(c: &Cluster, app: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the kubelet has torn down every pod sandbox under the test's data directory
+/// (their namespace files unmounted, so their veths are gone), before the server stops.
+fn wait_for_teardown(c: &Cluster) {
+    let dir = c.data_dir().display().to_string();
+    eventually("the pod sandboxes to be torn down", 60, || {
+        !std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(&dir) && l.contains("/ns/"))
+    });
+}
+
 fn ready_endpoints(c: &Cluster, svc: &str) -> usize {
     let v = json(
         c,
@@ -141,7 +155,9 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
         eprintln!("SKIP: nft is not installed (apt-get install nftables)");
         return;
     }
-    let n = std::process::id() % 1000;
+    // Two tests in this file: each its own n (nextest runs them in two processes, cargo
+    // test in one).
+    let n = (std::process::id() % 400) * 2;
     let table = format!("k1s-proxy-t{n}");
     let node = NodeAddress::create(n, &table);
     let flags = proxy_flags(&images.kubelet_flags("svc"), &table);
@@ -379,5 +395,346 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
     eventually("the pods to go", 60, || {
         pod_names(&c, "web").is_empty() && pod_names(&c, "client").is_empty()
     });
+    wait_for_teardown(&c);
+    c.server.terminate();
+}
+
+/// A host outside the node: a network namespace on the node's /24 (a veth into the node
+/// address's bridge), removed on drop.
+struct Client {
+    netns: String,
+    ip: String,
+}
+
+impl Client {
+    fn create(n: u32, node: &NodeAddress) -> Client {
+        let netns = format!("k1sc{n}");
+        let ip = node.ip.trim_end_matches(".1").to_string() + ".2";
+        let (outer, inner) = (format!("k1sc{n}a"), format!("k1sc{n}b"));
+        let _ = Command::new("ip").args(["netns", "del", &netns]).status();
+        let _ = Command::new("ip").args(["link", "del", &outer]).status();
+        let run = |args: &[&str]| {
+            assert!(
+                Command::new("ip").args(args).status().unwrap().success(),
+                "ip {args:?}"
+            )
+        };
+        run(&["netns", "add", &netns]);
+        run(&[
+            "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+        ]);
+        run(&["link", "set", &inner, "netns", &netns]);
+        run(&["link", "set", &outer, "master", &node.link]);
+        run(&["link", "set", &outer, "up"]);
+        let inside = |args: &[&str]| {
+            let mut full = vec!["netns", "exec", &netns, "ip"];
+            full.extend_from_slice(args);
+            run(&full);
+        };
+        inside(&["addr", "add", &format!("{ip}/24"), "dev", &inner]);
+        inside(&["link", "set", &inner, "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        inside(&["route", "add", "default", "via", &node.ip]);
+        Client { netns, ip }
+    }
+
+    /// `curl` from the client: (exit code, body).
+    fn curl(&self, url: &str) -> (i32, String) {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                "curl",
+                "-sS",
+                "--max-time",
+                "3",
+                url,
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+    }
+}
+
+/// httpd with a CGI script that answers with the client's address as the pod saw it, and a
+/// hostPort.
+fn echo(image: &str, host_port: u16) -> String {
+    format!(
+        r#"{{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {{"name": "echo"}},
+          "spec": {{"replicas": 1, "selector": {{"matchLabels": {{"app": "echo"}}}},
+            "template": {{"metadata": {{"labels": {{"app": "echo"}}}},
+              "spec": {{"terminationGracePeriodSeconds": 1, "containers": [{{"name": "httpd",
+                "image": "{image}", "command": ["sh", "-c",
+                "mkdir -p /www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' > /www/cgi-bin/ip && chmod +x /www/cgi-bin/ip && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"],
+                "ports": [{{"containerPort": 8080, "hostPort": {host_port}}}],
+                "readinessProbe": {{"tcpSocket": {{"port": 8080}}, "periodSeconds": 1}}}}]}}}}}}}}"#
+    )
+}
+
+/// The client address busybox httpd gives a CGI script (`[::ffff:100.64.0.2]`), plain.
+fn remote(body: &str) -> String {
+    body.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_start_matches("::ffff:")
+        .to_string()
+}
+
+/// A UDP server inside a pod's network namespace (the test image has no UDP server: a
+/// Python one runs in the pod's namespace instead), answering every datagram with `tag`.
+struct UdpServer(std::process::Child);
+
+impl UdpServer {
+    fn start(c: &Cluster, pod: &str, tag: &str) -> UdpServer {
+        let uid = json(c, &["get", "pod", pod, "-o", "json"])["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let netns = c.data_dir().join(format!("agent/pods/{uid}/ns/net"));
+        let script = format!(
+            "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(('0.0.0.0',5353))\nwhile True:\n    d,a=s.recvfrom(100)\n    s.sendto(b'{tag}',a)\n"
+        );
+        let child = Command::new("nsenter")
+            .arg(format!("--net={}", netns.display()))
+            .args(["python3", "-c", &script])
+            .spawn()
+            .unwrap();
+        UdpServer(child)
+    }
+}
+
+impl Drop for UdpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One UDP exchange with `ip:port` from the fixed local port `sport` (so the kernel's
+/// conntrack entry is the same flow each time); the answer, or "" after a second.
+fn udp_ask(ip: &str, port: u16, sport: u16) -> String {
+    let script = format!(
+        "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('0.0.0.0',{sport}))\ns.settimeout(1)\ns.sendto(b'?',('{ip}',{port}))\ntry:\n    print(s.recv(100).decode())\nexcept Exception:\n    pass\n"
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn external_clients_local_policy_health_checks_host_ports_udp_and_in_cluster_clients() {
+    let Some(images) = Images::start() else {
+        return;
+    };
+    if Command::new("nft").arg("--version").output().is_err() {
+        eprintln!("SKIP: nft is not installed (apt-get install nftables)");
+        return;
+    }
+    let python = k1s_tests::test_tools().join("pyvenv/bin/python");
+    let n = (std::process::id() % 400) * 2 + 1;
+    let table = format!("k1s-proxy-t{n}");
+    let node = NodeAddress::create(n, &table);
+    let client = Client::create(n, &node);
+    let flags = proxy_flags(&images.kubelet_flags("ext"), &table);
+    let _cleanup = HostCleanup(flags.clone());
+    let service_cidr = "10.237.0.0/16";
+    let mut all = flags.clone();
+    all.extend(
+        [
+            "--service-cidr",
+            service_cidr,
+            "--node-ip",
+            &node.ip,
+            "--bind-address",
+            "0.0.0.0",
+        ]
+        .map(String::from),
+    );
+    let Some(mut c) = start_with_kubelet("ext", &all) else {
+        return;
+    };
+    let host_port = k1s_tests::free_port();
+    c.ok_stdin(&["create", "-f", "-"], &echo(&images.busybox(), host_port));
+    c.ok(&["rollout", "status", "deployment/echo", "--timeout=120s"]);
+    let pod = pod_names(&c, "echo").remove(0);
+
+    // externalTrafficPolicy Local on a load balancer: the pod sees the client's own address,
+    // and the health check port says the node has an endpoint.
+    c.ok(&[
+        "expose",
+        "deployment",
+        "echo",
+        "--name",
+        "lb",
+        "--port",
+        "8082",
+        "--target-port",
+        "8080",
+        "--type",
+        "LoadBalancer",
+    ]);
+    c.ok(&[
+        "patch",
+        "service",
+        "lb",
+        "-p",
+        r#"{"spec": {"externalTrafficPolicy": "Local"}}"#,
+    ]);
+    let svc = json(&c, &["get", "service", "lb", "-o", "json"]);
+    let node_port = svc["spec"]["ports"][0]["nodePort"].as_u64().unwrap();
+    let check = svc["spec"]["healthCheckNodePort"]
+        .as_u64()
+        .expect("a health check port for a Local load balancer");
+    eventually("the client's own address inside the pod", 30, || {
+        let (code, body) = client.curl(&format!("http://{}:{node_port}/cgi-bin/ip", node.ip));
+        code == 0 && remote(&body) == client.ip
+    });
+    eventually(
+        "the load balancer address with the client's address",
+        30,
+        || {
+            let (code, body) = client.curl(&format!("http://{}:8082/cgi-bin/ip", node.ip));
+            code == 0 && remote(&body) == client.ip
+        },
+    );
+    eventually(
+        "the health check to answer 200 with one local endpoint",
+        30,
+        || {
+            let (code, body) = client.curl(&format!("http://{}:{check}/", node.ip));
+            code == 0 && body.contains(r#""localEndpoints":1"#)
+        },
+    );
+    // With Cluster the client's address is masqueraded away, and the check port is released.
+    c.ok(&[
+        "patch",
+        "service",
+        "lb",
+        "-p",
+        r#"{"spec": {"externalTrafficPolicy": "Cluster"}}"#,
+    ]);
+    assert!(
+        json(&c, &["get", "service", "lb", "-o", "json"])["spec"]["healthCheckNodePort"].is_null()
+    );
+    eventually("a masqueraded address inside the pod", 30, || {
+        let (code, body) = client.curl(&format!("http://{}:{node_port}/cgi-bin/ip", node.ip));
+        code == 0 && !remote(&body).is_empty() && remote(&body) != client.ip
+    });
+    eventually("the health check port to close", 30, || {
+        client.curl(&format!("http://{}:{check}/", node.ip)).0 == 7
+    });
+
+    // hostPort: from another host to the node address, and from this host to 127.0.0.1.
+    eventually("the hostPort from the client", 30, || {
+        let (code, body) = client.curl(&format!("http://{}:{host_port}/", node.ip));
+        code == 0 && body.trim() == pod
+    });
+    let (code, body) = curl(&format!("http://127.0.0.1:{host_port}/"));
+    assert_eq!((code, body.trim()), (0, pod.as_str()));
+
+    // The official Python client's in-cluster configuration, from the pod's network
+    // namespace with the pod's own ServiceAccount token and CA, through the kubernetes
+    // Service.
+    if python.is_file() {
+        c.ok(&[
+            "create",
+            "rolebinding",
+            "sa-view",
+            "--clusterrole=view",
+            "--serviceaccount=default:default",
+        ]);
+        let sa = c.data_dir().join("sa");
+        std::fs::create_dir_all(&sa).unwrap();
+        for f in ["token", "ca.crt"] {
+            let out = c.ok(&[
+                "exec",
+                &pod,
+                "--",
+                "cat",
+                &format!("/var/run/secrets/kubernetes.io/serviceaccount/{f}"),
+            ]);
+            std::fs::write(sa.join(f), out).unwrap();
+        }
+        let uid = json(&c, &["get", "pod", &pod, "-o", "json"])["metadata"]["uid"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let script = format!(
+            "from kubernetes import client\nfrom kubernetes.config.incluster_config import InClusterConfigLoader\nInClusterConfigLoader(token_filename='{t}', cert_filename='{ca}').load_and_set()\nprint(sorted(p.metadata.name for p in client.CoreV1Api().list_namespaced_pod('default').items))\n",
+            t = sa.join("token").display(),
+            ca = sa.join("ca.crt").display()
+        );
+        let out = Command::new("nsenter")
+            .arg(format!(
+                "--net={}",
+                c.data_dir()
+                    .join(format!("agent/pods/{uid}/ns/net"))
+                    .display()
+            ))
+            .arg(&python)
+            .args(["-c", &script])
+            .env("KUBERNETES_SERVICE_HOST", "10.237.0.1")
+            .env("KUBERNETES_SERVICE_PORT", "443")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&pod),
+            "in-cluster client: {stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    } else {
+        k1s_tests::missing("the Python kubernetes client venv");
+    }
+
+    // UDP: a Service answers; when its endpoint is replaced, the same client flow (same
+    // source port) reaches the new one at once (the stale conntrack entry was deleted).
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "udp"},
+            "spec": {"selector": {"app": "echo"}, "ports": [{"port": 5353, "protocol": "UDP"}]}}"#,
+    );
+    let udp_ip = json(&c, &["get", "service", "udp", "-o", "json"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sport = k1s_tests::free_port();
+    let first = UdpServer::start(&c, &pod, "A");
+    eventually("the UDP Service to answer", 30, || {
+        udp_ask(&udp_ip, 5353, sport) == "A"
+    });
+    c.ok(&["delete", "pod", &pod, "--wait=false"]);
+    let mut replacement = String::new();
+    eventually("a new echo pod", 60, || {
+        replacement = pod_names(&c, "echo")
+            .into_iter()
+            .find(|p| *p != pod)
+            .unwrap_or_default();
+        !replacement.is_empty()
+            && json(&c, &["get", "pod", &replacement, "-o", "json"])["status"]["podIP"].is_string()
+    });
+    drop(first);
+    let _second = UdpServer::start(&c, &replacement, "B");
+    eventually("the same flow to reach the new endpoint", 30, || {
+        udp_ask(&udp_ip, 5353, sport) == "B"
+    });
+
+    c.ok(&["delete", "deployment", "echo"]);
+    eventually("the pods to go", 60, || pod_names(&c, "echo").is_empty());
+    wait_for_teardown(&c);
     c.server.terminate();
 }

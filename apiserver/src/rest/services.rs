@@ -158,12 +158,23 @@ impl Rest {
     }
 
     async fn claim_port(&self, name: &str, requested: Option<u16>) -> Result<u16, ApiError> {
+        self.claim_port_for(name, "spec.ports[0].nodePort", requested)
+            .await
+    }
+
+    /// [`Self::claim_port`] for the field `field` (a NodePort or the health check port).
+    async fn claim_port_for(
+        &self,
+        name: &str,
+        field: &str,
+        requested: Option<u16>,
+    ) -> Result<u16, ApiError> {
         let (lo, hi) = self.services.node_ports;
         if let Some(p) = requested {
             if !(lo..=hi).contains(&p) {
                 return Err(invalid(
                     name,
-                    "spec.ports[0].nodePort",
+                    field,
                     format!(
                         "Invalid value: {p}: provided port is not in the valid range. The range of valid ports is {lo}-{hi}"
                     ),
@@ -172,7 +183,7 @@ impl Rest {
             if !self.claim(format!("{PORT_PREFIX}{p}")).await? {
                 return Err(invalid(
                     name,
-                    "spec.ports[0].nodePort",
+                    field,
                     format!("Invalid value: {p}: provided port is already allocated"),
                 ));
             }
@@ -284,7 +295,14 @@ impl Rest {
         if wants_node_ports && spec["externalTrafficPolicy"].is_null() {
             spec["externalTrafficPolicy"] = json!("Cluster");
         }
-        let old_ports: Vec<u16> = old.map(node_ports).unwrap_or_default();
+        // The old Service's NodePorts proper (its health check port is not one to keep).
+        let old_check_port = old.and_then(|o| o["spec"]["healthCheckNodePort"].as_u64());
+        let old_ports: Vec<u16> = old
+            .map(node_ports)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| Some(u64::from(*p)) != old_check_port)
+            .collect();
         if let Some(ports) = spec["ports"].as_array_mut() {
             for p in ports {
                 if !wants_node_ports {
@@ -301,6 +319,33 @@ impl Rest {
                     }
                 }
             }
+        }
+        // A load balancer with externalTrafficPolicy Local gets a health check port from the
+        // NodePort range (the service proxy answers it with the node's endpoint count);
+        // any other Service has none.
+        let local_lb = ty == "LoadBalancer" && spec["externalTrafficPolicy"] == "Local";
+        let old_check = old
+            .and_then(|o| o["spec"]["healthCheckNodePort"].as_u64())
+            .and_then(|n| u16::try_from(n).ok());
+        if local_lb {
+            let asked = spec["healthCheckNodePort"]
+                .as_u64()
+                .and_then(|n| u16::try_from(n).ok())
+                .filter(|n| *n != 0);
+            let port = match (asked, old_check) {
+                (Some(a), Some(o)) if a == o => a,
+                (None, Some(o)) => o,
+                (asked, _) => {
+                    let n = self
+                        .claim_port_for(name, "spec.healthCheckNodePort", asked)
+                        .await?;
+                    claims.push(format!("{PORT_PREFIX}{n}"));
+                    n
+                }
+            };
+            spec["healthCheckNodePort"] = json!(port);
+        } else if let Some(s) = spec.as_object_mut() {
+            s.remove("healthCheckNodePort");
         }
         Ok(())
     }
@@ -337,12 +382,15 @@ impl Rest {
     }
 }
 
+/// The ports of the NodePort range a Service holds: its NodePorts and health check port.
 fn node_ports(svc: &Value) -> Vec<u16> {
     svc["spec"]["ports"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|p| p["nodePort"].as_u64().and_then(|n| u16::try_from(n).ok()))
+        .map(|p| &p["nodePort"])
+        .chain([&svc["spec"]["healthCheckNodePort"]])
+        .filter_map(|n| n.as_u64().and_then(|n| u16::try_from(n).ok()))
         .collect()
 }
 
