@@ -25,6 +25,10 @@ pub enum BenchCommand {
     /// Scheduling throughput in process (scheduler_perf's shapes on hollow nodes), and a
     /// 1,000-replica Deployment with the controller manager.
     Scheduler(crate::bench_scheduler::SchedulerBenchArgs),
+    /// The service proxy: rules programmed per change (p50/p99) and full syncs at 1,000 and
+    /// 10,000 Services, its memory, and ClusterIP against pod-IP throughput (wrk), in
+    /// scratch network namespaces.
+    Proxy(crate::bench_proxy::ProxyBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -64,6 +68,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Api(args) => crate::bench_api::run(args).await,
         BenchCommand::Pods(args) => crate::bench_pods::run(args).await,
         BenchCommand::Scheduler(args) => crate::bench_scheduler::run(args).await,
+        BenchCommand::Proxy(args) => crate::bench_proxy::run(args).await,
     }
 }
 

@@ -6,6 +6,7 @@ mod agent_cmd;
 mod bench;
 mod bench_api;
 mod bench_pods;
+mod bench_proxy;
 mod bench_scheduler;
 mod components;
 mod csi_hostpath;
