@@ -175,6 +175,8 @@ struct Applied {
     udp: Vec<UdpPort>,
     /// The health check port and what it reports (externalTrafficPolicy Local load balancers).
     health: Option<(u16, healthcheck::Entry)>,
+    /// The endpoints its rules DNAT to (each an element of the shared hairpin set).
+    hairpin: BTreeSet<Ipv4Addr>,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -206,6 +208,8 @@ fn fragment(
             .unwrap_or_default();
         out.rules
             .merge(&rules::service_port(&port, &all, &cfg.rules));
+        out.hairpin
+            .extend(rules::dnat_targets(&all).iter().map(|e| e.ip));
         if port.id.protocol == Protocol::Udp {
             out.udp.push(udp_port(&port, &all));
         }
@@ -295,6 +299,9 @@ pub struct Proxier {
     wake: Arc<Notify>,
     /// What the kernel holds, by Service (valid while `need_full` is false).
     applied: HashMap<Key, Applied>,
+    /// How many Services DNAT to each endpoint address (its hairpin element is in the kernel
+    /// while the count is above zero).
+    hairpin_refs: HashMap<Ipv4Addr, usize>,
     need_full: bool,
     /// The health check listeners (set by [`Proxier::run`] when configured).
     health: Option<HealthServer>,
@@ -323,6 +330,7 @@ impl Proxier {
             tracker: Arc::default(),
             wake: Arc::new(Notify::new()),
             applied: HashMap::new(),
+            hairpin_refs: HashMap::new(),
             need_full: true,
             health: None,
             last_sync: None,
@@ -402,10 +410,34 @@ impl Proxier {
             })
             .collect();
         let table = self.table();
+        // The hairpin set's references: recounted on a full sync, changed by the difference
+        // of each rebuilt fragment otherwise.
+        let mut refs_delta: HashMap<Ipv4Addr, isize> = HashMap::new();
+        for (k, f) in dirty.iter().zip(&fresh) {
+            let old = self.applied.get(k).map(|a| &a.hairpin);
+            for ip in &f.hairpin {
+                if full || !old.is_some_and(|o| o.contains(ip)) {
+                    *refs_delta.entry(*ip).or_default() += 1;
+                }
+            }
+            for ip in old.into_iter().flatten() {
+                if !full && !f.hairpin.contains(ip) {
+                    *refs_delta.entry(*ip).or_default() -= 1;
+                }
+            }
+        }
+        let base_refs = if full {
+            HashMap::new()
+        } else {
+            self.hairpin_refs.clone()
+        };
         let tx = if full {
             let mut all = rules::base(&self.cfg.rules);
             for f in &fresh {
                 all.merge(&f.rules);
+            }
+            for ip in refs_delta.keys() {
+                all.element(rules::HAIRPIN, format!("{ip} . {ip}"), "");
             }
             Some(Tx::full(&table, "k1s service proxy", &all))
         } else {
@@ -417,6 +449,15 @@ impl Proxier {
                 match Tx::diff(&table, &old.rules, &f.rules) {
                     Some(t) => tx.extend(t),
                     None => ok = false,
+                }
+            }
+            for (ip, d) in &refs_delta {
+                let before = base_refs.get(ip).copied().unwrap_or(0);
+                let after = before.saturating_add_signed(*d);
+                if before == 0 && after > 0 {
+                    tx.add_element(&table, rules::HAIRPIN, &format!("{ip} . {ip}"));
+                } else if before > 0 && after == 0 {
+                    tx.delete_element(&table, rules::HAIRPIN, &format!("{ip} . {ip}"));
                 }
             }
             ok.then_some(tx)
@@ -434,6 +475,16 @@ impl Proxier {
             lock(&self.tracker).dirty.extend(dirty);
             return Err(e);
         }
+        let mut refs = base_refs;
+        for (ip, d) in refs_delta {
+            let n = refs.get(&ip).copied().unwrap_or(0).saturating_add_signed(d);
+            if n == 0 {
+                refs.remove(&ip);
+            } else {
+                refs.insert(ip, n);
+            }
+        }
+        self.hairpin_refs = refs;
         let mut flows = BTreeSet::new();
         for (k, f) in dirty.into_iter().zip(fresh) {
             // A full sync after a start knows nothing of the flows before it: it flushes
@@ -674,7 +725,11 @@ mod tests {
         let tx = nft.transactions().pop().unwrap();
         assert!(!tx.contains("table"), "{tx}");
         assert!(!tx.contains("web"), "{tx}");
-        assert!(tx.contains("delete chain ip k1s-proxy ep-") && tx.contains("10.42.0.6"));
+        assert!(tx.contains("flush chain ip k1s-proxy svc-"), "{tx}");
+        assert!(!tx.contains("10.42.0.6:5353"), "{tx}");
+        // The endpoint that went is no longer a hairpin target; the other still is.
+        assert!(tx.contains("delete element ip k1s-proxy hairpin { 10.42.0.6 . 10.42.0.6 }"));
+        assert_eq!(p.hairpin_refs.len(), 1);
         assert_eq!(
             *ct.flushed.lock().unwrap(),
             [Flush::Nat {
@@ -712,6 +767,32 @@ mod tests {
         assert!(r.full);
         let tx = nft.transactions().pop().unwrap();
         assert!(tx.contains("dnat to 10.42.0.5:5353"), "{tx}");
+    }
+
+    #[tokio::test]
+    async fn a_hairpin_element_shared_by_two_services_stays_while_one_uses_it() {
+        let nft = Arc::new(FakeNft::default());
+        let mut p = Proxier::new(cfg(), nft.clone(), Arc::new(FakeConntrack::default()));
+        for (name, ip) in [("a", "10.43.0.11"), ("b", "10.43.0.12")] {
+            p.on_service(Change::Added(service(name, ip, "TCP")));
+            p.on_slice(Change::Added(slice(name, &["10.42.0.5"], "TCP")));
+        }
+        p.mark_synced();
+        p.sync().await.unwrap();
+        let full = nft.transactions().pop().unwrap();
+        assert_eq!(full.matches("hairpin { 10.42.0.5 . 10.42.0.5 }").count(), 1);
+        p.on_service(Change::Deleted(service("a", "10.43.0.11", "TCP")));
+        p.sync().await.unwrap();
+        assert!(!nft.transactions().pop().unwrap().contains("hairpin"));
+        p.on_service(Change::Deleted(service("b", "10.43.0.12", "TCP")));
+        p.sync().await.unwrap();
+        assert!(
+            nft.transactions()
+                .pop()
+                .unwrap()
+                .contains("delete element ip k1s-proxy hairpin { 10.42.0.5 . 10.42.0.5 }")
+        );
+        assert!(p.hairpin_refs.is_empty());
     }
 
     #[test]

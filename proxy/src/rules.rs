@@ -51,6 +51,11 @@ const NO_ENDPOINT_SERVICES: &str = "no-endpoint-services";
 const NO_ENDPOINT_NODEPORTS: &str = "no-endpoint-nodeports";
 const HOSTPORTS_IP: &str = "hostports-ip";
 const HOSTPORTS_ANY: &str = "hostports-any";
+/// `EP . EP` for every endpoint some Service DNATs to: a packet whose source is the address
+/// it was DNATed to (a pod reaching itself through a Service) is masqueraded, so the reply
+/// comes back through the node. One element per pod, shared by its Services: the proxier
+/// counts references.
+pub const HAIRPIN: &str = "hairpin";
 const MARK_FOR_MASQUERADE: &str = "mark-for-masquerade";
 const REJECT_CHAIN: &str = "reject-chain";
 
@@ -71,6 +76,7 @@ pub fn base(cfg: &RulesConfig) -> Ruleset {
     r.declare(NO_ENDPOINT_NODEPORTS, true, by_port, true);
     r.declare(HOSTPORTS_IP, true, by_address, true);
     r.declare(HOSTPORTS_ANY, true, by_port, true);
+    r.declare(HAIRPIN, false, "type ipv4_addr . ipv4_addr ;", true);
 
     // The base chains: filter hooks before DNAT (-110) reject new connections to ports
     // without endpoints; after DNAT (-90, and forward) catch what no Service took; nat hooks
@@ -120,7 +126,10 @@ pub fn base(cfg: &RulesConfig) -> Ruleset {
         (
             "nat-postrouting",
             "type nat hook postrouting priority srcnat",
-            &["jump masquerading"],
+            &[
+                "ip saddr . ip daddr @hairpin jump mark-for-masquerade",
+                "jump masquerading",
+            ],
         ),
     ];
     for (chain, hook, rules) in BASE {
@@ -221,19 +230,58 @@ impl Names {
     fn cluster(&self) -> String {
         format!("cluster-{}-{}", self.h, self.id)
     }
-    fn local(&self) -> String {
-        format!("local-{}-{}", self.h, self.id)
-    }
-    fn endpoint_suffix(&self, e: &Endpoint) -> String {
-        let full = format!("{}__{}/{}", self.id, e.ip, e.port);
-        format!("{}-{full}", hash(&full))
-    }
-    fn endpoint(&self, e: &Endpoint) -> String {
-        format!("ep-{}", self.endpoint_suffix(e))
-    }
     fn affinity(&self, e: &Endpoint) -> String {
-        format!("aff-{}", self.endpoint_suffix(e))
+        let full = format!("{}__{}/{}", self.id, e.ip, e.port);
+        format!("aff-{}-{full}", hash(&full))
     }
+}
+
+/// The rules that pick one of `eps` and DNAT to it: a client stuck to an endpoint
+/// (`sessionAffinity: ClientIP`) goes back to it; otherwise rule j takes the connection with
+/// probability 1/(N-j), which makes every endpoint equally likely. Plain rules rather than a
+/// `numgen … vmap { … }` or a chain per endpoint: each anonymous set and each chain is a
+/// kernel object, and at 10,000 Services they made a full sync take minutes and every
+/// partial one hundreds of milliseconds (docs/benchmarks.md, proxy).
+fn dispatch(r: &mut Ruleset, chain: &str, port: &ServicePort, n: &Names, eps: &[Endpoint]) {
+    let proto = port.id.protocol.nft();
+    let to = |e: &Endpoint| {
+        let stick = match port.affinity_seconds {
+            Some(_) => format!("update @{} {{ ip saddr }} ", n.affinity(e)),
+            None => String::new(),
+        };
+        format!("meta l4proto {proto} {stick}dnat to {}:{}", e.ip, e.port)
+    };
+    if let Some(t) = port.affinity_seconds {
+        for e in eps {
+            let set = n.affinity(e);
+            r.declare(
+                &set,
+                false,
+                &format!("type ipv4_addr ; flags dynamic,timeout ; timeout {t}s ;"),
+                false,
+            );
+            r.rule(chain, format!("ip saddr @{set} {}", to(e)));
+        }
+    }
+    let k = eps.len();
+    for (j, e) in eps.iter().enumerate() {
+        if j + 1 == k {
+            r.rule(chain, to(e));
+        } else {
+            r.rule(chain, format!("numgen random mod {} 0 {}", k - j, to(e)));
+        }
+    }
+}
+
+/// The endpoints a Service port's rules DNAT to (hairpin traffic to them is masqueraded:
+/// [`HAIRPIN`]).
+pub fn dnat_targets(endpoints: &[Endpoint]) -> Vec<Endpoint> {
+    let local: Vec<Endpoint> = endpoints.iter().filter(|e| e.local).cloned().collect();
+    let mut out = usable(endpoints);
+    out.extend(usable(&local));
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// One Service port's chains and map elements, `endpoints` being all of its endpoints (ready
@@ -251,100 +299,33 @@ pub fn service_port(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfi
         &cluster
     };
 
-    // Endpoint chains for every endpoint some dispatch chain uses.
-    let mut used: Vec<&Endpoint> = cluster.iter().chain(local.iter()).collect();
-    used.sort();
-    used.dedup();
-    for e in &used {
-        let chain = n.endpoint(e);
-        r.rule(
-            &chain,
-            format!("ip saddr {} jump {MARK_FOR_MASQUERADE}", e.ip),
-        );
-        if let Some(t) = port.affinity_seconds {
-            let set = n.affinity(e);
-            r.declare(
-                &set,
-                false,
-                &format!("type ipv4_addr ; flags dynamic,timeout ; timeout {t}s ;"),
-                false,
-            );
-            r.rule(&chain, format!("update @{set} {{ ip saddr }}"));
-        }
-        r.rule(
-            &chain,
-            format!("meta l4proto {proto} dnat to {}:{}", e.ip, e.port),
-        );
-    }
-    let mut dispatch = |chain: String, eps: &[Endpoint]| {
-        if let Some(_t) = port.affinity_seconds {
-            for e in eps {
-                r.rule(
-                    &chain,
-                    format!("ip saddr @{} goto {}", n.affinity(e), n.endpoint(e)),
-                );
-            }
-        }
-        match eps {
-            [] => r.rule(&chain, "drop"),
-            [one] => r.rule(&chain, format!("goto {}", n.endpoint(one))),
-            many => {
-                let arms: Vec<String> = many
-                    .iter()
-                    .enumerate()
-                    .map(|(i, e)| format!("{i} : goto {}", n.endpoint(e)))
-                    .collect();
-                r.rule(
-                    &chain,
-                    format!(
-                        "numgen random mod {} vmap {{ {} }}",
-                        many.len(),
-                        arms.join(" , ")
-                    ),
-                );
-            }
-        }
-        chain
-    };
-    let cluster_chain = (!cluster.is_empty()).then(|| dispatch(n.cluster(), &cluster));
-    let local_chain = ((port.internal_local || port.external_local) && !local.is_empty())
-        .then(|| dispatch(n.local(), &local));
-
     for ip in &port.cluster_ips {
         r.element(CLUSTER_IPS, ip.to_string(), "");
     }
-    let internal_chain = if port.internal_local {
-        &local_chain
-    } else {
-        &cluster_chain
-    };
     let svc = n.service();
-    match internal_chain {
-        Some(target) if !internal.is_empty() => {
-            r.rule(
-                &svc,
-                format!(
-                    "ip saddr != {} jump {MARK_FOR_MASQUERADE}",
-                    cfg.cluster_cidr
-                ),
+    if internal.is_empty() {
+        for ip in &port.cluster_ips {
+            r.element(
+                NO_ENDPOINT_SERVICES,
+                format!("{ip} . {proto} . {}", port.port),
+                format!("goto {REJECT_CHAIN}"),
             );
-            r.rule(&svc, format!("goto {target}"));
-            for ip in &port.cluster_ips {
-                r.element(
-                    SERVICE_IPS,
-                    format!("{ip} . {proto} . {}", port.port),
-                    format!("goto {svc}"),
-                );
-            }
         }
-        _ => {
-            for ip in &port.cluster_ips {
-                r.element(
-                    NO_ENDPOINT_SERVICES,
-                    format!("{ip} . {proto} . {}", port.port),
-                    format!("goto {REJECT_CHAIN}"),
-                );
-            }
+    } else {
+        r.rule(
+            &svc,
+            format!(
+                "ip saddr != {} jump {MARK_FOR_MASQUERADE}",
+                cfg.cluster_cidr
+            ),
+        );
+        dispatch(&mut r, &svc, port, &n, internal);
+        for ip in &port.cluster_ips {
+            r.element(
+                SERVICE_IPS,
+                format!("{ip} . {proto} . {}", port.port),
+                format!("goto {svc}"),
+            );
         }
     }
 
@@ -352,26 +333,30 @@ pub fn service_port(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfi
         let ext = n.external();
         // Where external traffic can go at all: with Local, traffic from this node still
         // reaches any endpoint, so only a Service with no endpoint anywhere rejects it.
-        let reachable = match &cluster_chain {
-            Some(cluster_chain) => {
-                if port.external_local {
-                    r.rule(
-                        &ext,
-                        format!("fib saddr type local jump {MARK_FOR_MASQUERADE}"),
-                    );
-                    r.rule(&ext, format!("fib saddr type local goto {cluster_chain}"));
-                    match &local_chain {
-                        Some(l) => r.rule(&ext, format!("goto {l}")),
-                        None => r.rule(&ext, "drop comment \"no local endpoints\""),
-                    }
-                } else {
-                    r.rule(&ext, format!("jump {MARK_FOR_MASQUERADE}"));
-                    r.rule(&ext, format!("goto {cluster_chain}"));
-                }
-                true
+        let reachable = !cluster.is_empty();
+        if reachable && port.external_local {
+            // Traffic from this node itself goes to any endpoint, masqueraded.
+            let to_cluster = if port.internal_local {
+                let c = n.cluster();
+                dispatch(&mut r, &c, port, &n, &cluster);
+                c
+            } else {
+                svc.clone()
+            };
+            r.rule(
+                &ext,
+                format!("fib saddr type local jump {MARK_FOR_MASQUERADE}"),
+            );
+            r.rule(&ext, format!("fib saddr type local goto {to_cluster}"));
+            if local.is_empty() {
+                r.rule(&ext, "drop comment \"no local endpoints\"");
+            } else {
+                dispatch(&mut r, &ext, port, &n, &local);
             }
-            None => false,
-        };
+        } else if reachable {
+            r.rule(&ext, format!("jump {MARK_FOR_MASQUERADE}"));
+            dispatch(&mut r, &ext, port, &n, &cluster);
+        }
         let (ips_map, ports_map, verdict) = if reachable {
             (SERVICE_IPS, SERVICE_NODEPORTS, format!("goto {ext}"))
         } else {
@@ -495,23 +480,28 @@ mod tests {
             &[ep("10.42.0.5", true, true), ep("10.42.0.6", true, false)],
             &cfg(),
         );
-        // Chains and elements come sorted by name; the hashes are of the port and endpoint.
+        // Chains and elements come sorted by name; the hash is of the port's identity.
         let want = "\
-add chain ip k1s-proxy cluster-c7a03e88-ns/web/tcp/http
-add chain ip k1s-proxy ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080
-add chain ip k1s-proxy ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080
 add chain ip k1s-proxy svc-c7a03e88-ns/web/tcp/http
-add rule ip k1s-proxy cluster-c7a03e88-ns/web/tcp/http numgen random mod 2 vmap { 0 : goto ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080 , 1 : goto ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080 }
-add rule ip k1s-proxy ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080 ip saddr 10.42.0.6 jump mark-for-masquerade
-add rule ip k1s-proxy ep-60977ef5-ns/web/tcp/http__10.42.0.6/8080 meta l4proto tcp dnat to 10.42.0.6:8080
-add rule ip k1s-proxy ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080 ip saddr 10.42.0.5 jump mark-for-masquerade
-add rule ip k1s-proxy ep-f15ac351-ns/web/tcp/http__10.42.0.5/8080 meta l4proto tcp dnat to 10.42.0.5:8080
 add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http ip saddr != 10.42.0.0/16 jump mark-for-masquerade
-add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http goto cluster-c7a03e88-ns/web/tcp/http
+add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http numgen random mod 2 0 meta l4proto tcp dnat to 10.42.0.5:8080
+add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http meta l4proto tcp dnat to 10.42.0.6:8080
 add element ip k1s-proxy cluster-ips { 10.43.0.20 }
 add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88-ns/web/tcp/http }
 ";
         assert_eq!(render(&r), want);
+        let three = [
+            ep("10.42.0.5", true, true),
+            ep("10.42.0.6", true, false),
+            ep("10.42.0.7", true, false),
+        ];
+        let r = service_port(&port("web"), &three, &cfg());
+        let rules = &r.chains.values().next().unwrap().rules;
+        // 1/3, then 1/2 of the rest, then the last: each endpoint equally likely.
+        assert!(rules[1].starts_with("numgen random mod 3 0 "));
+        assert!(rules[2].starts_with("numgen random mod 2 0 "));
+        assert_eq!(rules[3], "meta l4proto tcp dnat to 10.42.0.7:8080");
+        assert_eq!(dnat_targets(&three).len(), 3);
     }
 
     #[test]
@@ -525,9 +515,19 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
         let mut t = ep("10.42.0.5", false, true);
         t.serving = true;
         t.terminating = true;
-        let r = service_port(&port("web"), &[t], &cfg());
+        let r = service_port(&port("web"), std::slice::from_ref(&t), &cfg());
         assert!(r.elements.contains_key("service-ips"));
         assert!(!r.elements.contains_key("no-endpoint-services"));
+        assert_eq!(dnat_targets(&[t.clone()]), [t]);
+    }
+
+    fn chain<'a>(r: &'a Ruleset, prefix: &str) -> &'a Vec<String> {
+        &r.chains
+            .iter()
+            .find(|(k, _)| k.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} chain in {:?}", r.chains.keys()))
+            .1
+            .rules
     }
 
     #[test]
@@ -537,39 +537,27 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
         p.external_ips = vec!["192.0.2.10".parse().unwrap()];
         let eps = [ep("10.42.0.5", true, false)];
         let r = service_port(&p, &eps, &cfg());
-        let ext = r
-            .chains
-            .iter()
-            .find(|(k, _)| k.starts_with("ext-"))
-            .unwrap();
-        assert_eq!(ext.1.rules[0], "jump mark-for-masquerade");
+        let ext = chain(&r, "ext-");
+        assert_eq!(ext[0], "jump mark-for-masquerade");
+        assert_eq!(ext[1], "meta l4proto tcp dnat to 10.42.0.5:8080");
         assert!(r.elements["service-nodeports"]["tcp . 30080"].starts_with("goto ext-"));
         assert!(r.elements["service-ips"]["192.0.2.10 . tcp . 80"].starts_with("goto ext-"));
         // Local with no local endpoint: this host's own traffic goes anywhere, others dropped.
         p.external_local = true;
         let r = service_port(&p, &eps, &cfg());
-        let ext = r
-            .chains
-            .iter()
-            .find(|(k, _)| k.starts_with("ext-"))
-            .unwrap();
-        assert_eq!(ext.1.rules.len(), 3);
-        assert!(ext.1.rules[1].starts_with("fib saddr type local goto cluster-"));
-        assert!(ext.1.rules[2].starts_with("drop"));
-        // Local with a local endpoint: its own dispatch chain, the client address kept.
+        let ext = chain(&r, "ext-");
+        assert_eq!(ext.len(), 3);
+        assert!(ext[1].starts_with("fib saddr type local goto svc-"));
+        assert!(ext[2].starts_with("drop"));
+        // Local with a local endpoint: dispatched among this node's, the client address kept.
         let r = service_port(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
-        let ext = r
-            .chains
-            .iter()
-            .find(|(k, _)| k.starts_with("ext-"))
-            .unwrap();
-        assert!(ext.1.rules[2].starts_with("goto local-"));
-        let local = r
-            .chains
-            .iter()
-            .find(|(k, _)| k.starts_with("local-"))
-            .unwrap();
-        assert!(local.1.rules[0].starts_with("goto ep-") && local.1.rules[0].contains("10.42.0.7"));
+        let ext = chain(&r, "ext-");
+        assert_eq!(ext[2], "meta l4proto tcp dnat to 10.42.0.7:8080");
+        // Local with internal Local too: the node's own traffic needs a cluster-wide chain.
+        p.internal_local = true;
+        let r = service_port(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
+        assert!(chain(&r, "ext-")[1].starts_with("fib saddr type local goto cluster-"));
+        assert_eq!(chain(&r, "cluster-").len(), 2);
         // No endpoint at all: rejected on the NodePort too.
         let r = service_port(&p, &[], &cfg());
         assert_eq!(
@@ -589,12 +577,10 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
             &[ep("10.42.0.6", true, false), ep("10.42.0.5", true, true)],
             &cfg(),
         );
-        let svc = r
-            .chains
-            .iter()
-            .find(|(k, _)| k.starts_with("svc-"))
-            .unwrap();
-        assert!(svc.1.rules[1].starts_with("goto local-"));
+        assert_eq!(
+            chain(&r, "svc-")[1],
+            "meta l4proto tcp dnat to 10.42.0.5:8080"
+        );
     }
 
     #[test]
@@ -637,19 +623,11 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
         assert_eq!(sets.len(), 2);
         assert!(r.sets[sets[0]].declaration.contains("timeout 30s"));
         assert!(!r.sets[sets[0]].managed);
-        let cluster = r
-            .chains
-            .iter()
-            .find(|(k, _)| k.starts_with("cluster-"))
-            .unwrap();
-        assert!(
-            cluster.1.rules[0].starts_with("ip saddr @aff-"),
-            "{:?}",
-            cluster.1.rules
-        );
-        assert!(sets.iter().any(|s| cluster.1.rules[0].contains(s.as_str())));
-        assert!(cluster.1.rules[2].starts_with("numgen random mod 2"));
-        let ep_chain = r.chains.iter().find(|(k, _)| k.starts_with("ep-")).unwrap();
-        assert!(ep_chain.1.rules[1].starts_with("update @aff-"));
+        let svc = chain(&r, "svc-");
+        // A client in an endpoint's set goes back to it (refreshing its entry); a new one is
+        // dispatched and remembered.
+        assert!(svc[1].starts_with("ip saddr @aff-"), "{svc:?}");
+        assert!(svc[1].contains("update @aff-") && svc[1].ends_with("dnat to 10.42.0.5:8080"));
+        assert!(svc[3].starts_with("numgen random mod 2 0 meta l4proto tcp update @aff-"));
     }
 }

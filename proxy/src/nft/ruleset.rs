@@ -182,6 +182,22 @@ impl Tx {
         Some(tx)
     }
 
+    /// Adds one element to a set the caller manages itself (elements shared by fragments).
+    pub fn add_element(&mut self, table: &Table, set: &str, key: &str) {
+        self.add_elements.push(format!(
+            "add element {} {set} {{ {key} }}",
+            table.qualified()
+        ));
+    }
+
+    /// Deletes one element of a set the caller manages itself.
+    pub fn delete_element(&mut self, table: &Table, set: &str, key: &str) {
+        self.delete_elements.push(format!(
+            "delete element {} {set} {{ {key} }}",
+            table.qualified()
+        ));
+    }
+
     /// Appends another transaction's commands phase by phase.
     pub fn extend(&mut self, other: Tx) {
         self.prelude.extend(other.prelude);
