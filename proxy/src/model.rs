@@ -93,6 +93,22 @@ pub struct ServicePort {
 }
 
 impl ServicePort {
+    /// A plain ClusterIP port (no NodePort, no external addresses, Cluster policies, no
+    /// affinity), to adjust field by field.
+    pub fn cluster_ip(id: PortName, cluster_ip: Ipv4Addr, port: u16) -> Self {
+        Self {
+            id,
+            cluster_ips: vec![cluster_ip],
+            port,
+            node_port: None,
+            external_ips: Vec::new(),
+            affinity_seconds: None,
+            external_local: false,
+            internal_local: false,
+            health_check_node_port: None,
+        }
+    }
+
     /// Whether the port receives external traffic (NodePort, externalIPs, load balancer).
     pub fn has_external(&self) -> bool {
         self.node_port.is_some() || !self.external_ips.is_empty()

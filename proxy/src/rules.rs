@@ -436,22 +436,13 @@ mod tests {
     }
 
     fn port(name: &str) -> ServicePort {
-        ServicePort {
-            id: PortName {
-                namespace: "ns".into(),
-                name: name.into(),
-                port: "http".into(),
-                protocol: Protocol::Tcp,
-            },
-            cluster_ips: vec!["10.43.0.20".parse().unwrap()],
-            port: 80,
-            node_port: None,
-            external_ips: vec![],
-            affinity_seconds: None,
-            external_local: false,
-            internal_local: false,
-            health_check_node_port: None,
-        }
+        let id = PortName {
+            namespace: "ns".into(),
+            name: name.into(),
+            port: "http".into(),
+            protocol: Protocol::Tcp,
+        };
+        ServicePort::cluster_ip(id, "10.43.0.20".parse().unwrap(), 80)
     }
 
     fn ep(ip: &str, ready: bool, local: bool) -> Endpoint {

@@ -54,22 +54,13 @@ impl Drop for Netns {
 }
 
 fn port(name: &str, protocol: Protocol, ip: &str) -> ServicePort {
-    ServicePort {
-        id: PortName {
-            namespace: "default".into(),
-            name: name.into(),
-            port: "p".into(),
-            protocol,
-        },
-        cluster_ips: vec![ip.parse().unwrap()],
-        port: 80,
-        node_port: None,
-        external_ips: vec![],
-        affinity_seconds: None,
-        external_local: false,
-        internal_local: false,
-        health_check_node_port: None,
-    }
+    let id = PortName {
+        namespace: "default".into(),
+        name: name.into(),
+        port: "p".into(),
+        protocol,
+    };
+    ServicePort::cluster_ip(id, ip.parse().unwrap(), 80)
 }
 
 fn ep(ip: &str, local: bool) -> Endpoint {
