@@ -1,11 +1,11 @@
-//! The proxier: Services and EndpointSlices in, nftables transactions out.
+//! The proxier: Services, EndpointSlices and this node's Pods in, nftables transactions out.
 //!
-//! Two typed informers (the shared runtime's [`reflector`]) feed a [`Tracker`] that keeps the
-//! objects by Service and marks which Services changed. The sync loop waits until both lists
-//! are complete, programs the whole table once (a full sync, which also replaces whatever an
-//! earlier k1s left: a restart neither drops traffic nor duplicates rules), and then, for each
-//! burst of changes, rebuilds the fragments of the changed Services only and applies the
-//! difference as one transaction (a partial sync). Syncs are at least `min_sync_interval`
+//! Typed informers (the shared runtime's [`reflector`]) feed a `Tracker` that keeps the
+//! objects by Service (and the node's pods with hostPorts) and marks which changed. The sync
+//! loop waits until every list is complete, programs the whole table once (a full sync, which
+//! also replaces whatever an earlier k1s left: a restart neither drops traffic nor duplicates
+//! rules), and then, for each burst of changes, rebuilds the fragments of the changed
+//! Services and pods only and applies the difference as one transaction (a partial sync). Syncs are at least `min_sync_interval`
 //! apart, so a burst of changes is coalesced into one transaction. A failed transaction
 //! makes the next sync a full one, after a back-off.
 
@@ -356,7 +356,7 @@ impl Proxier {
         self.wake.notify_one();
     }
 
-    /// Marks both lists complete.
+    /// Marks every list complete (tests and the bench, which feed changes themselves).
     pub fn mark_synced(&self) {
         let mut t = lock(&self.tracker);
         t.services_synced = true;

@@ -1,17 +1,20 @@
 //! The rules: the proxy's table as a [`Ruleset`], built from the model. [`base`] is the part
 //! that does not depend on Services (hooks, dispatch through verdict maps, masquerade, the
 //! checks that reject or drop); [`service_port`] is one Service port's fragment (its chains
-//! and map elements), so a change to one Service rebuilds only that fragment.
+//! and map elements) and [`host_port`] one pod hostPort's, so a change to one Service or pod
+//! rebuilds only its fragment.
 //!
-//! The shape is kube-proxy's nftables mode (KEP-3866), in a table of k1s's own:
+//! The entry points are kube-proxy's nftables mode (KEP-3866), in a table of k1s's own; the
+//! dispatch differs (see [`dispatch`] for why):
 //! - `nat-prerouting`/`nat-output` jump to `services`, which looks up
 //!   `daddr . l4proto . dport` in the `service-ips` map (ClusterIPs, externalIPs, load-balancer
-//!   addresses) and `l4proto . dport` in `service-nodeports` for local destinations.
+//!   addresses) and `l4proto . dport` in `service-nodeports` for local destinations (and the
+//!   same for hostPorts: `hostports-ip`, `hostports-any`).
 //! - A ClusterIP leads to `svc-…`: traffic not from the cluster CIDR is marked for masquerade,
-//!   then a dispatch chain picks an endpoint at random (`numgen random mod N`), or the one a
-//!   client is stuck to (`sessionAffinity: ClientIP`, a dynamic set per endpoint with the
-//!   affinity timeout). An endpoint chain `ep-…` DNATs, and marks for masquerade the traffic
-//!   a pod sends to itself (hairpin).
+//!   then rules pick an endpoint at random (`numgen random mod N-j`) and DNAT, or go back to the
+//!   one a client is stuck to (`sessionAffinity: ClientIP`, a dynamic set per endpoint with the
+//!   affinity timeout). A pod reaching itself (hairpin) is masqueraded in postrouting through
+//!   the shared [`HAIRPIN`] set.
 //! - External traffic (NodePort, externalIPs, load balancer) leads to `ext-…`: with
 //!   `externalTrafficPolicy: Cluster` it is masqueraded and dispatched to every endpoint; with
 //!   `Local` the client's address is kept and only this node's endpoints serve it (traffic from
