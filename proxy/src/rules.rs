@@ -5,7 +5,7 @@
 //! rebuilds only its fragment.
 //!
 //! The entry points are kube-proxy's nftables mode (KEP-3866), in a table of k1s's own; the
-//! dispatch differs (see [`dispatch`] for why):
+//! dispatch differs (see `dispatch` for why):
 //! - `nat-prerouting`/`nat-output` jump to `services`, which looks up
 //!   `daddr . l4proto . dport` in the `service-ips` map (ClusterIPs, externalIPs, load-balancer
 //!   addresses) and `l4proto . dport` in `service-nodeports` for local destinations (and the
