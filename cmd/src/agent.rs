@@ -324,6 +324,20 @@ pub fn start(
     Ok(streams)
 }
 
+/// Checks the service proxy's CIDR flags before anything starts, so that a typo stops the
+/// command with the flag's name instead of every sync failing in `nft`.
+pub fn check_proxy_flags(args: &KubeletArgs, service_cidr: &str) -> anyhow::Result<()> {
+    for (flag, value) in [
+        ("--service-cidr", service_cidr),
+        ("--cluster-cidr", args.cluster_cidr.as_str()),
+    ] {
+        value
+            .parse::<k1s_kubelet::network::Ipv4Cidr>()
+            .map_err(|e| anyhow::anyhow!("{flag} {value:?}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Starts this node's service proxy, or with `--disable-kube-proxy` removes the table an
 /// earlier start left.
 fn start_proxy(

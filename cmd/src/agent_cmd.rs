@@ -59,6 +59,7 @@ fn route_source(server: &str) -> Option<IpAddr> {
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let stop = crate::server::shutdown_signal()?;
+    crate::agent::check_proxy_flags(&args.kubelet, &args.service_cidr)?;
     let token = match (&args.token, &args.token_file) {
         (Some(t), _) => t.clone(),
         (None, Some(f)) => std::fs::read_to_string(f)

@@ -191,6 +191,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
     let services = ServiceNetwork::parse(&args.service_cidr, &args.service_node_port_range)
         .map_err(|e| anyhow::anyhow!("--service-cidr/--service-node-port-range: {e}"))?;
+    crate::agent::check_proxy_flags(&args.kubelet, &args.service_cidr)?;
     let disabled_admission =
         k1s_apiserver::admission::plugins::parse_disabled(&args.disable_admission_plugins)
             .map_err(|e| anyhow::anyhow!("--{e}"))?;

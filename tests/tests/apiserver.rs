@@ -115,6 +115,31 @@ fn plain_http_and_bad_flags_are_refused() {
     assert!(!String::from_utf8_lossy(&answer).contains("gitVersion"));
     server.stop();
 
+    // The service proxy's ranges are checked before anything starts, on both commands.
+    let out = Command::new(k1s_bin())
+        .args(["server", "--cluster-cidr", "10.42.0.0/33"])
+        .arg("--data-dir")
+        .arg(dir.path().join("never"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--cluster-cidr \"10.42.0.0/33\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.path().join("never").exists());
+    let out = Command::new(k1s_bin())
+        .args(["agent", "--server", "https://127.0.0.1:1", "--token", "t"])
+        .args(["--service-cidr", "nonsense"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--service-cidr \"nonsense\""),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = Command::new(k1s_bin())
         .args(["server", "--write-kubeconfig-mode", "9x9"])
         .output()
