@@ -59,16 +59,34 @@ fn kubelet_port(c: &Cluster, port: u16, path: &str, cert: Option<(&str, &str)>) 
         .unwrap_or(0)
 }
 
+/// The agent's proxy table, which outlives the agent by design: removed on drop.
+struct ProxyTable(String);
+
+impl Drop for ProxyTable {
+    fn drop(&mut self) {
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", &self.0])
+            .status();
+    }
+}
+
 #[test]
 fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
     let Some(images) = Images::start() else {
         return;
     };
-    let flags = images.kubelet_flags("agent");
+    // The agent runs its service proxy (its own table, a service CIDR no other test uses):
+    // with the node's credentials it watches Services and EndpointSlices.
+    let table = format!("k1s-proxy-a{}", std::process::id() % 1000);
+    let _table = ProxyTable(table.clone());
+    let service_cidr = ["--service-cidr".to_string(), "10.236.0.0/16".to_string()];
+    let mut flags = k1s_tests::proxy_flags(&images.kubelet_flags("agent"), &table);
+    flags.extend(service_cidr.clone());
     let _cleanup = HostCleanup(flags.clone());
     // The server is a node too: two kubelets on this machine, each with its own bridge,
     // cgroup tree and pod CIDR.
-    let server_flags = images.kubelet_flags("server");
+    let mut server_flags = images.kubelet_flags("server");
+    server_flags.extend(service_cidr);
     let _server_cleanup = HostCleanup(server_flags.clone());
     let Some(mut c) = start_with_kubelet("server", &server_flags) else {
         return;
@@ -131,6 +149,29 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
         "echo hello from the agent; mkdir -p /www; echo page > /www/index.html; \
          exec httpd -f -p 8080 -h /www",
     );
+    // The agent's proxy routes a ClusterIP to its pod.
+    c.ok(&[
+        "expose",
+        "pod",
+        "web",
+        "--port",
+        "80",
+        "--target-port",
+        "8080",
+    ]);
+    let ip = serde_json::from_str::<Value>(&c.ok(&["get", "service", "web", "-o", "json"]))
+        .unwrap()["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    eventually("the agent's proxy to route the ClusterIP", 60, || {
+        let out = Command::new("curl")
+            .args(["-sS", "--max-time", "3", &format!("http://{ip}/")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim() == "page"
+    });
+    assert!(agent.logged("service proxy: programmed the nftables table"));
     // A pod on the server's own node is still reached in process.
     run_on(
         &c,
