@@ -9,7 +9,8 @@
 //!   Services, their slices and the applied rules).
 //! - **Data path**: a "node" namespace with a bridge and a "pod" namespace running busybox
 //!   `httpd`; `wrk` from the node to the pod's address and to a ClusterIP that DNATs to it, in
-//!   the same run. Needs `wrk` and busybox (Debian packages); skipped with a message without.
+//!   the same run; and one `iperf3` TCP stream to each (throughput, the per-packet cost).
+//!   Needs `wrk` and busybox (Debian packages; iperf3 optional); skipped with a message without.
 //!
 //! Prints one JSON line per measurement.
 
@@ -280,6 +281,16 @@ async fn datapath(seconds: u64) -> anyhow::Result<()> {
         "endpoints": [{"addresses": ["10.42.0.2"], "conditions": {"ready": true}}],
     }))?;
     proxier.on_slice(Change::Added(one));
+    // A second Service (port 80) in front of the pod's iperf3 server (port 5201).
+    proxier.on_service(Change::Added(service(1)));
+    let iperf: EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "svc-1-x", "namespace": "bench",
+                     "labels": {"kubernetes.io/service-name": "svc-1"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "port": 5201, "protocol": "TCP"}],
+        "endpoints": [{"addresses": ["10.42.0.2"], "conditions": {"ready": true}}],
+    }))?;
+    proxier.on_slice(Change::Added(iperf));
     proxier.mark_synced();
     proxier.sync().await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -307,7 +318,58 @@ async fn datapath(seconds: u64) -> anyhow::Result<()> {
             "cluster_ip_over_pod_ip_median": median(&via) / median(&direct).max(1.0),
         })
     );
+    // Throughput of one long connection (the per-packet cost of the DNATed path), with
+    // iperf3 where it is installed.
+    if Command::new("iperf3").arg("--version").output().is_ok() {
+        let _server = Reaped(
+            Command::new("ip")
+                .args(["netns", "exec", &pod.0, "iperf3", "-s"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?,
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let cluster_ip = ip_of(11, [10, 43]);
+        let mut direct = Vec::new();
+        let mut via = Vec::new();
+        for _ in 0..3 {
+            direct.push(iperf3(&node, "10.42.0.2", 5201, seconds)?);
+            via.push(iperf3(&node, &cluster_ip, 80, seconds)?);
+        }
+        println!(
+            "{}",
+            json!({
+                "bench": "proxy-datapath-throughput",
+                "tool": "iperf3, one TCP stream, client on the node",
+                "seconds": seconds,
+                "pod_ip_gbit_s": direct,
+                "cluster_ip_gbit_s": via,
+                "cluster_ip_over_pod_ip_median": median(&via) / median(&direct).max(f64::MIN_POSITIVE),
+            })
+        );
+    }
     Ok(())
+}
+
+/// One `iperf3` TCP stream from inside `ns` to `ip:port`: received Gbit/s.
+fn iperf3(ns: &Netns, ip: &str, port: u16, seconds: u64) -> anyhow::Result<f64> {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "iperf3", "-J", "-c", ip, "-p"])
+        .arg(port.to_string())
+        .arg("-t")
+        .arg(seconds.to_string())
+        .output()
+        .context("running iperf3")?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "iperf3 gave no JSON: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .map(|b| b / 1e9)
+        .with_context(|| format!("iperf3 gave no figure: {v}"))
 }
 
 pub async fn run(args: ProxyBenchArgs) -> anyhow::Result<()> {
