@@ -349,6 +349,34 @@ pub fn usable(all: &[Endpoint]) -> Vec<Endpoint> {
         .collect()
 }
 
+/// Where a Service port's traffic goes: the usable endpoints anywhere ([`usable`] of all) and
+/// on this node ([`usable`] of the local ones; not always a subset: with ready endpoints
+/// elsewhere, this node may have only terminating ones).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    pub cluster: Vec<Endpoint>,
+    pub local: Vec<Endpoint>,
+}
+
+impl Targets {
+    pub fn of(all: &[Endpoint]) -> Self {
+        let local: Vec<Endpoint> = all.iter().filter(|e| e.local).cloned().collect();
+        Self {
+            cluster: usable(all),
+            local: usable(&local),
+        }
+    }
+
+    /// Every address some rule DNATs to (hairpin traffic to them is masqueraded).
+    pub fn addresses(&self) -> BTreeSet<Ipv4Addr> {
+        self.cluster
+            .iter()
+            .chain(&self.local)
+            .map(|e| e.ip)
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

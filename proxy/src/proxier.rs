@@ -5,8 +5,9 @@
 //! loop waits until every list is complete, programs the whole table once (a full sync, which
 //! also replaces whatever an earlier k1s left: a restart neither drops traffic nor duplicates
 //! rules), and then, for each burst of changes, rebuilds the fragments of the changed
-//! Services and pods only and applies the difference as one transaction (a partial sync). Syncs are at least `min_sync_interval`
-//! apart, so a burst of changes is coalesced into one transaction. A failed transaction
+//! Services and pods only and applies the difference as one transaction (a partial sync).
+//! Syncs are at least `min_sync_interval` apart, so a burst of changes is coalesced into one
+//! transaction. A failed transaction
 //! makes the next sync a full one, after a back-off.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -26,7 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::conntrack::{Conntrack, Flush};
 use crate::healthcheck::{self, HealthServer};
-use crate::model::{self, Endpoint, Protocol, SERVICE_NAME_LABEL, ServicePort};
+use crate::model::{self, Endpoint, Protocol, SERVICE_NAME_LABEL, ServicePort, Targets};
 use crate::nft::ruleset::{Ruleset, Table, Tx};
 use crate::nft::{Nft, NftError};
 use crate::rules::{self, RulesConfig};
@@ -206,16 +207,15 @@ fn fragment(
             .get(&(port.id.port.clone(), port.id.protocol))
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default();
+        let targets = Targets::of(&all);
         out.rules
-            .merge(&rules::service_port(&port, &all, &cfg.rules));
-        out.hairpin
-            .extend(rules::dnat_targets(&all).iter().map(|e| e.ip));
+            .merge(&rules::service_port(&port, &targets, &cfg.rules));
+        out.hairpin.extend(targets.addresses());
         if port.id.protocol == Protocol::Udp {
-            out.udp.push(udp_port(&port, &all));
+            out.udp.push(udp_port(&port, &targets));
         }
         if let Some(hc) = port.health_check_node_port.filter(|_| port.external_local) {
-            let local: Vec<Endpoint> = all.iter().filter(|e| e.local).cloned().collect();
-            let n = model::usable(&local).len();
+            let n = targets.local.len();
             let entry = out.health.get_or_insert_with(|| {
                 (
                     hc,
@@ -241,7 +241,7 @@ fn pod_fragment(pod: Option<&Pod>) -> Applied {
     out
 }
 
-fn udp_port(port: &ServicePort, all: &[Endpoint]) -> UdpPort {
+fn udp_port(port: &ServicePort, targets: &Targets) -> UdpPort {
     UdpPort {
         id: port.id.to_string(),
         vips: port
@@ -251,7 +251,7 @@ fn udp_port(port: &ServicePort, all: &[Endpoint]) -> UdpPort {
             .copied()
             .collect(),
         node_port: port.node_port,
-        endpoints: model::usable(all).iter().map(|e| e.ip).collect(),
+        endpoints: targets.cluster.iter().map(|e| e.ip).collect(),
     }
 }
 
@@ -313,7 +313,8 @@ pub struct Proxier {
 #[derive(Debug, Clone, Copy)]
 pub struct SyncReport {
     pub full: bool,
-    pub services: usize,
+    /// Fragments in the table: Services, and pods with hostPorts.
+    pub fragments: usize,
     pub took: Duration,
 }
 
@@ -426,10 +427,13 @@ impl Proxier {
                 }
             }
         }
-        let base_refs = if full {
-            HashMap::new()
-        } else {
-            self.hairpin_refs.clone()
+        // A full sync starts the count over.
+        let refs_before = |ip: &Ipv4Addr| {
+            if full {
+                0
+            } else {
+                self.hairpin_refs.get(ip).copied().unwrap_or(0)
+            }
         };
         let tx = if full {
             let mut all = rules::base(&self.cfg.rules);
@@ -452,7 +456,7 @@ impl Proxier {
                 }
             }
             for (ip, d) in &refs_delta {
-                let before = base_refs.get(ip).copied().unwrap_or(0);
+                let before = refs_before(ip);
                 let after = before.saturating_add_signed(*d);
                 if before == 0 && after > 0 {
                     tx.add_element(&table, rules::HAIRPIN, &format!("{ip} . {ip}"));
@@ -475,16 +479,22 @@ impl Proxier {
             lock(&self.tracker).dirty.extend(dirty);
             return Err(e);
         }
-        let mut refs = base_refs;
+        if full {
+            self.hairpin_refs.clear();
+        }
         for (ip, d) in refs_delta {
-            let n = refs.get(&ip).copied().unwrap_or(0).saturating_add_signed(d);
+            let n = self
+                .hairpin_refs
+                .get(&ip)
+                .copied()
+                .unwrap_or(0)
+                .saturating_add_signed(d);
             if n == 0 {
-                refs.remove(&ip);
+                self.hairpin_refs.remove(&ip);
             } else {
-                refs.insert(ip, n);
+                self.hairpin_refs.insert(ip, n);
             }
         }
-        self.hairpin_refs = refs;
         let mut flows = BTreeSet::new();
         for (k, f) in dirty.into_iter().zip(fresh) {
             // A full sync after a start knows nothing of the flows before it: it flushes
@@ -494,7 +504,7 @@ impl Proxier {
             } else if !full {
                 flows.extend(stale_flows(&[], &f.udp));
             }
-            if f.rules.chains.is_empty() && f.rules.elements.is_empty() && f.rules.sets.is_empty() {
+            if f.rules.is_empty() {
                 self.applied.remove(&k);
             } else {
                 self.applied.insert(k, f);
@@ -522,7 +532,7 @@ impl Proxier {
         self.need_full = false;
         let report = SyncReport {
             full,
-            services: self.applied.len(),
+            fragments: self.applied.len(),
             took: started.elapsed(),
         };
         self.last_sync = Some(report);
@@ -619,10 +629,10 @@ impl Proxier {
                 Ok(r) => {
                     backoff.reset();
                     if r.full {
-                        tracing::info!(services = r.services, took_ms = r.took.as_millis() as u64, table = %self.cfg.table, "service proxy: programmed the nftables table");
+                        tracing::info!(fragments = r.fragments, took_ms = r.took.as_millis() as u64, table = %self.cfg.table, "service proxy: programmed the nftables table");
                     } else {
                         tracing::debug!(
-                            services = r.services,
+                            fragments = r.fragments,
                             took_us = r.took.as_micros() as u64,
                             "service proxy: partial sync"
                         );

@@ -29,7 +29,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::model::{Endpoint, HostPort, ServicePort, usable};
+use crate::model::{Endpoint, HostPort, ServicePort, Targets};
 use crate::nft::ruleset::Ruleset;
 
 /// The fwmark bit that asks `masquerading` to masquerade a packet (kube-proxy's too).
@@ -276,31 +276,14 @@ fn dispatch(r: &mut Ruleset, chain: &str, port: &ServicePort, n: &Names, eps: &[
     }
 }
 
-/// The endpoints a Service port's rules DNAT to (hairpin traffic to them is masqueraded:
-/// [`HAIRPIN`]).
-pub fn dnat_targets(endpoints: &[Endpoint]) -> Vec<Endpoint> {
-    let local: Vec<Endpoint> = endpoints.iter().filter(|e| e.local).cloned().collect();
-    let mut out = usable(endpoints);
-    out.extend(usable(&local));
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// One Service port's chains and map elements, `endpoints` being all of its endpoints (ready
-/// or not, here or elsewhere).
-pub fn service_port(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfig) -> Ruleset {
+/// One Service port's chains and map elements, `targets` being where its traffic can go
+/// ([`Targets::of`] its endpoints).
+pub fn service_port(port: &ServicePort, targets: &Targets, cfg: &RulesConfig) -> Ruleset {
     let mut r = Ruleset::default();
     let n = Names::new(port);
     let proto = port.id.protocol.nft();
-    let cluster = usable(endpoints);
-    let local_all: Vec<Endpoint> = endpoints.iter().filter(|e| e.local).cloned().collect();
-    let local = usable(&local_all);
-    let internal = if port.internal_local {
-        &local
-    } else {
-        &cluster
-    };
+    let (cluster, local) = (&targets.cluster, &targets.local);
+    let internal = if port.internal_local { local } else { cluster };
 
     for ip in &port.cluster_ips {
         r.element(CLUSTER_IPS, ip.to_string(), "");
@@ -341,7 +324,7 @@ pub fn service_port(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfi
             // Traffic from this node itself goes to any endpoint, masqueraded.
             let to_cluster = if port.internal_local {
                 let c = n.cluster();
-                dispatch(&mut r, &c, port, &n, &cluster);
+                dispatch(&mut r, &c, port, &n, cluster);
                 c
             } else {
                 svc.clone()
@@ -354,11 +337,11 @@ pub fn service_port(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfi
             if local.is_empty() {
                 r.rule(&ext, "drop comment \"no local endpoints\"");
             } else {
-                dispatch(&mut r, &ext, port, &n, &local);
+                dispatch(&mut r, &ext, port, &n, local);
             }
         } else if reachable {
             r.rule(&ext, format!("jump {MARK_FOR_MASQUERADE}"));
-            dispatch(&mut r, &ext, port, &n, &cluster);
+            dispatch(&mut r, &ext, port, &n, cluster);
         }
         let (ips_map, ports_map, verdict) = if reachable {
             (SERVICE_IPS, SERVICE_NODEPORTS, format!("goto {ext}"))
@@ -430,6 +413,11 @@ mod tests {
     use crate::model::{PortName, Protocol};
     use crate::nft::ruleset::{Table, Tx};
 
+    /// A port's rules from all of its endpoints.
+    fn port_rules(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfig) -> Ruleset {
+        service_port(port, &Targets::of(endpoints), cfg)
+    }
+
     fn cfg() -> RulesConfig {
         RulesConfig {
             service_cidr: "10.43.0.0/16".into(),
@@ -469,7 +457,7 @@ mod tests {
 
     #[test]
     fn cluster_ip_with_two_endpoints() {
-        let r = service_port(
+        let r = port_rules(
             &port("web"),
             &[ep("10.42.0.5", true, true), ep("10.42.0.6", true, false)],
             &cfg(),
@@ -489,18 +477,18 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
             ep("10.42.0.6", true, false),
             ep("10.42.0.7", true, false),
         ];
-        let r = service_port(&port("web"), &three, &cfg());
+        let r = port_rules(&port("web"), &three, &cfg());
         let rules = &r.chains.values().next().unwrap().rules;
         // 1/3, then 1/2 of the rest, then the last: each endpoint equally likely.
         assert!(rules[1].starts_with("numgen random mod 3 0 "));
         assert!(rules[2].starts_with("numgen random mod 2 0 "));
         assert_eq!(rules[3], "meta l4proto tcp dnat to 10.42.0.7:8080");
-        assert_eq!(dnat_targets(&three).len(), 3);
+        assert_eq!(Targets::of(&three).addresses().len(), 3);
     }
 
     #[test]
     fn no_usable_endpoint_rejects_and_terminating_ones_serve_as_a_last_resort() {
-        let r = service_port(&port("web"), &[ep("10.42.0.5", false, true)], &cfg());
+        let r = port_rules(&port("web"), &[ep("10.42.0.5", false, true)], &cfg());
         assert!(r.chains.is_empty());
         assert_eq!(
             r.elements["no-endpoint-services"]["10.43.0.20 . tcp . 80"],
@@ -509,10 +497,10 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
         let mut t = ep("10.42.0.5", false, true);
         t.serving = true;
         t.terminating = true;
-        let r = service_port(&port("web"), std::slice::from_ref(&t), &cfg());
+        let r = port_rules(&port("web"), std::slice::from_ref(&t), &cfg());
         assert!(r.elements.contains_key("service-ips"));
         assert!(!r.elements.contains_key("no-endpoint-services"));
-        assert_eq!(dnat_targets(&[t.clone()]), [t]);
+        assert_eq!(Targets::of(&[t.clone()]).cluster, [t]);
     }
 
     fn chain<'a>(r: &'a Ruleset, prefix: &str) -> &'a Vec<String> {
@@ -530,7 +518,7 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
         p.node_port = Some(30080);
         p.external_ips = vec!["192.0.2.10".parse().unwrap()];
         let eps = [ep("10.42.0.5", true, false)];
-        let r = service_port(&p, &eps, &cfg());
+        let r = port_rules(&p, &eps, &cfg());
         let ext = chain(&r, "ext-");
         assert_eq!(ext[0], "jump mark-for-masquerade");
         assert_eq!(ext[1], "meta l4proto tcp dnat to 10.42.0.5:8080");
@@ -538,22 +526,22 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
         assert!(r.elements["service-ips"]["192.0.2.10 . tcp . 80"].starts_with("goto ext-"));
         // Local with no local endpoint: this host's own traffic goes anywhere, others dropped.
         p.external_local = true;
-        let r = service_port(&p, &eps, &cfg());
+        let r = port_rules(&p, &eps, &cfg());
         let ext = chain(&r, "ext-");
         assert_eq!(ext.len(), 3);
         assert!(ext[1].starts_with("fib saddr type local goto svc-"));
         assert!(ext[2].starts_with("drop"));
         // Local with a local endpoint: dispatched among this node's, the client address kept.
-        let r = service_port(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
+        let r = port_rules(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
         let ext = chain(&r, "ext-");
         assert_eq!(ext[2], "meta l4proto tcp dnat to 10.42.0.7:8080");
         // Local with internal Local too: the node's own traffic needs a cluster-wide chain.
         p.internal_local = true;
-        let r = service_port(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
+        let r = port_rules(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
         assert!(chain(&r, "ext-")[1].starts_with("fib saddr type local goto cluster-"));
         assert_eq!(chain(&r, "cluster-").len(), 2);
         // No endpoint at all: rejected on the NodePort too.
-        let r = service_port(&p, &[], &cfg());
+        let r = port_rules(&p, &[], &cfg());
         assert_eq!(
             r.elements["no-endpoint-nodeports"]["tcp . 30080"],
             "goto reject-chain"
@@ -564,9 +552,9 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
     fn internal_local_uses_local_endpoints_only() {
         let mut p = port("il");
         p.internal_local = true;
-        let r = service_port(&p, &[ep("10.42.0.6", true, false)], &cfg());
+        let r = port_rules(&p, &[ep("10.42.0.6", true, false)], &cfg());
         assert!(r.elements.contains_key("no-endpoint-services"));
-        let r = service_port(
+        let r = port_rules(
             &p,
             &[ep("10.42.0.6", true, false), ep("10.42.0.5", true, true)],
             &cfg(),
@@ -608,7 +596,7 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
     fn session_affinity_sticks_through_dynamic_sets() {
         let mut p = port("aff");
         p.affinity_seconds = Some(30);
-        let r = service_port(
+        let r = port_rules(
             &p,
             &[ep("10.42.0.5", true, true), ep("10.42.0.6", true, true)],
             &cfg(),

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use k1s_proxy::model::{Endpoint, HostPort, PortName, Protocol, ServicePort};
+use k1s_proxy::model::{Endpoint, HostPort, PortName, Protocol, ServicePort, Targets};
 use k1s_proxy::nft::ruleset::{Ruleset, Table, Tx};
 use k1s_proxy::nft::{Nft, NftCommand};
 use k1s_proxy::rules::{self, RulesConfig};
@@ -74,6 +74,11 @@ fn ep(ip: &str, local: bool) -> Endpoint {
     }
 }
 
+/// A port's rules from all of its endpoints.
+fn port_rules(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfig) -> Ruleset {
+    rules::service_port(port, &Targets::of(endpoints), cfg)
+}
+
 fn cfg() -> RulesConfig {
     RulesConfig {
         service_cidr: "10.43.0.0/16".into(),
@@ -87,7 +92,7 @@ fn cfg() -> RulesConfig {
 fn fragments(round: u32) -> Vec<Ruleset> {
     let mut out = Vec::new();
     let two = [ep("10.42.0.5", true), ep("10.42.1.6", false)];
-    out.push(rules::service_port(
+    out.push(port_rules(
         &port("web", Protocol::Tcp, "10.43.0.20"),
         &two,
         &cfg(),
@@ -95,32 +100,32 @@ fn fragments(round: u32) -> Vec<Ruleset> {
     let mut np = port("np", Protocol::Tcp, "10.43.0.21");
     np.node_port = Some(30080);
     np.external_ips = vec!["192.0.2.10".parse().unwrap()];
-    out.push(rules::service_port(&np, &two, &cfg()));
+    out.push(port_rules(&np, &two, &cfg()));
     np.id.name = "np-local".into();
     np.cluster_ips = vec!["10.43.0.26".parse().unwrap()];
     np.external_ips = vec!["192.0.2.11".parse().unwrap()];
     np.node_port = Some(30081);
     np.external_local = true;
-    out.push(rules::service_port(&np, &two[1..], &cfg()));
+    out.push(port_rules(&np, &two[1..], &cfg()));
     let mut il = port("il", Protocol::Tcp, "10.43.0.22");
     il.internal_local = true;
-    out.push(rules::service_port(&il, &two, &cfg()));
+    out.push(port_rules(&il, &two, &cfg()));
     let mut aff = port("aff", Protocol::Tcp, "10.43.0.23");
     aff.affinity_seconds = Some(if round == 0 { 10_800 } else { 60 });
-    out.push(rules::service_port(&aff, &two, &cfg()));
-    out.push(rules::service_port(
+    out.push(port_rules(&aff, &two, &cfg()));
+    out.push(port_rules(
         &port("dns", Protocol::Udp, "10.43.0.10"),
         &two[..1],
         &cfg(),
     ));
-    out.push(rules::service_port(
+    out.push(port_rules(
         &port("sctp", Protocol::Sctp, "10.43.0.24"),
         &two,
         &cfg(),
     ));
     // Endpoints come and go between rounds.
     let none: &[Endpoint] = if round == 0 { &[] } else { &two };
-    out.push(rules::service_port(
+    out.push(port_rules(
         &port("empty", Protocol::Tcp, "10.43.0.25"),
         none,
         &cfg(),

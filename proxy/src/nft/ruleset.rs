@@ -104,6 +104,11 @@ impl Ruleset {
         }
     }
 
+    /// Whether it holds nothing at all.
+    pub fn is_empty(&self) -> bool {
+        self.chains.is_empty() && self.sets.is_empty() && self.elements.is_empty()
+    }
+
     /// How many rules and elements it holds (for logs and metrics).
     pub fn size(&self) -> (usize, usize) {
         (
