@@ -210,6 +210,19 @@ pub fn start_with_kubelet(tag: &str, flags: &[String]) -> Option<Cluster> {
     Some(c)
 }
 
+/// Waits until the kubelets have torn down every pod sandbox under `dir` (their namespace
+/// files unmounted, so their veths are gone): call it after deleting a test's pods and before
+/// stopping the server, or they stay on the host.
+pub fn wait_for_teardown(dir: &Path) {
+    let dir = dir.display().to_string();
+    eventually("the pod sandboxes to be torn down", 60, || {
+        !std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(&dir) && l.contains("/ns/"))
+    });
+}
+
 /// Removes what CSI volumes under a test's data directory leave on the host when a test
 /// fails before deleting them: mounts below `dir` (deepest first) and loop devices backed
 /// by files below it.

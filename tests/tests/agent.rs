@@ -352,5 +352,7 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
 
     // Graceful deletion through the agent.
     c.ok(&["delete", "pod", "web", "--grace-period=1", "--wait=true"]);
+    c.ok(&["delete", "pod", "local", "--grace-period=1", "--wait=true"]);
+    k1s_tests::host::wait_for_teardown(c.dir.path());
     restarted.stop();
 }

@@ -9,7 +9,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k1s_tests::host::{HostCleanup, Images, start_with_kubelet};
+use k1s_tests::host::{HostCleanup, Images, start_with_kubelet, wait_for_teardown};
 use k1s_tests::{Cluster, eventually, proxy_flags};
 use serde_json::Value;
 
@@ -111,18 +111,6 @@ fn pod_names(c: &Cluster, app: &str) -> Vec<String> {
         .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
         .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
         .collect()
-}
-
-/// Waits until the kubelet has torn down every pod sandbox under the test's data directory
-/// (their namespace files unmounted, so their veths are gone), before the server stops.
-fn wait_for_teardown(c: &Cluster) {
-    let dir = c.data_dir().display().to_string();
-    eventually("the pod sandboxes to be torn down", 60, || {
-        !std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.contains(&dir) && l.contains("/ns/"))
-    });
 }
 
 fn ready_endpoints(c: &Cluster, svc: &str) -> usize {
@@ -388,7 +376,7 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
     eventually("the pods to go", 60, || {
         pod_names(&c, "web").is_empty() && pod_names(&c, "client").is_empty()
     });
-    wait_for_teardown(&c);
+    wait_for_teardown(&c.data_dir());
     c.server.terminate();
 }
 
@@ -728,6 +716,6 @@ fn external_clients_local_policy_health_checks_host_ports_udp_and_in_cluster_cli
 
     c.ok(&["delete", "deployment", "echo"]);
     eventually("the pods to go", 60, || pod_names(&c, "echo").is_empty());
-    wait_for_teardown(&c);
+    wait_for_teardown(&c.data_dir());
     c.server.terminate();
 }
