@@ -8,6 +8,8 @@
 #   python3-venv       a venv with the official Python client (PyPI `kubernetes`)
 #   nftables           nft, which the service proxy programs its table with
 #   conntrack          the tool the service proxy deletes stale UDP flows with
+#   bind9-dnsutils     dig, with which the DNS tests ask the cluster DNS over UDP and TCP
+#   dnsmasq-base       dnsmasq: the DNS tests' upstream resolver, the DNS bench's peer
 # and, under $K1S_TEST_TOOLS (default /var/cache/k1s-test), the test clients the machine's
 # package manager does not put on PATH: Debian's kubectl 1.20 (unpacked, not installed) and
 # the Python venv.
@@ -33,6 +35,10 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 # conntrack; the service tests read answers with curl and probe DNS-free (nc in the pods).
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v conntrack >/dev/null 2>&1 || need+=(conntrack)
+# The cluster DNS tests: dig asks, a dnsmasq of the test's own is the upstream (and the
+# bench's peer).
+command -v dig >/dev/null 2>&1 || need+=(bind9-dnsutils)
+command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
 # k1s csi-hostpath (and its tests): ext4 images on loop devices.

@@ -5,6 +5,8 @@
 //! the HTTP client is behind the `http` feature, off by default.
 //!
 //! - [`client`]: the [`client::Client`] trait (in-process and HTTP), typed [`client::Api`].
+//! - [`dns`]: the `kube-dns` Service, Node annotation and EndpointSlice the cluster DNS parts
+//!   agree on.
 //! - [`events`]: Events recorded by components (with upstream's spam filter).
 //! - [`join`]: the CA pin of join tokens.
 //! - [`quantity`]: exact `resource.Quantity` values and resource lists.
@@ -20,6 +22,7 @@
 //!   settings.
 
 pub mod client;
+pub mod dns;
 pub mod events;
 #[cfg(feature = "http")]
 pub mod http_client;

@@ -32,12 +32,22 @@ pub struct KubeletArgs {
     /// This node's pod CIDR (addresses for pods on the bridge).
     #[arg(long, default_value = "10.42.0.0/24")]
     pub pod_cidr: String,
-    /// Cluster DNS server IPs for ClusterFirst pods (comma-separated); the host's resolv.conf
-    /// is used when empty.
+    /// Cluster DNS server IPs for ClusterFirst pods (comma-separated); default: the
+    /// `kube-dns` Service's address, the tenth of --service-cidr (10.43.0.10).
     #[arg(long, value_delimiter = ',')]
     pub cluster_dns: Vec<IpAddr>,
+    /// The cluster's DNS domain.
     #[arg(long, default_value = "cluster.local")]
     pub cluster_domain: String,
+    /// The file naming the host's resolvers: the cluster DNS forwards other names to them
+    /// and `dnsPolicy: Default` pods get them. Default: /etc/resolv.conf, or systemd-resolved's
+    /// /run/systemd/resolve/resolv.conf when the former names only loopback resolvers.
+    #[arg(long)]
+    pub resolv_conf: Option<PathBuf>,
+    /// Do not run the cluster DNS server on this node (`--disable dns` on the server implies
+    /// it for the server's own node).
+    #[arg(long)]
+    pub disable_dns: bool,
     /// Resources reserved for Kubernetes daemons, `cpu=500m,memory=256Mi`.
     #[arg(long)]
     pub kube_reserved: Option<String>,
@@ -181,7 +191,16 @@ pub fn start(
     config.port = args.kubelet_port;
     config.pod_cidr = args.pod_cidr.clone();
     config.cluster_dns = args.cluster_dns.clone();
+    if config.cluster_dns.is_empty() {
+        config
+            .cluster_dns
+            .extend(k1s_api::dns::service_ip(service_cidr));
+    }
     config.cluster_domain = args.cluster_domain.clone();
+    let resolv = k1s_dns::upstreams::choose(args.resolv_conf.as_deref(), Path::new("/"))
+        .map_err(|e| anyhow::anyhow!("--resolv-conf: {e}"))?;
+    tracing::info!(file = %resolv.path.display(), nameservers = ?resolv.conf.nameservers, reason = resolv.reason, "the host's resolvers");
+    config.resolv_conf = resolv.path.clone();
     config.kube_reserved = parse_reserved("kube-reserved", args.kube_reserved.as_deref())?;
     config.system_reserved = parse_reserved("system-reserved", args.system_reserved.as_deref())?;
     config.max_pods = args.max_pods;
@@ -214,6 +233,7 @@ pub fn start(
         .pod_cidr
         .parse()
         .map_err(|e| anyhow::anyhow!("--pod-cidr {}: {e}", args.pod_cidr))?;
+    let gateway = IpAddr::V4(k1s_kubelet::network::Ipv4Cidr::gateway(&cidr));
     let mut net = k1s_kubelet::network::BridgeConfig::new(cidr, root.join("network"));
     net.bridge = args.bridge_name.clone();
     let network = k1s_kubelet::network::BridgeNetwork::new(net)
@@ -310,6 +330,22 @@ pub fn start(
         tasks,
         cancel,
     );
+    if args.disable_dns {
+        tracing::info!("cluster DNS server not started on this node (--disable-dns)");
+    } else {
+        crate::dns::start(
+            crate::dns::NodeDns {
+                node_name: &node_name,
+                listen: gateway,
+                zone: &args.cluster_domain,
+                dns_ip: k1s_api::dns::service_ip(service_cidr),
+                resolv: &resolv,
+            },
+            deps.client.clone(),
+            tasks,
+            cancel,
+        )?;
+    }
     tracing::info!(node = %node_name, root = %root.display(), "starting the kubelet");
     let airgap = root.join("images");
     let cancel = cancel.clone();

@@ -11,6 +11,7 @@ mod bench_scheduler;
 mod components;
 mod csi_hostpath;
 mod datastore;
+mod dns;
 mod host;
 mod local_storage;
 mod secrets_encrypt;

@@ -125,7 +125,9 @@ pub struct ServerArgs {
     pub secrets_encryption: bool,
     /// Do not deploy a packaged component (repeatable or comma-separated). Known:
     /// `local-storage` (the `k1s csi-hostpath` plugin and the `local-path` StorageClass),
-    /// `servicelb` (node addresses as LoadBalancer ingress; for users who bring MetalLB).
+    /// `servicelb` (node addresses as LoadBalancer ingress; for users who bring MetalLB),
+    /// `dns` (the cluster DNS: the kube-dns Service and each node's server; for users who
+    /// bring CoreDNS).
     #[arg(long, value_delimiter = ',', value_parser = parse_component)]
     pub disable: Vec<String>,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
@@ -134,7 +136,7 @@ pub struct ServerArgs {
 }
 
 /// The packaged components `--disable` knows.
-const COMPONENTS: &[&str] = &["local-storage", "servicelb"];
+const COMPONENTS: &[&str] = &["dns", "local-storage", "servicelb"];
 
 fn parse_component(s: &str) -> Result<String, String> {
     if COMPONENTS.contains(&s) {
@@ -305,6 +307,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             .with_tokens(state.tokens.clone()),
     );
     let provisioners = k1s_controllers::provisioner::ProvisionerSet::new();
+    let cluster_dns = !args.disable.iter().any(|c| c == "dns");
+    crate::dns::ensure_service(&*client, &args.service_cidr, cluster_dns).await?;
     let local_storage = !args.disable.iter().any(|c| c == "local-storage");
     if local_storage {
         crate::local_storage::ensure_objects(&*client).await?;
@@ -321,6 +325,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
                 provisioners: provisioners.clone(),
                 servicelb: !args.disable.iter().any(|c| c == "servicelb"),
+                cluster_dns,
             },
             cancel.clone(),
         ));
@@ -362,8 +367,10 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             &cert,
             &key.unwrap_or_default(),
         )?;
+        let mut kubelet = args.kubelet.clone();
+        kubelet.disable_dns |= !cluster_dns;
         let streams = crate::agent::start(
-            &args.kubelet,
+            &kubelet,
             &args.data_dir,
             &hostname,
             node_ip,

@@ -18,6 +18,7 @@
 //! - [`node_lifecycle`]: node health from Leases, NotReady/unreachable taints, taint eviction.
 //! - [`podgc`]: terminated, orphaned and unscheduled terminating pods.
 //! - [`endpoints`], [`endpointslice`]: a selector Service's Endpoints and EndpointSlices.
+//! - [`cluster_dns`]: the `kube-dns` Service's endpoints, one per node's DNS server.
 //! - [`servicelb`]: node addresses as `type: LoadBalancer` ingress (k3s's ServiceLB).
 //! - [`disruption`]: PodDisruptionBudget status.
 //! - [`resourcequota`]: ResourceQuota `status.hard` and `status.used` (usage back down after
@@ -34,6 +35,7 @@
 
 pub mod attach;
 pub mod catalog;
+pub mod cluster_dns;
 pub mod cronjob;
 pub mod csi_driver;
 pub mod daemonset;
@@ -88,6 +90,9 @@ pub struct Options {
     /// Run [`servicelb`] (node addresses as load-balancer ingress); off with
     /// `--disable servicelb`.
     pub servicelb: bool,
+    /// Run [`cluster_dns`] (the `kube-dns` Service's endpoints: each node's DNS server); off
+    /// with `--disable dns`.
+    pub cluster_dns: bool,
 }
 
 impl Default for Options {
@@ -97,6 +102,7 @@ impl Default for Options {
             terminated_pod_gc_threshold: podgc::Config::default().terminated_threshold,
             provisioners: provisioner::ProvisionerSet::default(),
             servicelb: true,
+            cluster_dns: true,
         }
     }
 }
@@ -183,6 +189,9 @@ pub async fn run_all_with(
     tracker.spawn(endpointslice::run(client.clone(), cancel.clone()));
     if options.servicelb {
         tracker.spawn(servicelb::run(client.clone(), cancel.clone()));
+    }
+    if options.cluster_dns {
+        tracker.spawn(cluster_dns::run(client.clone(), cancel.clone()));
     }
     tracker.spawn(disruption::run(
         client.clone(),

@@ -42,6 +42,9 @@ pub struct Config {
     /// upstream does.
     pub cluster_dns: Vec<IpAddr>,
     pub cluster_domain: String,
+    /// The host's resolv.conf given to `dnsPolicy: Default` pods (loopback resolvers left
+    /// out) and whose search domains `ClusterFirst` pods get too.
+    pub resolv_conf: PathBuf,
     /// How often the Lease is renewed (10 s).
     pub lease_interval: Duration,
     /// How often node status is reported even when it did not change.
@@ -82,6 +85,7 @@ impl Config {
             pod_cidr: "10.42.0.0/24".into(),
             cluster_dns: Vec::new(),
             cluster_domain: "cluster.local".into(),
+            resolv_conf: "/etc/resolv.conf".into(),
             lease_interval: Duration::from_secs(10),
             status_report_interval: Duration::from_secs(60),
             log_max_bytes: 10 * 1024 * 1024,

@@ -80,8 +80,17 @@ pub fn hosts_file(pod: &Pod, ip: Option<&str>, hostname: &str) -> String {
     s
 }
 
-/// `/etc/resolv.conf` for `dnsPolicy` (ClusterFirst falls back to the host's file when no
-/// cluster DNS is configured, as upstream does), with `dnsConfig` merged in.
+/// Upstream's limits: nameservers beyond the third are dropped (the resolver reads three),
+/// search domains beyond the 32nd too.
+const MAX_NAMESERVERS: usize = 3;
+const MAX_SEARCH: usize = 32;
+
+/// `/etc/resolv.conf` for `dnsPolicy`, as upstream's kubelet writes it: `ClusterFirst`
+/// (falling back to `Default` when no cluster DNS is configured, or for host-network pods),
+/// `ClusterFirstWithHostNet`, `Default` (the host's resolvers, search and options) and
+/// `None`, with `dnsConfig` merged in (nameservers and searches appended without duplicates,
+/// options replaced by name). The host's loopback resolvers (systemd-resolved's stub) are
+/// left out: a pod cannot reach them.
 pub fn resolv_conf(
     pod: &Pod,
     cluster_dns: &[std::net::IpAddr],
@@ -94,16 +103,27 @@ pub fn resolv_conf(
         .unwrap_or("ClusterFirst");
     let hostnet = spec.and_then(|s| s.host_network) == Some(true);
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let host_servers: Vec<String> = host
-        .lines()
-        .filter_map(|l| l.strip_prefix("nameserver"))
-        .map(|s| s.trim().to_string())
-        .collect();
-    let host_search: Vec<String> = host
-        .lines()
-        .filter_map(|l| l.strip_prefix("search"))
-        .flat_map(|s| s.split_whitespace().map(String::from).collect::<Vec<_>>())
-        .collect();
+    let mut host_servers = Vec::new();
+    let mut host_search = Vec::new();
+    let mut host_options = Vec::new();
+    for line in host.lines() {
+        let line = line.split(['#', ';']).next().unwrap_or("");
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("nameserver") => host_servers.extend(
+                words
+                    .next()
+                    .filter(|w| {
+                        w.parse::<std::net::IpAddr>()
+                            .is_ok_and(|ip| !ip.is_loopback())
+                    })
+                    .map(String::from),
+            ),
+            Some("search") | Some("domain") => host_search = words.map(String::from).collect(),
+            Some("options") => host_options.extend(words.map(String::from)),
+            _ => {}
+        }
+    }
     let cluster = !cluster_dns.is_empty()
         && (policy == "ClusterFirst" && !hostnet || policy == "ClusterFirstWithHostNet");
     let (mut servers, mut search, mut options) = match policy {
@@ -121,11 +141,19 @@ pub fn resolv_conf(
             .concat(),
             vec!["ndots:5".to_string()],
         ),
-        _ => (host_servers, host_search, Vec::new()),
+        _ => (host_servers, host_search, host_options),
     };
     if let Some(cfg) = spec.and_then(|s| s.dns_config.as_ref()) {
-        servers.extend(cfg.nameservers.clone().unwrap_or_default());
-        search.extend(cfg.searches.clone().unwrap_or_default());
+        for n in cfg.nameservers.iter().flatten() {
+            if !servers.contains(n) {
+                servers.push(n.clone());
+            }
+        }
+        for d in cfg.searches.iter().flatten() {
+            if !search.contains(d) {
+                search.push(d.clone());
+            }
+        }
         for o in cfg.options.iter().flatten() {
             let name = o.name.clone().unwrap_or_default();
             options.retain(|x| x.split(':').next() != Some(name.as_str()));
@@ -135,6 +163,8 @@ pub fn resolv_conf(
             });
         }
     }
+    servers.truncate(MAX_NAMESERVERS);
+    search.truncate(MAX_SEARCH);
     let mut out = String::new();
     if !search.is_empty() {
         out.push_str(&format!("search {}\n", search.join(" ")));
@@ -221,7 +251,7 @@ impl Sandbox {
             hosts_file(pod, self.ip.as_deref(), &self.hostname)
         };
         std::fs::write(self.dir.join("etc-hosts"), hosts)?;
-        let host_resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        let host_resolv = std::fs::read_to_string(&deps.config.resolv_conf).unwrap_or_default();
         std::fs::write(
             self.dir.join("resolv.conf"),
             resolv_conf(
@@ -410,10 +440,31 @@ mod tests {
             r,
             "search shop.svc.cluster.local svc.cluster.local cluster.local lan\nnameserver 10.43.0.10\noptions ndots:5\n"
         );
-        // No cluster DNS: the host's.
+        // No cluster DNS: the host's, without its loopback resolvers, with its options.
+        let host2 = "nameserver 127.0.0.53\nnameserver 192.168.1.1\nsearch lan\noptions edns0\n";
         assert_eq!(
-            resolv_conf(&cf, &[], "cluster.local", host),
+            resolv_conf(&cf, &[], "cluster.local", host2),
+            "search lan\nnameserver 192.168.1.1\noptions edns0\n"
+        );
+        // A host-network pod gets the host's with ClusterFirst, the cluster's with
+        // ClusterFirstWithHostNet.
+        let hn = pod(json!({"containers": [], "hostNetwork": true}));
+        assert_eq!(
+            resolv_conf(&hn, &dns, "cluster.local", host),
             "search lan\nnameserver 192.168.1.1\n"
+        );
+        let hn = pod(
+            json!({"containers": [], "hostNetwork": true, "dnsPolicy": "ClusterFirstWithHostNet"}),
+        );
+        assert!(resolv_conf(&hn, &dns, "cluster.local", host).contains("nameserver 10.43.0.10\n"));
+        // dnsConfig merges without duplicates; at most three nameservers.
+        let merged = pod(json!({"containers": [], "dnsConfig": {
+            "nameservers": ["10.43.0.10", "1.1.1.1", "8.8.8.8", "9.9.9.9"],
+            "searches": ["lan", "corp"], "options": [{"name": "ndots", "value": "1"}, {"name": "edns0"}]}}));
+        assert_eq!(
+            resolv_conf(&merged, &dns, "cluster.local", host),
+            "search shop.svc.cluster.local svc.cluster.local cluster.local lan corp\n\
+             nameserver 10.43.0.10\nnameserver 1.1.1.1\nnameserver 8.8.8.8\noptions ndots:1 edns0\n"
         );
         let none = pod(json!({"containers": [], "dnsPolicy": "None",
             "dnsConfig": {"nameservers": ["8.8.8.8"], "options": [{"name": "ndots", "value": "2"}]}}));

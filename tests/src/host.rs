@@ -258,3 +258,45 @@ impl Drop for StorageCleanup {
         }
     }
 }
+
+/// An interface of its own (a port-less bridge: this kernel has no dummy links) holding the node's address, and the proxy's table: both removed on drop.
+pub struct NodeAddress {
+    pub link: String,
+    pub ip: String,
+    table: String,
+}
+
+impl NodeAddress {
+    /// Test `n`'s node address: `100.(64 + n/250).(n%250).1`, on a /24 of its own (where
+    /// the services test puts an external client).
+    pub fn create(n: u32, table: &str) -> NodeAddress {
+        let link = format!("k1sd{n}");
+        let ip = format!("100.{}.{}.1", 64 + n / 250, n % 250);
+        let _ = Command::new("ip").args(["link", "del", &link]).status();
+        for args in [
+            vec!["link", "add", &link, "type", "bridge"],
+            vec!["addr", "add", &format!("{ip}/24"), "dev", &link],
+            vec!["link", "set", &link, "up"],
+        ] {
+            assert!(Command::new("ip").args(&args).status().unwrap().success());
+        }
+        NodeAddress {
+            link,
+            ip,
+            table: table.into(),
+        }
+    }
+}
+
+impl Drop for NodeAddress {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.link])
+            .status();
+        // The proxy leaves its table in place when k1s stops (traffic keeps flowing across
+        // a restart); the test removes it.
+        let _ = Command::new("nft")
+            .args(["delete", "table", "ip", &self.table])
+            .status();
+    }
+}

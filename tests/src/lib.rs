@@ -299,10 +299,12 @@ pub fn kubelet_flags(tag: &str) -> Vec<String> {
         "--kubelet-port".into(),
         free_port().to_string(),
         "--disable-kube-proxy".into(),
+        "--disable-dns".into(),
     ]
 }
 
-/// `flags` (from [`kubelet_flags`]) with the service proxy on: its own nftables table, the
+/// `flags` (from [`kubelet_flags`]) with the service proxy and the node's cluster DNS server
+/// on: the proxy's own nftables table, the
 /// service CIDR `service_cidr` (no other test may use it) and the node's pod CIDR as the
 /// cluster CIDR. Pass the same `--service-cidr` to the server.
 pub fn proxy_flags(flags: &[String], table: &str) -> Vec<String> {
@@ -314,7 +316,7 @@ pub fn proxy_flags(flags: &[String], table: &str) -> Vec<String> {
         .unwrap_or_default();
     let mut out: Vec<String> = flags
         .iter()
-        .filter(|f| *f != "--disable-kube-proxy")
+        .filter(|f| *f != "--disable-kube-proxy" && *f != "--disable-dns")
         .cloned()
         .collect();
     out.extend([

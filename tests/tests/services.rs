@@ -9,54 +9,12 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k1s_tests::host::{HostCleanup, Images, start_with_kubelet, wait_for_teardown};
+use k1s_tests::host::{HostCleanup, Images, NodeAddress, start_with_kubelet, wait_for_teardown};
 use k1s_tests::{Cluster, eventually, proxy_flags};
 use serde_json::Value;
 
 /// The service CIDR of this test (no other test uses it).
 const SERVICE_CIDR: &str = "10.238.0.0/16";
-
-/// An interface of its own (a port-less bridge: this kernel has no dummy links) holding the node's address, and the proxy's table: both removed on drop.
-struct NodeAddress {
-    link: String,
-    ip: String,
-    table: String,
-}
-
-impl NodeAddress {
-    /// Test `n`'s node address: `100.(64 + n/250).(n%250).1`, on a /24 of its own (where
-    /// [`Client`] puts an external client).
-    fn create(n: u32, table: &str) -> NodeAddress {
-        let link = format!("k1sd{n}");
-        let ip = format!("100.{}.{}.1", 64 + n / 250, n % 250);
-        let _ = Command::new("ip").args(["link", "del", &link]).status();
-        for args in [
-            vec!["link", "add", &link, "type", "bridge"],
-            vec!["addr", "add", &format!("{ip}/24"), "dev", &link],
-            vec!["link", "set", &link, "up"],
-        ] {
-            assert!(Command::new("ip").args(&args).status().unwrap().success());
-        }
-        NodeAddress {
-            link,
-            ip,
-            table: table.into(),
-        }
-    }
-}
-
-impl Drop for NodeAddress {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.link])
-            .status();
-        // The proxy leaves its table in place when k1s stops (traffic keeps flowing across
-        // a restart); the test removes it.
-        let _ = Command::new("nft")
-            .args(["delete", "table", "ip", &self.table])
-            .status();
-    }
-}
 
 fn json(c: &Cluster, args: &[&str]) -> Value {
     serde_json::from_str(&c.ok(args)).unwrap_or(Value::Null)

@@ -1,0 +1,83 @@
+//! The cluster DNS's wiring: the `kube-dns` Service the server keeps (`--disable dns`
+//! removes it), and the node's DNS server beside its kubelet (`--disable-dns`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use k1s_api::client::{Client, DeleteParams, ResourceRef, WriteParams};
+use k1s_api::dns;
+use k1s_dns::upstreams::Choice;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Creates the `kube-dns` Service at the service CIDR's tenth address unless it exists; with
+/// `enabled` false, deletes it if k1s made it (a Service of the user's, e.g. CoreDNS's, is
+/// left alone).
+pub async fn ensure_service(
+    client: &dyn Client,
+    service_cidr: &str,
+    enabled: bool,
+) -> anyhow::Result<()> {
+    let r = ResourceRef::new("", "v1", "services", Some(dns::NAMESPACE));
+    if !enabled {
+        if let Ok(svc) = client.get(&r, dns::SERVICE).await
+            && svc["metadata"]["labels"][dns::MANAGED_BY.0] == dns::MANAGED_BY.1
+        {
+            client
+                .delete(&r, dns::SERVICE, &DeleteParams::default())
+                .await
+                .map_err(|e| anyhow::anyhow!("deleting the kube-dns Service: {}", e.message))?;
+            tracing::info!("cluster DNS disabled: the kube-dns Service was removed");
+        }
+        return Ok(());
+    }
+    let ip = dns::service_ip(service_cidr).ok_or_else(|| {
+        anyhow::anyhow!("--service-cidr {service_cidr}: too small for the DNS Service's tenth address (use a /28 or larger, or --disable dns)")
+    })?;
+    match client
+        .create(&r, dns::service(ip), &WriteParams::default())
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(%ip, "created the kube-dns Service");
+            Ok(())
+        }
+        Err(e) if e.is_already_exists() => Ok(()),
+        Err(e) => Err(anyhow::anyhow!(
+            "creating the kube-dns Service at {ip}: {}",
+            e.message
+        )),
+    }
+}
+
+/// What the node's DNS server needs from the kubelet's flags.
+pub struct NodeDns<'a> {
+    pub node_name: &'a str,
+    /// The pod bridge's gateway: where the server answers.
+    pub listen: IpAddr,
+    pub zone: &'a str,
+    pub dns_ip: Option<IpAddr>,
+    pub resolv: &'a Choice,
+}
+
+/// Binds and starts this node's DNS server.
+pub fn start(
+    node: NodeDns<'_>,
+    client: Arc<dyn Client>,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    let upstreams: Vec<SocketAddr> = node.resolv.conf.upstreams();
+    if upstreams.is_empty() {
+        tracing::warn!(file = %node.resolv.path.display(), "cluster DNS: no upstream resolver: names outside the cluster will fail (use --resolv-conf)");
+    }
+    let mut config = k1s_dns::DnsConfig::new(node.node_name, node.listen);
+    config.zone = node.zone.to_string();
+    config.dns_ip = node.dns_ip;
+    config.upstreams = upstreams;
+    let server = k1s_dns::DnsServer::bind(config).map_err(|e| {
+        anyhow::anyhow!("the cluster DNS server: {e} (another DNS server on this address? --disable-dns turns k1s's off)")
+    })?;
+    tasks.spawn(server.run(client, cancel.clone()));
+    Ok(())
+}
