@@ -34,6 +34,17 @@ pub async fn ensure_service(
     let ip = dns::service_ip(service_cidr).ok_or_else(|| {
         anyhow::anyhow!("--service-cidr {service_cidr}: too small for the DNS Service's tenth address (use a /28 or larger, or --disable dns)")
     })?;
+    // Looked up first: creating it again would fail on its address, which it holds.
+    match client.get(&r, dns::SERVICE).await {
+        Ok(svc) => {
+            if svc["spec"]["clusterIP"] != ip.to_string() {
+                tracing::warn!(want = %ip, have = %svc["spec"]["clusterIP"], "the kube-dns Service is not at the service CIDR's tenth address: pods are told the tenth (--cluster-dns overrides)");
+            }
+            return Ok(());
+        }
+        Err(e) if e.is_not_found() => {}
+        Err(e) => anyhow::bail!("reading the kube-dns Service: {}", e.message),
+    }
     match client
         .create(&r, dns::service(ip), &WriteParams::default())
         .await

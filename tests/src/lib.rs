@@ -133,7 +133,15 @@ impl Server {
                 .lock()
                 .unwrap()
                 .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|_| panic!("server never logged {needle:?}"));
+                .unwrap_or_else(|_| {
+                    // What it did log says why (a start-up error comes before its backtrace).
+                    let pending = self.pending.lock().unwrap();
+                    let tail: Vec<&str> = pending.iter().take(10).map(String::as_str).collect();
+                    panic!(
+                        "server never logged {needle:?}; its first unclaimed lines:\n{}",
+                        tail.join("\n")
+                    )
+                });
             if line.contains(needle) {
                 return;
             }

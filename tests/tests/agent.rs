@@ -172,6 +172,41 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
         String::from_utf8_lossy(&out.stdout).trim() == "page"
     });
     assert!(agent.logged("service proxy: programmed the nftables table"));
+    // The agent's cluster DNS server announced itself with the node's credentials, is the
+    // agent's endpoint of kube-dns, and answers the agent's pods through the kube-dns
+    // ClusterIP (internalTrafficPolicy Local: the agent's own server).
+    eventually(
+        "the agent's DNS server among the kube-dns endpoints",
+        60,
+        || {
+            let eps: Value = serde_json::from_slice(
+                &c.run(&[
+                    "get",
+                    "endpoints",
+                    "-n",
+                    "kube-system",
+                    "kube-dns",
+                    "-o",
+                    "json",
+                ])
+                .stdout,
+            )
+            .unwrap_or_default();
+            eps["subsets"][0]["addresses"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|a| a["nodeName"] == "node-agent"))
+        },
+    );
+    eventually("the agent's pod to resolve a Service", 30, || {
+        let out = c.run(&[
+            "exec",
+            "web",
+            "--",
+            "nslookup",
+            "web.default.svc.cluster.local",
+        ]);
+        String::from_utf8_lossy(&out.stdout).contains(&ip)
+    });
     // A pod on the server's own node is still reached in process.
     run_on(
         &c,

@@ -428,3 +428,66 @@ fn pods_resolve_services_endpoints_and_external_names() {
     wait_for_teardown(&c.data_dir());
     c.server.terminate();
 }
+
+/// The kube-dns Service without a node: created at the tenth address of the default service
+/// CIDR, kept across a restart, removed by `--disable dns` (and a Service of the user's of
+/// that name left alone).
+#[test]
+fn the_kube_dns_service_follows_disable_dns() {
+    let Some(mut c) = Cluster::start(&[]) else {
+        return;
+    };
+    let get = |c: &Cluster| {
+        c.run(&[
+            "get",
+            "service",
+            "-n",
+            "kube-system",
+            "kube-dns",
+            "-o",
+            "json",
+        ])
+    };
+    let svc: Value = serde_json::from_slice(&get(&c).stdout).unwrap();
+    assert_eq!(svc["spec"]["clusterIP"], "10.43.0.10");
+    assert_eq!(svc["spec"]["internalTrafficPolicy"], "Local");
+    let ports: Vec<(String, u64)> = svc["spec"]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["protocol"].as_str().unwrap().to_string(),
+                p["port"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ports,
+        [("UDP".into(), 53), ("TCP".into(), 53), ("TCP".into(), 9153)]
+    );
+    let uid = svc["metadata"]["uid"].clone();
+    let restart = |c: &mut Cluster, flags: &[&str]| {
+        c.server.terminate();
+        c.server = k1s_tests::Server::start(&c.data_dir(), c.port, &c.kubeconfig, flags);
+    };
+    // A restart keeps the same Service (its address is its own, not a conflict).
+    restart(&mut c, &[]);
+    let again: Value = serde_json::from_slice(&get(&c).stdout).unwrap();
+    assert_eq!(again["metadata"]["uid"], uid);
+    restart(&mut c, &["--disable", "dns"]);
+    assert!(!get(&c).status.success(), "removed with --disable dns");
+    // A user's own kube-dns (CoreDNS's) is not k1s's to remove.
+    c.ok(&[
+        "create",
+        "service",
+        "clusterip",
+        "kube-dns",
+        "-n",
+        "kube-system",
+        "--tcp=53:53",
+    ]);
+    restart(&mut c, &["--disable", "dns"]);
+    assert!(get(&c).status.success());
+    c.server.terminate();
+}
