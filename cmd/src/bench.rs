@@ -29,6 +29,9 @@ pub enum BenchCommand {
     /// 10,000 Services, its memory, and ClusterIP against pod-IP throughput (wrk), in
     /// scratch network namespaces.
     Proxy(crate::bench_proxy::ProxyBenchArgs),
+    /// The cluster DNS: answers per second and latency for 10,000 Service names and for
+    /// cached forwarded names, and memory per name, beside dnsmasq in the same run.
+    Dns(crate::bench_dns::DnsBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -69,6 +72,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Pods(args) => crate::bench_pods::run(args).await,
         BenchCommand::Scheduler(args) => crate::bench_scheduler::run(args).await,
         BenchCommand::Proxy(args) => crate::bench_proxy::run(args).await,
+        BenchCommand::Dns(args) => crate::bench_dns::run(args).await,
     }
 }
 

@@ -5,6 +5,7 @@ mod agent;
 mod agent_cmd;
 mod bench;
 mod bench_api;
+mod bench_dns;
 mod bench_pods;
 mod bench_proxy;
 mod bench_scheduler;

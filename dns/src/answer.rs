@@ -71,7 +71,7 @@ pub fn answer(index: &Index, zone: &Zone, name: &Name, qtype: RecordType) -> Out
         let mut l = Local::default();
         if matches!(qtype, RecordType::PTR | RecordType::ANY) {
             for n in names {
-                if let Ok(target) = fqdn(n) {
+                if let Ok(target) = fqdn(&n) {
                     l.answers.push(Record::from_rdata(
                         name.clone(),
                         zone.ttl,
@@ -119,7 +119,7 @@ struct Builder<'a> {
     exists: bool,
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
     /// `labels` from the zone down: `["svc", "default", "web"]`.
     fn lookup(&mut self, labels: &[&str]) {
         match labels {
@@ -162,7 +162,7 @@ impl Builder<'_> {
                 self.exists = self
                     .index
                     .service(ns, svc)
-                    .is_some_and(|s| s.ports.iter().any(|p| p.protocol == proto));
+                    .is_some_and(|s| s.ports.iter().any(|p| p.protocol.as_str() == proto));
             }
             ["svc", ns, svc, host] => self.endpoint(ns, svc, host),
             ["svc", ns, svc, proto, port] if proto.starts_with('_') && port.starts_with('_') => {
@@ -197,7 +197,7 @@ impl Builder<'_> {
         self.exists = true;
         match &s.kind {
             Kind::ClusterIp(ips) => {
-                for ip in ips.clone() {
+                for ip in ips.iter() {
                     self.address(ip);
                 }
             }
@@ -221,7 +221,7 @@ impl Builder<'_> {
                 .ports
                 .iter()
                 .filter(|p| !p.name.is_empty())
-                .map(|p| (p.protocol.clone(), p.name.clone()))
+                .map(|p| (p.protocol.as_str().to_string(), p.name.to_string()))
                 .collect();
             for (proto, port) in named {
                 self.srv(ns, svc, &proto, &port);
@@ -262,9 +262,9 @@ impl Builder<'_> {
                 if let Some(p) = s
                     .ports
                     .iter()
-                    .find(|p| p.name == port && p.protocol == proto)
+                    .find(|p| &*p.name == port && p.protocol.as_str() == proto)
                 {
-                    targets.push((p.port, base.clone(), ips.clone()));
+                    targets.push((p.port, base.clone(), ips.iter().collect()));
                 }
             }
             Kind::Headless => {
@@ -272,7 +272,7 @@ impl Builder<'_> {
                     if let Some(p) = e
                         .ports
                         .iter()
-                        .find(|p| p.name == port && p.protocol == proto)
+                        .find(|p| &*p.name == port && p.protocol.as_str() == proto)
                     {
                         targets.push((p.port, format!("{}.{base}", e.label()), vec![e.ip]));
                     }
@@ -303,7 +303,7 @@ impl Builder<'_> {
         }
     }
 
-    fn ready_endpoints(&self, ns: &str, svc: &str) -> Vec<Endpoint> {
+    fn ready_endpoints(&self, ns: &str, svc: &str) -> Vec<Endpoint<'a>> {
         let all = self
             .index
             .service(ns, svc)
@@ -312,7 +312,6 @@ impl Builder<'_> {
             .endpoints(ns, svc)
             .into_iter()
             .filter(|e| all || e.ready)
-            .cloned()
             .collect()
     }
 

@@ -15,12 +15,14 @@
 //! - [`forward`]: other names, asked of the host's resolvers, with a cache;
 //! - [`upstreams`]: which `resolv.conf` names the host's resolvers;
 //! - [`server`]: the UDP and TCP wire, truncation;
+//! - [`packet_cache`]: encoded answers reused for byte-identical questions;
 //! - [`metrics`]: counters and the metrics port.
 
 pub mod answer;
 pub mod forward;
 pub mod index;
 pub mod metrics;
+pub mod packet_cache;
 pub mod server;
 pub mod upstreams;
 
@@ -43,6 +45,7 @@ use crate::answer::Zone;
 use crate::forward::Forwarder;
 use crate::index::Index;
 use crate::metrics::{Gauges, Metrics};
+use crate::packet_cache::PacketCache;
 use crate::server::Handler;
 
 /// The Node annotation with the address this node's DNS server answers on.
@@ -145,6 +148,7 @@ impl DnsServer {
                 config.cache_size,
             ),
             metrics: Arc::new(Metrics::default()),
+            packets: PacketCache::new(config.cache_size),
         });
         Ok(Self {
             config,

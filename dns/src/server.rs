@@ -26,6 +26,7 @@ use crate::answer::{self, Local, Outcome, Zone};
 use crate::forward::Forwarder;
 use crate::index::Index;
 use crate::metrics::Metrics;
+use crate::packet_cache::{self, PacketCache};
 
 /// How long a TCP connection may stay without a query.
 pub const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -47,6 +48,7 @@ pub struct Handler {
     pub zone: Zone,
     pub forwarder: Forwarder,
     pub metrics: Arc<Metrics>,
+    pub packets: PacketCache,
 }
 
 /// What to do with a packet.
@@ -69,31 +71,58 @@ impl Handler {
         }
     }
 
-    /// Everything that needs no upstream: parse, check, answer from the index or the cache.
+    /// Everything that needs no upstream: parse, check, answer from the index or the
+    /// caches.
     fn start(&self, packet: &[u8], proto: Proto) -> Step {
         self.metrics.request(proto);
+        let synced = self.synced.load(Ordering::Acquire);
+        let generation = self
+            .index
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation();
+        if synced && let Some((answer, rcode)) = self.packets.get(packet, proto, generation) {
+            self.metrics.response(rcode);
+            return Step::Reply(answer);
+        }
+        let (step, max_age) = self.start_uncached(packet, proto, synced);
+        if let (Step::Reply(answer), Some((age, rcode))) = (&step, max_age) {
+            self.packets
+                .put(packet, proto, generation, age, rcode, answer);
+        }
+        step
+    }
+
+    /// [`Handler::start`] without the packet cache: the step, and for an answer that may be
+    /// reused, for how long and its response code.
+    fn start_uncached(
+        &self,
+        packet: &[u8],
+        proto: Proto,
+        synced: bool,
+    ) -> (Step, Option<(Duration, ResponseCode)>) {
         let req = match Message::from_vec(packet) {
             Ok(m) => m,
             Err(_) => {
                 // FORMERR when at least the header is there to answer to.
                 if packet.len() < 12 {
-                    return Step::Drop;
+                    return (Step::Drop, None);
                 }
                 let id = u16::from_be_bytes([packet[0], packet[1]]);
                 let m = Message::error_msg(id, OpCode::Query, ResponseCode::FormErr);
-                return self.reply(&m, None, proto);
+                return (self.reply(&m, None, proto), None);
             }
         };
         if req.message_type() != MessageType::Query {
-            return Step::Drop;
+            return (Step::Drop, None);
         }
         if req.op_code() != OpCode::Query {
             let m = Message::error_msg(req.id(), req.op_code(), ResponseCode::NotImp);
-            return self.reply(&m, Some(&req), proto);
+            return (self.reply(&m, Some(&req), proto), None);
         }
         let [q] = req.queries() else {
             let m = Message::error_msg(req.id(), OpCode::Query, ResponseCode::FormErr);
-            return self.reply(&m, Some(&req), proto);
+            return (self.reply(&m, Some(&req), proto), None);
         };
         if q.query_class() == DNSClass::IN {
             let outcome = {
@@ -101,15 +130,16 @@ impl Handler {
                 answer::answer(&index, &self.zone, q.name(), q.query_type())
             };
             match outcome {
-                Outcome::Local(_) if !self.synced.load(Ordering::Acquire) => {
+                Outcome::Local(_) if !synced => {
                     let m = response(&req, ResponseCode::ServFail);
-                    return self.reply(&m, Some(&req), proto);
+                    return (self.reply(&m, Some(&req), proto), None);
                 }
                 Outcome::Local(l) if l.chase.is_none() => {
                     let m = local_message(&req, l);
-                    return self.reply(&m, Some(&req), proto);
+                    let reuse = (packet_cache::CLUSTER_AGE, m.response_code());
+                    return (self.reply(&m, Some(&req), proto), Some(reuse));
                 }
-                Outcome::Local(_) => return Step::Upstream(Box::new(req)),
+                Outcome::Local(_) => return (Step::Upstream(Box::new(req)), None),
                 Outcome::Forward => {}
             }
         }
@@ -117,9 +147,10 @@ impl Handler {
             Some(cached) => {
                 self.metrics.cache(true);
                 let m = forwarded_message(&req, cached);
-                self.reply(&m, Some(&req), proto)
+                let reuse = (packet_cache::FORWARDED_AGE, m.response_code());
+                (self.reply(&m, Some(&req), proto), Some(reuse))
             }
-            None => Step::Upstream(Box::new(req)),
+            None => (Step::Upstream(Box::new(req)), None),
         }
     }
 
@@ -443,6 +474,7 @@ mod tests {
             },
             forwarder: Forwarder::new(Vec::new(), Duration::from_millis(100), 10),
             metrics: Arc::new(Metrics::default()),
+            packets: PacketCache::new(100),
         }
     }
 
@@ -483,6 +515,25 @@ mod tests {
         .await;
         assert_eq!(m.response_code(), ResponseCode::NXDomain);
         assert_eq!(m.name_servers().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn repeated_questions_reuse_the_answer_until_the_index_changes() {
+        let h = handler(true);
+        let q = query("web.default.svc.cluster.local.", RecordType::A, None);
+        let first = ask(&h, &q, Proto::Udp).await;
+        let mut again = q.clone();
+        again[..2].copy_from_slice(&7u16.to_be_bytes());
+        let second = ask(&h, &again, Proto::Udp).await;
+        assert_eq!(second.id(), 7);
+        assert_eq!(second.answers(), first.answers());
+        h.index.write().unwrap().apply_service(
+            "default",
+            "web",
+            Some(&svc("default", "web", json!({"clusterIP": "10.43.0.99"}))),
+        );
+        let third = ask(&h, &again, Proto::Udp).await;
+        assert_eq!(third.answers()[0].data().to_string(), "10.43.0.99");
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@
 //! shape whose pods were not really scheduled fails the run. One human line per shape, then
 //! one JSON object as the last line.
 
-mod cluster;
+pub(crate) mod cluster;
 mod measure;
 mod shapes;
 mod verify;
