@@ -372,6 +372,46 @@ fn pods_resolve_services_endpoints_and_external_names() {
         );
     }
 
+    // An answer too large for 512 bytes: truncated over UDP without EDNS, whole over TCP
+    // (dig retries over TCP by itself unless told to ignore the TC bit).
+    let ports: Vec<String> = (0..40)
+        .map(|i| format!(r#"{{"name": "p{i}", "port": {}}}"#, 1000 + i))
+        .collect();
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        &format!(
+            r#"{{"apiVersion": "v1", "kind": "Service", "metadata": {{"name": "many"}},
+              "spec": {{"ports": [{}]}}}}"#,
+            ports.join(",")
+        ),
+    );
+    eventually("the many-port Service resolves", 10, || {
+        !dig(&c, &uid, &["+short", "many.default.svc.cluster.local", "A"]).is_empty()
+    });
+    let truncated = dig(
+        &c,
+        &uid,
+        &[
+            "+noedns",
+            "+notcp",
+            "+ignore",
+            "many.default.svc.cluster.local",
+            "SRV",
+        ],
+    );
+    assert!(
+        truncated
+            .iter()
+            .any(|l| l.contains("flags:") && l.contains(" tc")),
+        "{truncated:?}"
+    );
+    let whole = dig(
+        &c,
+        &uid,
+        &["+noedns", "+short", "many.default.svc.cluster.local", "SRV"],
+    );
+    assert_eq!(whole.len(), 40, "{whole:?}");
+
     // A headless endpoint appears once its pod is ready.
     sh(&c, "hl-1", "touch /tmp/ready");
     eventually("hl-1 in the headless Service's answer", 30, || {
