@@ -9,6 +9,7 @@
 //!   agree on.
 //! - [`events`]: Events recorded by components (with upstream's spam filter).
 //! - [`join`]: the CA pin of join tokens.
+//! - [`net`]: IPv4 networks (`--cluster-cidr`, `spec.podCIDR`): parse, contain, subnets.
 //! - [`quantity`]: exact `resource.Quantity` values and resource lists.
 //! - [`quota`]: ResourceQuota usage of objects, shared by admission and the quota controller.
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
@@ -29,6 +30,7 @@ pub mod http_client;
 pub mod join;
 #[cfg(feature = "http")]
 pub mod kubeconfig;
+pub mod net;
 pub mod quantity;
 pub mod quota;
 pub mod selector;

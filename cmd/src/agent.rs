@@ -29,9 +29,10 @@ pub struct KubeletArgs {
     /// Taints for this node, `key=value:Effect` (repeatable).
     #[arg(long = "node-taint")]
     pub node_taint: Vec<String>,
-    /// This node's pod CIDR (addresses for pods on the bridge).
-    #[arg(long, default_value = "10.42.0.0/24")]
-    pub pod_cidr: String,
+    /// This node's pod CIDR (addresses for pods on the bridge); default: the one the
+    /// controller manager's node IPAM assigns from --cluster-cidr.
+    #[arg(long)]
+    pub pod_cidr: Option<String>,
     /// Cluster DNS server IPs for ClusterFirst pods (comma-separated); default: the
     /// `kube-dns` Service's address, the tenth of --service-cidr (10.43.0.10).
     #[arg(long, value_delimiter = ',')]
@@ -112,9 +113,23 @@ pub struct KubeletArgs {
     /// Do not answer NodePorts on 127.0.0.1 (kube-proxy's --iptables-localhost-nodeports=false).
     #[arg(long)]
     pub disable_localhost_nodeports: bool,
+    /// How pods reach pods on other nodes: `host-gw` (a route to each node's pod CIDR via
+    /// its address; the nodes share an L2 segment) or `none` (another component routes).
+    #[arg(long, value_enum, default_value_t = PodNetworkBackend::HostGw)]
+    pub pod_network_backend: PodNetworkBackend,
     /// The service proxy's nftables table (ip family).
     #[arg(long, default_value = k1s_proxy::TABLE, hide = true)]
     pub proxy_table: String,
+}
+
+/// The cross-node backends (`--pod-network-backend`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodNetworkBackend {
+    /// A route per remote node's pod CIDR via the node's address (flannel's host-gw).
+    #[value(name = "host-gw")]
+    HostGw,
+    /// No cross-node routes from k1s.
+    None,
 }
 
 fn parse_reserved(flag: &str, s: Option<&str>) -> anyhow::Result<ResourceList> {
@@ -150,7 +165,7 @@ pub fn node_name(args: &KubeletArgs, hostname: &str) -> String {
 /// serving its HTTPS port with `port_tls`, and, with `local_storage`, the `k1s csi-hostpath`
 /// plugin beside it.
 #[allow(clippy::too_many_arguments)]
-pub fn start(
+pub async fn start(
     args: &KubeletArgs,
     data_dir: &Path,
     hostname: &str,
@@ -189,7 +204,11 @@ pub fn start(
     }
     config.taints = args.node_taint.clone();
     config.port = args.kubelet_port;
-    config.pod_cidr = args.pod_cidr.clone();
+    if let Some(c) = &args.pod_cidr {
+        c.parse::<k1s_kubelet::network::Ipv4Cidr>()
+            .map_err(|e| anyhow::anyhow!("--pod-cidr {c}: {e}"))?;
+    }
+    config.pod_cidr = args.pod_cidr.clone().unwrap_or_default();
     config.cluster_dns = args.cluster_dns.clone();
     if config.cluster_dns.is_empty() {
         config
@@ -229,13 +248,37 @@ pub fn start(
 
     let cgroups = k1s_kubelet::cgroups::detect_with_top(&args.cgroup_root, &args.cgroup_top)
         .map_err(|e| anyhow::anyhow!("the cgroup manager: {e}"))?;
-    let cidr = args
-        .pod_cidr
+    // The node's pod CIDR: the flag's, or node IPAM's (waited for).
+    let machine = k1s_kubelet::node::Machine::detect(&root);
+    let pod_cidr = k1s_kubelet::node::resolve_pod_cidr(
+        &*client,
+        &config,
+        &machine,
+        args.pod_cidr.as_deref(),
+        cancel,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}"))?
+    .ok_or_else(|| anyhow::anyhow!("stopped while waiting for this node's pod CIDR"))?;
+    tracing::info!(node = %node_name, %pod_cidr, "pod CIDR");
+    config.pod_cidr = pod_cidr.clone();
+    let cidr = pod_cidr
         .parse()
-        .map_err(|e| anyhow::anyhow!("--pod-cidr {}: {e}", args.pod_cidr))?;
+        .map_err(|e| anyhow::anyhow!("the node's pod CIDR {pod_cidr}: {e}"))?;
+    let cluster_cidr: k1s_kubelet::network::Ipv4Cidr = args
+        .cluster_cidr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--cluster-cidr {}: {e}", args.cluster_cidr))?;
     let gateway = IpAddr::V4(k1s_kubelet::network::Ipv4Cidr::gateway(&cidr));
     let mut net = k1s_kubelet::network::BridgeConfig::new(cidr, root.join("network"));
     net.bridge = args.bridge_name.clone();
+    // Traffic to the cluster's pod network keeps its addresses; a pod CIDR outside it (an
+    // explicit --pod-cidr) keeps only its own.
+    if cluster_cidr.contains(cidr.network()) && cidr.prefix_len() >= cluster_cidr.prefix_len() {
+        net.cluster_cidr = Some(cluster_cidr);
+    } else {
+        tracing::warn!(pod_cidr = %cidr, cluster_cidr = %cluster_cidr, "the pod CIDR is outside --cluster-cidr: traffic to other nodes' pods is masqueraded and not routed");
+    }
     let network = k1s_kubelet::network::BridgeNetwork::new(net)
         .map_err(|e| anyhow::anyhow!("the pod network: {e}"))?;
     let registries = if args.private_registry.exists() {
@@ -330,6 +373,7 @@ pub fn start(
         tasks,
         cancel,
     );
+    start_pod_network(args, &node_name, deps.client.clone(), tasks, cancel)?;
     if args.disable_dns {
         tracing::info!("cluster DNS server not started on this node (--disable-dns)");
     } else {
@@ -370,6 +414,36 @@ pub fn check_proxy_flags(args: &KubeletArgs, service_cidr: &str) -> anyhow::Resu
         value
             .parse::<k1s_kubelet::network::Ipv4Cidr>()
             .map_err(|e| anyhow::anyhow!("{flag} {value:?}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Starts the cross-node backend of the pod network (`--pod-network-backend`).
+fn start_pod_network(
+    args: &KubeletArgs,
+    node_name: &str,
+    client: Arc<dyn Client>,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
+    match args.pod_network_backend {
+        PodNetworkBackend::None => {
+            tracing::info!("no cross-node pod routes (--pod-network-backend none)");
+        }
+        PodNetworkBackend::HostGw => {
+            let cluster: k1s_api::net::Ipv4Net = args
+                .cluster_cidr
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--cluster-cidr: {e}"))?;
+            tracing::info!(%cluster, "pod network backend host-gw");
+            tasks.spawn(k1s_podnet::hostgw::run(
+                client,
+                node_name.to_string(),
+                cluster,
+                Arc::new(k1s_podnet::routes::NetlinkRoutes),
+                cancel.clone(),
+            ));
+        }
     }
     Ok(())
 }

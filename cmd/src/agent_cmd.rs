@@ -122,7 +122,8 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         false,
         &tasks,
         &cancel,
-    )?;
+    )
+    .await?;
     tracing::info!(node = %node_name, server = %args.server, "agent running");
     tasks.close();
     stop.await;

@@ -130,6 +130,13 @@ pub struct ServerArgs {
     /// bring CoreDNS).
     #[arg(long, value_delimiter = ',', value_parser = parse_component)]
     pub disable: Vec<String>,
+    /// Give every Node a pod CIDR from --cluster-cidr (kube-controller-manager's
+    /// `--allocate-node-cidrs`; `false` when another component assigns them).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub allocate_node_cidrs: bool,
+    /// The size of each node's pod CIDR (a /24 of 10.42.0.0/16: 256 nodes of 254 pods).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u8).range(8..=30))]
+    pub node_cidr_mask_size: u8,
     /// File mode of the admin kubeconfig, in octal (e.g. 644).
     #[arg(long, default_value = "600", value_parser = parse_mode)]
     pub write_kubeconfig_mode: u32,
@@ -308,6 +315,21 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     );
     let provisioners = k1s_controllers::provisioner::ProvisionerSet::new();
     let cluster_dns = !args.disable.iter().any(|c| c == "dns");
+    let node_ipam = k1s_controllers::node_ipam::Config {
+        cluster_cidr: args
+            .kubelet
+            .cluster_cidr
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--cluster-cidr: {e}"))?,
+        node_mask: args.node_cidr_mask_size,
+    };
+    if node_ipam.node_mask < node_ipam.cluster_cidr.prefix_len() {
+        anyhow::bail!(
+            "--node-cidr-mask-size {} is larger than --cluster-cidr {} (use a longer mask)",
+            node_ipam.node_mask,
+            node_ipam.cluster_cidr
+        );
+    }
     crate::dns::ensure_service(&*client, &args.service_cidr, cluster_dns).await?;
     let local_storage = !args.disable.iter().any(|c| c == "local-storage");
     if local_storage {
@@ -326,6 +348,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 provisioners: provisioners.clone(),
                 servicelb: !args.disable.iter().any(|c| c == "servicelb"),
                 cluster_dns,
+                node_ipam: args.allocate_node_cidrs.then_some(node_ipam),
             },
             cancel.clone(),
         ));
@@ -384,7 +407,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             local_storage,
             &tasks,
             &cancel,
-        )?;
+        )
+        .await?;
         state.rest.set_node_streams(&streams);
         // Held here until the end of `run`: the API server only keeps a weak reference.
         local_kubelet = Some(streams);

@@ -19,6 +19,7 @@
 //! - [`podgc`]: terminated, orphaned and unscheduled terminating pods.
 //! - [`endpoints`], [`endpointslice`]: a selector Service's Endpoints and EndpointSlices.
 //! - [`cluster_dns`]: the `kube-dns` Service's endpoints, one per node's DNS server.
+//! - [`node_ipam`]: a pod CIDR for every Node from `--cluster-cidr` (the range allocator).
 //! - [`servicelb`]: node addresses as `type: LoadBalancer` ingress (k3s's ServiceLB).
 //! - [`disruption`]: PodDisruptionBudget status.
 //! - [`resourcequota`]: ResourceQuota `status.hard` and `status.used` (usage back down after
@@ -49,6 +50,7 @@ pub mod gc;
 pub mod history;
 pub mod job;
 pub mod namespace;
+pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod owned_pods;
 pub mod podgc;
@@ -93,6 +95,9 @@ pub struct Options {
     /// Run [`cluster_dns`] (the `kube-dns` Service's endpoints: each node's DNS server); off
     /// with `--disable dns`.
     pub cluster_dns: bool,
+    /// Run [`node_ipam`] (a pod CIDR for every Node) with this range, as
+    /// `--allocate-node-cidrs` with `--cluster-cidr` and `--node-cidr-mask-size`.
+    pub node_ipam: Option<node_ipam::Config>,
 }
 
 impl Default for Options {
@@ -103,6 +108,7 @@ impl Default for Options {
             provisioners: provisioner::ProvisionerSet::default(),
             servicelb: true,
             cluster_dns: true,
+            node_ipam: None,
         }
     }
 }
@@ -189,6 +195,9 @@ pub async fn run_all_with(
     tracker.spawn(endpointslice::run(client.clone(), cancel.clone()));
     if options.servicelb {
         tracker.spawn(servicelb::run(client.clone(), cancel.clone()));
+    }
+    if let Some(config) = options.node_ipam {
+        tracker.spawn(node_ipam::run(client.clone(), config, cancel.clone()));
     }
     if options.cluster_dns {
         tracker.spawn(cluster_dns::run(client.clone(), cancel.clone()));

@@ -196,7 +196,12 @@ pub fn node_object(config: &Config, machine: &Machine) -> Value {
         .iter()
         .filter_map(|t| parse_taint(t))
         .collect();
-    let mut spec = json!({"podCIDR": config.pod_cidr, "podCIDRs": [config.pod_cidr]});
+    // Without a pod CIDR of its own the node gets one from the controller manager's IPAM.
+    let mut spec = if config.pod_cidr.is_empty() {
+        json!({})
+    } else {
+        json!({"podCIDR": config.pod_cidr, "podCIDRs": [config.pod_cidr]})
+    };
     if !taints.is_empty() {
         spec["taints"] = json!(taints);
     }
@@ -387,6 +392,69 @@ pub async fn register(
     report_status(client, config, machine, images, devices)
         .await
         .map_err(err)
+}
+
+/// This node's pod CIDR: `explicit` (`--pod-cidr`) when given, which must match what the
+/// Node already has; else the Node's `spec.podCIDR`, creating the Node first if it does
+/// not exist and waiting until the controller manager's node IPAM has set it (logged every
+/// 30 s while waiting). `None` when cancelled.
+pub async fn resolve_pod_cidr(
+    client: &dyn Client,
+    config: &Config,
+    machine: &Machine,
+    explicit: Option<&str>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Option<String>, RegisterError> {
+    let err = |message: String| RegisterError {
+        node: config.node_name.clone(),
+        message,
+    };
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    let started = std::time::Instant::now();
+    let mut logged = None::<std::time::Instant>;
+    loop {
+        match client.get(&nodes, &config.node_name).await {
+            Ok(node) => match (node["spec"]["podCIDR"].as_str(), explicit) {
+                (Some(have), Some(want)) if have != want => {
+                    return Err(err(format!(
+                        "the Node has podCIDR {have}, but --pod-cidr is {want}: a pod CIDR \
+                         cannot change; drop --pod-cidr (or delete the Node to start over)"
+                    )));
+                }
+                (Some(have), _) => return Ok(Some(have.to_string())),
+                (None, Some(want)) => return Ok(Some(want.to_string())),
+                (None, None) => {}
+            },
+            Err(e) if e.is_not_found() => {
+                if let Some(want) = explicit {
+                    return Ok(Some(want.to_string()));
+                }
+                let mut c = config.clone();
+                c.pod_cidr = String::new();
+                match client
+                    .create(&nodes, node_object(&c, machine), &WriteParams::default())
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.is_already_exists() => {}
+                    Err(e) => return Err(err(e.to_string())),
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "reading this node's pod CIDR"),
+        }
+        if logged.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(30)) {
+            tracing::info!(
+                node = %config.node_name,
+                waited = ?started.elapsed(),
+                "waiting for the controller manager to assign this node a pod CIDR (node IPAM; or give --pod-cidr)"
+            );
+            logged = Some(std::time::Instant::now());
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return Ok(None),
+            () = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+        }
+    }
 }
 
 /// Patches `status` of the Node.

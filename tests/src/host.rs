@@ -106,6 +106,20 @@ impl Images {
         reference
     }
 
+    /// Writes the test image as an airgap archive (`docker save` format) tagged like
+    /// [`Images::busybox`], for a node that cannot reach this registry (one in a network
+    /// namespace of its own): put it in its `DATA_DIR/agent/images`.
+    pub fn save_archive(&self, dest: &Path) {
+        registry::save_archive(
+            &self._dir.path().join("layout"),
+            "latest",
+            "docker-archive",
+            dest,
+            &self.busybox(),
+        )
+        .unwrap();
+    }
+
     /// [`crate::kubelet_flags`] plus this registry's config.
     pub fn kubelet_flags(&self, tag: &str) -> Vec<String> {
         let mut flags = crate::kubelet_flags(tag);

@@ -61,6 +61,12 @@ impl Server {
             // Only tests that ask for a kubelet (with `kubelet_flags`) get one: two kubelets
             // on one machine must not share a bridge, a cgroup tree or a pod CIDR.
             .args((!extra.contains(&"--bridge-name")).then_some("--disable-agent"))
+            // Tests' stand-in Nodes keep the spec they were created with; the multi-node
+            // test turns node IPAM on.
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--allocate-node-cidrs")))
+                    .then_some("--allocate-node-cidrs=false"),
+            )
             // Without a kubelet, the Nodes tests create are stand-ins that renew no Lease;
             // node lifecycle would taint them unreachable after 40 s, mid-test. Tests of
             // node lifecycle itself pass their own grace period.
@@ -82,6 +88,27 @@ impl Server {
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--server", &format!("https://127.0.0.1:{server_port}")])
+            .env("K1S_TOKEN", token)
+            .args(extra);
+        Self::run(cmd)
+    }
+
+    /// Starts `k1s agent` through `wrapper` (e.g. `nsenter --net=…`, to run it in a network
+    /// namespace), joining `server` (a URL) with `token`. Does not wait for it.
+    pub fn spawn_agent_via(
+        wrapper: &[&str],
+        data_dir: &Path,
+        server: &str,
+        token: &str,
+        extra: &[&str],
+    ) -> Server {
+        let mut cmd = Command::new(wrapper[0]);
+        cmd.args(&wrapper[1..])
+            .arg(k1s_bin())
+            .arg("agent")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(["--server", server])
             .env("K1S_TOKEN", token)
             .args(extra);
         Self::run(cmd)
@@ -308,6 +335,8 @@ pub fn kubelet_flags(tag: &str) -> Vec<String> {
         free_port().to_string(),
         "--disable-kube-proxy".into(),
         "--disable-dns".into(),
+        "--pod-network-backend".into(),
+        "none".into(),
     ]
 }
 

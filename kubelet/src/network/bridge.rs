@@ -67,6 +67,9 @@ pub struct BridgeConfig {
     pub state_dir: PathBuf,
     /// Whether to install masquerade and forwarding rules for egress (default true).
     pub masquerade: bool,
+    /// The cluster's pod network (`--cluster-cidr`): traffic to it is not masqueraded
+    /// (default: this node's CIDR only).
+    pub cluster_cidr: Option<Ipv4Cidr>,
 }
 
 impl BridgeConfig {
@@ -81,6 +84,7 @@ impl BridgeConfig {
             mtu: Self::DEFAULT_MTU,
             state_dir: state_dir.into(),
             masquerade: true,
+            cluster_cidr: None,
         }
     }
 
@@ -357,7 +361,13 @@ impl BridgeNetwork {
         let handle = connect()?;
         delete_link(&handle, &self.config.bridge).await?;
         drop(handle);
-        if let Err(e) = firewall::remove(&self.config.bridge, self.config.cidr).await {
+        if let Err(e) = firewall::remove(
+            &self.config.bridge,
+            self.config.cidr,
+            self.config.cluster_cidr.unwrap_or(self.config.cidr),
+        )
+        .await
+        {
             tracing::warn!(error = %e, "removing the pod network firewall rules");
         }
         Ok(())
@@ -459,7 +469,13 @@ impl PodNetwork for BridgeNetwork {
         drop(handle);
         enable_ip_forward();
         if self.config.masquerade {
-            match firewall::ensure(&self.config.bridge, self.config.cidr).await {
+            match firewall::ensure(
+                &self.config.bridge,
+                self.config.cidr,
+                self.config.cluster_cidr.unwrap_or(self.config.cidr),
+            )
+            .await
+            {
                 Ok(backend) => {
                     tracing::debug!(?backend, cidr = %self.config.cidr, "pod network firewall rules in place");
                 }

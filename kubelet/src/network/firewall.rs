@@ -181,13 +181,19 @@ async fn delete_chain_if_empty(
     iptables(&["-t", table, "-X", chain]).await.map(drop)
 }
 
-fn masquerade_rule(cidr: &str) -> [&str; 7] {
-    ["-s", cidr, "!", "-d", cidr, "-j", "MASQUERADE"]
+/// Masquerade what leaves `cidr` for anywhere outside `cluster` (the cluster's pod network:
+/// pod-to-pod traffic across nodes keeps its source address).
+fn masquerade_rule<'a>(cidr: &'a str, cluster: &'a str) -> [&'a str; 7] {
+    ["-s", cidr, "!", "-d", cluster, "-j", "MASQUERADE"]
 }
 
-async fn iptables_ensure(bridge: &str, cidr: &str) -> Result<(), FirewallError> {
+async fn iptables_ensure(bridge: &str, cidr: &str, cluster: &str) -> Result<(), FirewallError> {
     ensure_chain("nat", NAT_CHAIN).await?;
-    ensure_rule("nat", NAT_CHAIN, &masquerade_rule(cidr), false).await?;
+    // An earlier start may have masqueraded everything leaving the node's own range.
+    if cluster != cidr {
+        delete_rule("nat", NAT_CHAIN, &masquerade_rule(cidr, cidr)).await?;
+    }
+    ensure_rule("nat", NAT_CHAIN, &masquerade_rule(cidr, cluster), false).await?;
     ensure_rule("nat", "POSTROUTING", &["-j", NAT_CHAIN], false).await?;
     ensure_chain("filter", FORWARD_CHAIN).await?;
     ensure_rule(
@@ -207,9 +213,10 @@ async fn iptables_ensure(bridge: &str, cidr: &str) -> Result<(), FirewallError> 
     ensure_rule("filter", "FORWARD", &["-j", FORWARD_CHAIN], true).await
 }
 
-async fn iptables_remove(bridge: &str, cidr: &str) -> Result<(), FirewallError> {
+async fn iptables_remove(bridge: &str, cidr: &str, cluster: &str) -> Result<(), FirewallError> {
     if iptables_probe(&["-t", "nat", "-S", NAT_CHAIN]).await? {
-        delete_rule("nat", NAT_CHAIN, &masquerade_rule(cidr)).await?;
+        delete_rule("nat", NAT_CHAIN, &masquerade_rule(cidr, cluster)).await?;
+        delete_rule("nat", NAT_CHAIN, &masquerade_rule(cidr, cidr)).await?;
         delete_chain_if_empty("nat", "POSTROUTING", NAT_CHAIN).await?;
     }
     if iptables_probe(&["-t", "filter", "-S", FORWARD_CHAIN]).await? {
@@ -221,19 +228,20 @@ async fn iptables_remove(bridge: &str, cidr: &str) -> Result<(), FirewallError> 
 }
 
 /// The nft script that (re)writes the per-bridge chains in one transaction.
-fn nft_script(bridge: &str, cidr: &str) -> String {
+fn nft_script(bridge: &str, cidr: &str, cluster: &str) -> String {
     format!(
         "add table ip {t}\n\
          add chain ip {t} post-{b} {{ type nat hook postrouting priority 100 ; policy accept ; }}\n\
          flush chain ip {t} post-{b}\n\
-         add rule ip {t} post-{b} ip saddr {c} ip daddr != {c} masquerade\n\
+         add rule ip {t} post-{b} ip saddr {c} ip daddr != {k} masquerade\n\
          add chain ip {t} fwd-{b} {{ type filter hook forward priority 0 ; policy accept ; }}\n\
          flush chain ip {t} fwd-{b}\n\
          add rule ip {t} fwd-{b} iifname \"{b}\" accept\n\
          add rule ip {t} fwd-{b} oifname \"{b}\" accept\n",
         t = NFT_TABLE,
         b = bridge,
-        c = cidr
+        c = cidr,
+        k = cluster
     )
 }
 
@@ -249,13 +257,17 @@ async fn nft(script: &str) -> Result<(), FirewallError> {
     }
 }
 
-/// Installs masquerade and forwarding rules for `bridge` and `cidr` (idempotent), with
-/// `iptables` or else `nft`.
-pub async fn ensure(bridge: &str, cidr: Ipv4Cidr) -> Result<Backend, FirewallError> {
-    let cidr = cidr.to_string();
-    match iptables_ensure(bridge, &cidr).await {
+/// Installs masquerade (for traffic from `cidr` leaving `cluster`, the cluster's pod
+/// network) and forwarding rules for `bridge` (idempotent), with `iptables` or else `nft`.
+pub async fn ensure(
+    bridge: &str,
+    cidr: Ipv4Cidr,
+    cluster: Ipv4Cidr,
+) -> Result<Backend, FirewallError> {
+    let (cidr, cluster) = (cidr.to_string(), cluster.to_string());
+    match iptables_ensure(bridge, &cidr, &cluster).await {
         Ok(()) => Ok(Backend::Iptables),
-        Err(ipt) => match nft(&nft_script(bridge, &cidr)).await {
+        Err(ipt) => match nft(&nft_script(bridge, &cidr, &cluster)).await {
             Ok(()) => {
                 if !matches!(ipt, FirewallError::Missing { .. }) {
                     tracing::warn!(error = %ipt, "iptables failed; installed the pod network rules with nft");
@@ -273,9 +285,9 @@ pub async fn ensure(bridge: &str, cidr: Ipv4Cidr) -> Result<Backend, FirewallErr
 
 /// Removes what [`ensure`] installed for `bridge` and `cidr` (chains shared with other
 /// bridges stay while they hold rules).
-pub async fn remove(bridge: &str, cidr: Ipv4Cidr) -> Result<(), FirewallError> {
-    let cidr = cidr.to_string();
-    let ipt = iptables_remove(bridge, &cidr).await;
+pub async fn remove(bridge: &str, cidr: Ipv4Cidr, cluster: Ipv4Cidr) -> Result<(), FirewallError> {
+    let (cidr, cluster) = (cidr.to_string(), cluster.to_string());
+    let ipt = iptables_remove(bridge, &cidr, &cluster).await;
     let script = format!(
         "delete chain ip {t} post-{b}\ndelete chain ip {t} fwd-{b}\n",
         t = NFT_TABLE,
@@ -316,9 +328,9 @@ mod tests {
 
     #[test]
     fn nft_script_names_bridge_and_cidr() {
-        let s = nft_script("k1s0", "10.42.0.0/24");
+        let s = nft_script("k1s0", "10.42.0.0/24", "10.42.0.0/16");
         assert!(s.contains(
-            "add rule ip k1s post-k1s0 ip saddr 10.42.0.0/24 ip daddr != 10.42.0.0/24 masquerade"
+            "add rule ip k1s post-k1s0 ip saddr 10.42.0.0/24 ip daddr != 10.42.0.0/16 masquerade"
         ));
         assert!(s.contains("iifname \"k1s0\" accept"));
         assert!(s.contains("oifname \"k1s0\" accept"));
@@ -328,8 +340,8 @@ mod tests {
     #[test]
     fn masquerade_rule_shape() {
         assert_eq!(
-            masquerade_rule("10.42.0.0/24").join(" "),
-            "-s 10.42.0.0/24 ! -d 10.42.0.0/24 -j MASQUERADE"
+            masquerade_rule("10.42.0.0/24", "10.42.0.0/16").join(" "),
+            "-s 10.42.0.0/24 ! -d 10.42.0.0/16 -j MASQUERADE"
         );
     }
 }

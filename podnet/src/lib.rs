@@ -1,0 +1,13 @@
+//! The pod network across nodes (issue #28): what k3s gets from flannel.
+//!
+//! - [`routes`]: the kernel routes k1s owns (tagged with one routing protocol number),
+//!   behind the [`routes::Routes`] trait, over rtnetlink or in memory;
+//! - [`hostgw`]: the `host-gw` backend: a route to every other node's pod CIDR via that
+//!   node's address, from a Node informer.
+//!
+//! Node pod CIDRs come from the controller manager's node IPAM (`controllers::node_ipam`);
+//! each node's bridge, veth pairs and masquerade (only for traffic leaving `--cluster-cidr`)
+//! are the kubelet's (`kubelet::network`).
+
+pub mod hostgw;
+pub mod routes;

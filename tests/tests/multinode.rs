@@ -1,0 +1,308 @@
+//! End to end, issue #28: two nodes, one pod network. The server (a node too) on the host,
+//! an agent in a network namespace of its own joined to it by a veth pair on a "LAN" bridge;
+//! node IPAM gives each its pod CIDR from the test's `--cluster-cidr`, the host-gw backend
+//! routes each to the other, and pod traffic across nodes keeps its addresses. Real binary,
+//! containers and kernel; needs root, nft and nsenter (skips visibly otherwise).
+
+use std::process::Command;
+
+use k1s_tests::host::{HostCleanup, Images, start_with_kubelet, wait_for_teardown};
+use k1s_tests::{Cluster, Server, eventually};
+use serde_json::Value;
+
+/// The test's own ranges (no other test uses them).
+const CLUSTER_CIDR: &str = "10.250.0.0/16";
+const SERVICE_CIDR: &str = "10.234.0.0/16";
+
+/// The LAN: a bridge on the host holding the server's address, and the agent's namespace
+/// with a veth pair into it. Removed on drop, with the host-gw routes into the test's range.
+struct Lan {
+    bridge: String,
+    netns: String,
+    server_ip: String,
+    agent_ip: String,
+}
+
+fn ip(args: &[&str]) {
+    let ok = Command::new("ip").args(args).status().unwrap().success();
+    assert!(ok, "ip {}", args.join(" "));
+}
+
+impl Lan {
+    fn create(n: u32) -> Lan {
+        let lan = Lan {
+            bridge: format!("k1sl{n}"),
+            netns: format!("k1sa{n}"),
+            server_ip: format!("100.72.{}.1", n % 250),
+            agent_ip: format!("100.72.{}.2", n % 250),
+        };
+        lan.remove();
+        let outer = format!("k1sv{n}");
+        ip(&["link", "add", &lan.bridge, "type", "bridge"]);
+        ip(&[
+            "addr",
+            "add",
+            &format!("{}/24", lan.server_ip),
+            "dev",
+            &lan.bridge,
+        ]);
+        ip(&["link", "set", &lan.bridge, "up"]);
+        ip(&["netns", "add", &lan.netns]);
+        ip(&[
+            "link", "add", &outer, "type", "veth", "peer", "name", "eth0", "netns", &lan.netns,
+        ]);
+        ip(&["link", "set", &outer, "master", &lan.bridge]);
+        ip(&["link", "set", &outer, "up"]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["-n", lan.netns.as_str()];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        inside(&[
+            "addr",
+            "add",
+            &format!("{}/24", lan.agent_ip),
+            "dev",
+            "eth0",
+        ]);
+        inside(&["link", "set", "eth0", "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        inside(&["route", "add", "default", "via", &lan.server_ip]);
+        lan
+    }
+
+    fn remove(&self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .status();
+        // The server's host-gw routes into this test's range.
+        let out = Command::new("ip")
+            .args(["-4", "route", "show", "proto", "75"])
+            .output()
+            .unwrap();
+        let prefix = CLUSTER_CIDR.trim_end_matches(".0.0/16");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if let Some(dst) = line.split_whitespace().next()
+                && dst.starts_with(prefix)
+            {
+                let _ = Command::new("ip").args(["route", "del", dst]).status();
+            }
+        }
+    }
+}
+
+impl Drop for Lan {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+fn json(c: &Cluster, args: &[&str]) -> Value {
+    serde_json::from_str(&c.ok(args)).unwrap_or(Value::Null)
+}
+
+/// Kubelet flags for a node of this test: [`k1s_tests::kubelet_flags`] without its own
+/// `--pod-cidr` (node IPAM assigns one), with the service proxy and DNS on.
+fn node_flags(images: &Images, tag: &str, table: &str) -> Vec<String> {
+    let base = images.kubelet_flags(tag);
+    let mut out = Vec::new();
+    let mut skip = false;
+    for f in base {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if f == "--pod-cidr" || f == "--pod-network-backend" {
+            skip = true;
+            continue;
+        }
+        if f == "--disable-kube-proxy" || f == "--disable-dns" {
+            continue;
+        }
+        out.push(f);
+    }
+    out.extend(
+        [
+            "--proxy-table",
+            table,
+            "--cluster-cidr",
+            CLUSTER_CIDR,
+            "--service-cidr",
+            SERVICE_CIDR,
+        ]
+        .map(String::from),
+    );
+    out
+}
+
+fn web_pod(name: &str, node: &str, image: &str) -> String {
+    format!(
+        r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}", "labels": {{"app": "web"}}}},
+          "spec": {{"nodeName": "{node}", "terminationGracePeriodSeconds": 1,
+            "containers": [{{"name": "c", "image": "{image}", "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c",
+              "mkdir -p /www/cgi-bin && echo {name} > /www/index.html && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' > /www/cgi-bin/ip && chmod +x /www/cgi-bin/ip && exec httpd -f -p 8080 -h /www"]}}]}}}}"#
+    )
+}
+
+/// The client address busybox httpd's CGI saw (`[::ffff:10.250.0.2]` → `10.250.0.2`).
+fn remote_addr(s: &str) -> String {
+    s.trim_start_matches("[::ffff:")
+        .trim_end_matches(']')
+        .to_string()
+}
+
+/// An HTTP GET from inside `pod` with busybox `wget` (the body; "" on failure).
+fn get_from(c: &Cluster, pod: &str, url: &str) -> String {
+    let out = c.run(&[
+        "exec", pod, "--", "timeout", "5", "wget", "-q", "-O", "-", url,
+    ]);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn pods_on_two_nodes_reach_each_other_with_their_own_addresses() {
+    let Some(images) = Images::start() else {
+        return;
+    };
+    if Command::new("nft").arg("--version").output().is_err() {
+        eprintln!("SKIP: nft is not installed (apt-get install nftables)");
+        return;
+    }
+    let n = 1200 + std::process::id() % 200;
+    let lan = Lan::create(n);
+    let server_table = format!("k1s-proxy-m{n}");
+    let mut server_flags = node_flags(&images, "mserver", &server_table);
+    let _server_cleanup = HostCleanup(server_flags.clone());
+    server_flags.extend(
+        [
+            "--node-ip",
+            &lan.server_ip,
+            "--bind-address",
+            "0.0.0.0",
+            "--allocate-node-cidrs=true",
+        ]
+        .map(String::from),
+    );
+    let Some(mut c) = start_with_kubelet("mserver", &server_flags) else {
+        return;
+    };
+    let server_node = json(&c, &["get", "node", "node-mserver", "-o", "json"]);
+    let server_cidr = server_node["spec"]["podCIDR"].as_str().unwrap().to_string();
+    assert!(server_cidr.starts_with("10.250."), "{server_cidr}");
+
+    // The agent, in its namespace, joining over the LAN.
+    let token = std::fs::read_to_string(c.data_dir().join("server/token")).unwrap();
+    let agent_flags = node_flags(&images, "magent", "k1s-proxy");
+    let _agent_cleanup = HostCleanup(agent_flags.clone());
+    let args: Vec<&str> = agent_flags.iter().map(String::as_str).collect();
+    // The agent's namespace has its own loopback: the test registry on the host's is out of
+    // reach, so the image goes in as an airgap archive.
+    let agent_dir = c.dir.path().join("agent");
+    std::fs::create_dir_all(agent_dir.join("agent/images")).unwrap();
+    images.save_archive(&agent_dir.join("agent/images/busybox.tar"));
+    let agent = Server::spawn_agent_via(
+        &["nsenter", &format!("--net=/run/netns/{}", lan.netns)],
+        &agent_dir,
+        &format!("https://{}:{}", lan.server_ip, c.port),
+        token.trim(),
+        &args,
+    );
+    agent.wait_for_log("kubelet port listening");
+    eventually("the agent's node Ready with a pod CIDR", 90, || {
+        let n = json(&c, &["get", "node", "node-magent", "-o", "json"]);
+        n["spec"]["podCIDR"].is_string()
+            && n["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    });
+    let agent_node = json(&c, &["get", "node", "node-magent", "-o", "json"]);
+    let agent_cidr = agent_node["spec"]["podCIDR"].as_str().unwrap().to_string();
+    assert_ne!(agent_cidr, server_cidr, "each node its own pod CIDR");
+    assert!(agent_cidr.starts_with("10.250."), "{agent_cidr}");
+
+    let image = images.busybox();
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        &web_pod("on-server", "node-mserver", &image),
+    );
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        &web_pod("on-agent", "node-magent", &image),
+    );
+    for p in ["on-server", "on-agent"] {
+        c.ok(&[
+            "wait",
+            "--for=condition=Ready",
+            &format!("pod/{p}"),
+            "--timeout=120s",
+        ]);
+    }
+    let pod_ip = |p: &str| {
+        json(&c, &["get", "pod", p, "-o", "json"])["status"]["podIP"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (server_pod, agent_pod) = (pod_ip("on-server"), pod_ip("on-agent"));
+
+    // Pod to pod across nodes, both ways, and node to pod.
+    eventually("the server's pod to reach the agent's", 30, || {
+        get_from(&c, "on-server", &format!("http://{agent_pod}:8080/")) == "on-agent"
+    });
+    assert_eq!(
+        get_from(&c, "on-agent", &format!("http://{server_pod}:8080/")),
+        "on-server"
+    );
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "3",
+            &format!("http://{agent_pod}:8080/"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "on-agent");
+    // Each side sees the other's own address (no masquerade inside the cluster).
+    assert_eq!(
+        remote_addr(&get_from(
+            &c,
+            "on-server",
+            &format!("http://{agent_pod}:8080/cgi-bin/ip")
+        )),
+        server_pod
+    );
+    assert_eq!(
+        remote_addr(&get_from(
+            &c,
+            "on-agent",
+            &format!("http://{server_pod}:8080/cgi-bin/ip")
+        )),
+        agent_pod
+    );
+
+    // A Service with an endpoint on each node, from both nodes' pods.
+    c.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    let svc_ip = json(&c, &["get", "service", "web", "-o", "json"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for from in ["on-server", "on-agent"] {
+        let mut seen = std::collections::BTreeSet::new();
+        eventually("both endpoints through the Service", 60, || {
+            seen.insert(get_from(&c, from, &format!("http://{svc_ip}/")));
+            seen.contains("on-server") && seen.contains("on-agent")
+        });
+    }
+
+    for p in ["on-server", "on-agent"] {
+        c.ok(&["delete", "pod", p, "--wait=false"]);
+    }
+    wait_for_teardown(&c.data_dir());
+    drop(agent);
+    c.server.terminate();
+}
