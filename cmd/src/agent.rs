@@ -113,10 +113,20 @@ pub struct KubeletArgs {
     /// Do not answer NodePorts on 127.0.0.1 (kube-proxy's --iptables-localhost-nodeports=false).
     #[arg(long)]
     pub disable_localhost_nodeports: bool,
-    /// How pods reach pods on other nodes: `host-gw` (a route to each node's pod CIDR via
-    /// its address; the nodes share an L2 segment) or `none` (another component routes).
-    #[arg(long, value_enum, default_value_t = PodNetworkBackend::HostGw)]
+    /// How pods reach pods on other nodes: `vxlan` (flannel's layout, VNI 1, UDP 8472; the
+    /// nodes only need to reach each other by IP), `host-gw` (a route to each node's pod CIDR
+    /// via its address; the nodes share an L2 segment) or `none` (another component routes).
+    #[arg(long, value_enum, default_value_t = PodNetworkBackend::Vxlan)]
     pub pod_network_backend: PodNetworkBackend,
+    /// The VXLAN device (`vxlan` backend).
+    #[arg(long, default_value = "k1s.1", hide = true)]
+    pub vxlan_device: String,
+    /// The VXLAN network identifier (`vxlan` backend).
+    #[arg(long, default_value_t = 1, hide = true)]
+    pub vxlan_vni: u32,
+    /// The VXLAN UDP port (`vxlan` backend; flannel's 8472).
+    #[arg(long, default_value_t = 8472, hide = true)]
+    pub vxlan_port: u16,
     /// The service proxy's nftables table (ip family).
     #[arg(long, default_value = k1s_proxy::TABLE, hide = true)]
     pub proxy_table: String,
@@ -125,6 +135,8 @@ pub struct KubeletArgs {
 /// The cross-node backends (`--pod-network-backend`).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodNetworkBackend {
+    /// A VXLAN tunnel to every node (flannel's vxlan backend).
+    Vxlan,
     /// A route per remote node's pod CIDR via the node's address (flannel's host-gw).
     #[value(name = "host-gw")]
     HostGw,
@@ -373,7 +385,14 @@ pub async fn start(
         tasks,
         cancel,
     );
-    start_pod_network(args, &node_name, deps.client.clone(), tasks, cancel)?;
+    start_pod_network(
+        args,
+        &node_name,
+        node_ip,
+        deps.client.clone(),
+        tasks,
+        cancel,
+    )?;
     if args.disable_dns {
         tracing::info!("cluster DNS server not started on this node (--disable-dns)");
     } else {
@@ -422,19 +441,41 @@ pub fn check_proxy_flags(args: &KubeletArgs, service_cidr: &str) -> anyhow::Resu
 fn start_pod_network(
     args: &KubeletArgs,
     node_name: &str,
+    node_ip: IpAddr,
     client: Arc<dyn Client>,
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) -> anyhow::Result<()> {
+    let cluster: k1s_api::net::Ipv4Net = args
+        .cluster_cidr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--cluster-cidr: {e}"))?;
     match args.pod_network_backend {
         PodNetworkBackend::None => {
             tracing::info!("no cross-node pod routes (--pod-network-backend none)");
         }
+        PodNetworkBackend::Vxlan => {
+            let IpAddr::V4(local) = node_ip else {
+                anyhow::bail!(
+                    "--pod-network-backend vxlan: the node IP {node_ip} is not IPv4 (give --node-ip)"
+                );
+            };
+            let mut config = k1s_podnet::vxlan::VxlanConfig::new(local);
+            config.device = args.vxlan_device.clone();
+            config.vni = args.vxlan_vni;
+            config.port = args.vxlan_port;
+            tracing::info!(%cluster, device = %config.device, vni = config.vni, port = config.port, "pod network backend vxlan");
+            tasks.spawn(k1s_podnet::vxlan::run(
+                client,
+                node_name.to_string(),
+                cluster,
+                config,
+                Arc::new(k1s_podnet::routes::NetlinkRoutes),
+                Arc::new(k1s_podnet::vxlan::NetlinkVtep),
+                cancel.clone(),
+            ));
+        }
         PodNetworkBackend::HostGw => {
-            let cluster: k1s_api::net::Ipv4Net = args
-                .cluster_cidr
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--cluster-cidr: {e}"))?;
             tracing::info!(%cluster, "pod network backend host-gw");
             tasks.spawn(k1s_podnet::hostgw::run(
                 client,

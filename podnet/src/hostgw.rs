@@ -4,8 +4,9 @@
 //! are left in place when k1s stops, so pod traffic keeps flowing across a restart.
 //!
 //! [`desired`] is the pure decision (unit-tested); [`sync`] brings the kernel to it through
-//! the [`Routes`] edge; [`run`] drives both from a Node informer, coalescing changes and
-//! resyncing every [`RESYNC`] (a route deleted by hand comes back).
+//! the [`Routes`] edge; [`run`] drives both with [`drive`] (shared with the VXLAN backend):
+//! a Node informer, changes coalesced, a resync every [`RESYNC`] (a route deleted by hand
+//! comes back).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -65,6 +66,7 @@ pub fn desired(
             cluster.contains_net(&destination).then_some(Route {
                 destination,
                 via: n.address?,
+                dev: None,
             })
         })
         .collect()
@@ -115,7 +117,33 @@ pub async fn run(
     routes: Arc<dyn Routes>,
     cancel: CancellationToken,
 ) {
-    let nodes: Arc<Mutex<BTreeMap<String, NodeRoute>>> = Arc::default();
+    drive(client, cancel, move |nodes| {
+        let map: BTreeMap<String, NodeRoute> = nodes
+            .iter()
+            .map(|(name, n)| (name.clone(), NodeRoute::of(n)))
+            .collect();
+        let want = desired(&me, &map, &cluster);
+        let routes = routes.clone();
+        Box::pin(async move {
+            sync(&*routes, &want, &cluster)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+    })
+    .await;
+}
+
+/// One pass of a backend over the Nodes as they are now.
+pub type Pass = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
+/// Watches the Nodes and runs `pass` after the first list, after every change (a burst
+/// coalesced), every [`RESYNC`], and again with back-off after a failure, until `cancel`.
+pub async fn drive<F>(client: Arc<dyn Client>, cancel: CancellationToken, mut pass: F)
+where
+    F: FnMut(&BTreeMap<String, Arc<Node>>) -> Pass + Send,
+{
+    let nodes: Arc<Mutex<BTreeMap<String, Arc<Node>>>> = Arc::default();
     let changed = Arc::new(Notify::new());
     let synced = Arc::new(Notify::new());
     let (n, c, s) = (nodes.clone(), changed.clone(), synced.clone());
@@ -128,11 +156,7 @@ pub async fn run(
             let name = change.object().metadata.name.clone().unwrap_or_default();
             match change {
                 Change::Added(node) | Change::Modified(node) => {
-                    let route = NodeRoute::of(&node);
-                    if map.get(&name) == Some(&route) {
-                        return;
-                    }
-                    map.insert(name, route);
+                    map.insert(name, Arc::new(node));
                 }
                 Change::Deleted(_) => {
                     map.remove(&name);
@@ -150,18 +174,14 @@ pub async fn run(
         }
         let mut delay = Duration::from_secs(1);
         loop {
-            let want = desired(
-                &me,
-                &nodes.lock().unwrap_or_else(PoisonError::into_inner),
-                &cluster,
-            );
-            let next = match sync(&*routes, &want, &cluster).await {
-                Ok(_) => {
+            let snapshot = nodes.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let next = match pass(&snapshot).await {
+                Ok(()) => {
                     delay = Duration::from_secs(1);
                     RESYNC
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?delay, "host-gw: routes not in place");
+                    tracing::warn!(error = %e, retry_in = ?delay, "pod network: not in place yet");
                     let d = delay;
                     delay = (delay * 2).min(Duration::from_secs(30));
                     d
@@ -214,6 +234,7 @@ mod tests {
         let r = |d: &str, v: &str| Route {
             destination: d.parse().unwrap(),
             via: v.parse().unwrap(),
+            dev: None,
         };
         // Another cluster's route (outside the range) is not ours to remove.
         fake.replace(&r("10.99.0.0/24", "192.0.2.9")).await.unwrap();

@@ -3,7 +3,9 @@
 //! - [`routes`]: the kernel routes k1s owns (tagged with one routing protocol number),
 //!   behind the [`routes::Routes`] trait, over rtnetlink or in memory;
 //! - [`hostgw`]: the `host-gw` backend: a route to every other node's pod CIDR via that
-//!   node's address, from a Node informer.
+//!   node's address, from a Node informer;
+//! - [`vxlan`]: the `vxlan` backend (flannel's layout: VNI 1, UDP 8472): a VTEP per node,
+//!   announced on its Node, and a neighbour, FDB entry and on-link route per other node.
 //!
 //! Node pod CIDRs come from the controller manager's node IPAM (`controllers::node_ipam`);
 //! each node's bridge, veth pairs and masquerade (only for traffic leaving `--cluster-cidr`)
@@ -11,3 +13,4 @@
 
 pub mod hostgw;
 pub mod routes;
+pub mod vxlan;

@@ -16,16 +16,23 @@ use rtnetlink::RouteMessageBuilder;
 /// name for it; `ip route flush proto 75` removes them all).
 pub const PROTOCOL: u8 = 75;
 
-/// A route to a node's pod CIDR via that node's address.
+/// A route to a node's pod CIDR via that node's address (host-gw), or via its VTEP address
+/// on the VXLAN device (`dev`, on-link).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Route {
     pub destination: Ipv4Net,
     pub via: Ipv4Addr,
+    /// The output device's index: the gateway is taken as on-link there.
+    pub dev: Option<u32>,
 }
 
 impl std::fmt::Display for Route {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} via {}", self.destination, self.via)
+        write!(f, "{} via {}", self.destination, self.via)?;
+        if let Some(d) = self.dev {
+            write!(f, " dev #{d} onlink")?;
+        }
+        Ok(())
     }
 }
 
@@ -50,11 +57,14 @@ pub trait Routes: Send + Sync {
 pub struct NetlinkRoutes;
 
 fn message(route: &Route) -> RouteMessage {
-    RouteMessageBuilder::<Ipv4Addr>::new()
+    let b = RouteMessageBuilder::<Ipv4Addr>::new()
         .destination_prefix(route.destination.addr(), route.destination.prefix_len())
         .gateway(route.via)
-        .protocol(RouteProtocol::Other(PROTOCOL))
-        .build()
+        .protocol(RouteProtocol::Other(PROTOCOL));
+    match route.dev {
+        Some(index) => b.output_interface(index).onlink().build(),
+        None => b.build(),
+    }
 }
 
 /// Runs `op` on a fresh rtnetlink connection (closed when `op` is done).
@@ -113,10 +123,16 @@ fn parse(m: &RouteMessage) -> Option<Route> {
     }
     let mut dst = None;
     let mut via = None;
+    let mut oif = None;
+    let onlink = m
+        .header
+        .flags
+        .contains(netlink_packet_route::route::RouteFlags::Onlink);
     for a in &m.attributes {
         match a {
             RouteAttribute::Destination(RouteAddress::Inet(ip)) => dst = Some(*ip),
             RouteAttribute::Gateway(RouteAddress::Inet(ip)) => via = Some(*ip),
+            RouteAttribute::Oif(i) => oif = Some(*i),
             RouteAttribute::Table(t) if *t != 254 => return None,
             _ => {}
         }
@@ -127,6 +143,7 @@ fn parse(m: &RouteMessage) -> Option<Route> {
     Some(Route {
         destination,
         via: via?,
+        dev: oif.filter(|_| onlink),
     })
 }
 

@@ -1,8 +1,10 @@
-//! End to end, issue #28: two nodes, one pod network. The server (a node too) on the host,
-//! an agent in a network namespace of its own joined to it by a veth pair on a "LAN" bridge;
-//! node IPAM gives each its pod CIDR from the test's `--cluster-cidr`, the host-gw backend
-//! routes each to the other, and pod traffic across nodes keeps its addresses. Real binary,
-//! containers and kernel; needs root, nft and nsenter (skips visibly otherwise).
+//! End to end, issue #28: two nodes, one pod network, per backend. The server (a node too)
+//! on the host, an agent in a network namespace of its own: for `host-gw` on one "LAN"
+//! bridge with the server (veth pair), for `vxlan` on another subnet behind a router
+//! namespace (where host-gw cannot work). Node IPAM gives each node its pod CIDR from the
+//! test's `--cluster-cidr`, the backend connects them, and pod traffic across nodes keeps
+//! its addresses. Real binary, containers and kernel; needs root, nft and nsenter (skips
+//! visibly otherwise).
 
 use std::process::Command;
 
@@ -10,17 +12,45 @@ use k1s_tests::host::{HostCleanup, Images, start_with_kubelet, wait_for_teardown
 use k1s_tests::{Cluster, Server, eventually};
 use serde_json::Value;
 
-/// The test's own ranges (no other test uses them).
-const CLUSTER_CIDR: &str = "10.250.0.0/16";
-const SERVICE_CIDR: &str = "10.234.0.0/16";
+/// One variant's own names and ranges (no other test uses them).
+struct Variant {
+    backend: &'static str,
+    /// The agent behind a router, on a subnet of its own.
+    routed: bool,
+    cluster_cidr: &'static str,
+    service_cidr: &'static str,
+    /// Third octet base of the test's link addresses.
+    net: u32,
+}
 
-/// The LAN: a bridge on the host holding the server's address, and the agent's namespace
-/// with a veth pair into it. Removed on drop, with the host-gw routes into the test's range.
+const HOST_GW: Variant = Variant {
+    backend: "host-gw",
+    routed: false,
+    cluster_cidr: "10.250.0.0/16",
+    service_cidr: "10.234.0.0/16",
+    net: 72,
+};
+
+const VXLAN: Variant = Variant {
+    backend: "vxlan",
+    routed: true,
+    cluster_cidr: "10.251.0.0/16",
+    service_cidr: "10.233.0.0/16",
+    net: 74,
+};
+
+/// The network: a bridge on the host holding the server's address, and the agent's
+/// namespace, joined to it by a veth pair, or (routed) through a router namespace. Removed
+/// on drop, with the server's routes into the test's range.
 struct Lan {
     bridge: String,
     netns: String,
+    router: Option<String>,
     server_ip: String,
     agent_ip: String,
+    cluster_cidr: &'static str,
+    /// The server's VXLAN device (in the host's namespace).
+    vxlan: String,
 }
 
 fn ip(args: &[&str]) {
@@ -29,15 +59,22 @@ fn ip(args: &[&str]) {
 }
 
 impl Lan {
-    fn create(n: u32) -> Lan {
+    fn create(n: u32, v: &Variant) -> Lan {
+        let (a, b) = (v.net, v.net + 1);
         let lan = Lan {
             bridge: format!("k1sl{n}"),
             netns: format!("k1sa{n}"),
-            server_ip: format!("100.72.{}.1", n % 250),
-            agent_ip: format!("100.72.{}.2", n % 250),
+            router: v.routed.then(|| format!("k1sr{n}")),
+            server_ip: format!("100.{a}.{}.1", n % 250),
+            agent_ip: if v.routed {
+                format!("100.{b}.{}.2", n % 250)
+            } else {
+                format!("100.{a}.{}.2", n % 250)
+            },
+            cluster_cidr: v.cluster_cidr,
+            vxlan: format!("k1sx{n}"),
         };
         lan.remove();
-        let outer = format!("k1sv{n}");
         ip(&["link", "add", &lan.bridge, "type", "bridge"]);
         ip(&[
             "addr",
@@ -48,32 +85,102 @@ impl Lan {
         ]);
         ip(&["link", "set", &lan.bridge, "up"]);
         ip(&["netns", "add", &lan.netns]);
-        ip(&[
-            "link", "add", &outer, "type", "veth", "peer", "name", "eth0", "netns", &lan.netns,
-        ]);
-        ip(&["link", "set", &outer, "master", &lan.bridge]);
-        ip(&["link", "set", &outer, "up"]);
-        let inside = |args: &[&str]| {
-            let mut all = vec!["-n", lan.netns.as_str()];
+        let inside = |ns: &str, args: &[&str]| {
+            let mut all = vec!["-n", ns];
             all.extend_from_slice(args);
             ip(&all);
         };
-        inside(&[
-            "addr",
-            "add",
-            &format!("{}/24", lan.agent_ip),
-            "dev",
-            "eth0",
-        ]);
-        inside(&["link", "set", "eth0", "up"]);
-        inside(&["link", "set", "lo", "up"]);
-        inside(&["route", "add", "default", "via", &lan.server_ip]);
+        // A veth pair from `ns` (named `name` there) into the host bridge.
+        let plug = |ns: &str, outer: &str, name: &str, addr: &str| {
+            ip(&[
+                "link", "add", outer, "type", "veth", "peer", "name", name, "netns", ns,
+            ]);
+            ip(&["link", "set", outer, "master", &lan.bridge]);
+            ip(&["link", "set", outer, "up"]);
+            inside(ns, &["addr", "add", addr, "dev", name]);
+            inside(ns, &["link", "set", name, "up"]);
+            inside(ns, &["link", "set", "lo", "up"]);
+        };
+        match &lan.router {
+            None => {
+                plug(
+                    &lan.netns,
+                    &format!("k1sv{n}"),
+                    "eth0",
+                    &format!("{}/24", lan.agent_ip),
+                );
+                inside(
+                    &lan.netns,
+                    &["route", "add", "default", "via", &lan.server_ip],
+                );
+            }
+            Some(router) => {
+                // host bridge (100.a.x.0/24) — router — agent (100.b.x.0/24)
+                let (router_a, router_b) = (
+                    format!("100.{a}.{}.254", n % 250),
+                    format!("100.{b}.{}.1", n % 250),
+                );
+                ip(&["netns", "add", router]);
+                plug(
+                    router,
+                    &format!("k1sv{n}"),
+                    "lan",
+                    &format!("{router_a}/24"),
+                );
+                ip(&[
+                    "link", "add", "wan", "netns", router, "type", "veth", "peer", "name", "eth0",
+                    "netns", &lan.netns,
+                ]);
+                inside(
+                    router,
+                    &["addr", "add", &format!("{router_b}/24"), "dev", "wan"],
+                );
+                inside(router, &["link", "set", "wan", "up"]);
+                let ok = Command::new("ip")
+                    .args([
+                        "netns",
+                        "exec",
+                        router,
+                        "sysctl",
+                        "-qw",
+                        "net.ipv4.ip_forward=1",
+                    ])
+                    .status()
+                    .unwrap()
+                    .success();
+                assert!(ok, "ip_forward in the router");
+                inside(
+                    &lan.netns,
+                    &[
+                        "addr",
+                        "add",
+                        &format!("{}/24", lan.agent_ip),
+                        "dev",
+                        "eth0",
+                    ],
+                );
+                inside(&lan.netns, &["link", "set", "eth0", "up"]);
+                inside(&lan.netns, &["link", "set", "lo", "up"]);
+                inside(&lan.netns, &["route", "add", "default", "via", &router_b]);
+                ip(&[
+                    "route",
+                    "add",
+                    &format!("100.{b}.{}.0/24", n % 250),
+                    "via",
+                    &router_a,
+                ]);
+            }
+        }
         lan
     }
 
     fn remove(&self) {
+        for ns in std::iter::once(&self.netns).chain(self.router.iter()) {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
         let _ = Command::new("ip")
-            .args(["netns", "del", &self.netns])
+            .args(["link", "del", &self.vxlan])
+            .stderr(std::process::Stdio::null())
             .status();
         let _ = Command::new("ip")
             .args(["link", "del", &self.bridge])
@@ -83,7 +190,7 @@ impl Lan {
             .args(["-4", "route", "show", "proto", "75"])
             .output()
             .unwrap();
-        let prefix = CLUSTER_CIDR.trim_end_matches(".0.0/16");
+        let prefix = self.cluster_cidr.trim_end_matches(".0.0/16");
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             if let Some(dst) = line.split_whitespace().next()
                 && dst.starts_with(prefix)
@@ -106,7 +213,7 @@ fn json(c: &Cluster, args: &[&str]) -> Value {
 
 /// Kubelet flags for a node of this test: [`k1s_tests::kubelet_flags`] without its own
 /// `--pod-cidr` (node IPAM assigns one), with the service proxy and DNS on.
-fn node_flags(images: &Images, tag: &str, table: &str) -> Vec<String> {
+fn node_flags(images: &Images, tag: &str, table: &str, v: &Variant, n: u32) -> Vec<String> {
     let base = images.kubelet_flags(tag);
     let mut out = Vec::new();
     let mut skip = false;
@@ -129,9 +236,13 @@ fn node_flags(images: &Images, tag: &str, table: &str) -> Vec<String> {
             "--proxy-table",
             table,
             "--cluster-cidr",
-            CLUSTER_CIDR,
+            v.cluster_cidr,
             "--service-cidr",
-            SERVICE_CIDR,
+            v.service_cidr,
+            "--pod-network-backend",
+            v.backend,
+            "--vxlan-device",
+            &format!("k1sx{n}"),
         ]
         .map(String::from),
     );
@@ -163,7 +274,16 @@ fn get_from(c: &Cluster, pod: &str, url: &str) -> String {
 }
 
 #[test]
-fn pods_on_two_nodes_reach_each_other_with_their_own_addresses() {
+fn host_gw_pods_on_two_nodes_reach_each_other_with_their_own_addresses() {
+    two_nodes(&HOST_GW, 1200 + std::process::id() % 200);
+}
+
+#[test]
+fn vxlan_pods_on_two_nodes_in_different_subnets_reach_each_other() {
+    two_nodes(&VXLAN, 1400 + std::process::id() % 200);
+}
+
+fn two_nodes(v: &Variant, n: u32) {
     let Some(images) = Images::start() else {
         return;
     };
@@ -171,10 +291,12 @@ fn pods_on_two_nodes_reach_each_other_with_their_own_addresses() {
         eprintln!("SKIP: nft is not installed (apt-get install nftables)");
         return;
     }
-    let n = 1200 + std::process::id() % 200;
-    let lan = Lan::create(n);
+    let lan = Lan::create(n, v);
     let server_table = format!("k1s-proxy-m{n}");
-    let mut server_flags = node_flags(&images, "mserver", &server_table);
+    let server_tag = format!("m{}server", v.backend.replace('-', ""));
+    let agent_tag = format!("m{}agent", v.backend.replace('-', ""));
+    let (server_node, agent_node) = (format!("node-{server_tag}"), format!("node-{agent_tag}"));
+    let mut server_flags = node_flags(&images, &server_tag, &server_table, v, n);
     let _server_cleanup = HostCleanup(server_flags.clone());
     server_flags.extend(
         [
@@ -186,16 +308,17 @@ fn pods_on_two_nodes_reach_each_other_with_their_own_addresses() {
         ]
         .map(String::from),
     );
-    let Some(mut c) = start_with_kubelet("mserver", &server_flags) else {
+    let Some(mut c) = start_with_kubelet(&server_tag, &server_flags) else {
         return;
     };
-    let server_node = json(&c, &["get", "node", "node-mserver", "-o", "json"]);
-    let server_cidr = server_node["spec"]["podCIDR"].as_str().unwrap().to_string();
-    assert!(server_cidr.starts_with("10.250."), "{server_cidr}");
+    let prefix = v.cluster_cidr.trim_end_matches("0.0/16");
+    let server_json = json(&c, &["get", "node", &server_node, "-o", "json"]);
+    let server_cidr = server_json["spec"]["podCIDR"].as_str().unwrap().to_string();
+    assert!(server_cidr.starts_with(prefix), "{server_cidr}");
 
     // The agent, in its namespace, joining over the LAN.
     let token = std::fs::read_to_string(c.data_dir().join("server/token")).unwrap();
-    let agent_flags = node_flags(&images, "magent", "k1s-proxy");
+    let agent_flags = node_flags(&images, &agent_tag, "k1s-proxy", v, n);
     let _agent_cleanup = HostCleanup(agent_flags.clone());
     let args: Vec<&str> = agent_flags.iter().map(String::as_str).collect();
     // The agent's namespace has its own loopback: the test registry on the host's is out of
@@ -212,26 +335,26 @@ fn pods_on_two_nodes_reach_each_other_with_their_own_addresses() {
     );
     agent.wait_for_log("kubelet port listening");
     eventually("the agent's node Ready with a pod CIDR", 90, || {
-        let n = json(&c, &["get", "node", "node-magent", "-o", "json"]);
-        n["spec"]["podCIDR"].is_string()
-            && n["status"]["conditions"].as_array().is_some_and(|cs| {
+        let node = json(&c, &["get", "node", &agent_node, "-o", "json"]);
+        node["spec"]["podCIDR"].is_string()
+            && node["status"]["conditions"].as_array().is_some_and(|cs| {
                 cs.iter()
                     .any(|c| c["type"] == "Ready" && c["status"] == "True")
             })
     });
-    let agent_node = json(&c, &["get", "node", "node-magent", "-o", "json"]);
-    let agent_cidr = agent_node["spec"]["podCIDR"].as_str().unwrap().to_string();
+    let agent_json = json(&c, &["get", "node", &agent_node, "-o", "json"]);
+    let agent_cidr = agent_json["spec"]["podCIDR"].as_str().unwrap().to_string();
     assert_ne!(agent_cidr, server_cidr, "each node its own pod CIDR");
-    assert!(agent_cidr.starts_with("10.250."), "{agent_cidr}");
+    assert!(agent_cidr.starts_with(prefix), "{agent_cidr}");
 
     let image = images.busybox();
     c.ok_stdin(
         &["create", "-f", "-"],
-        &web_pod("on-server", "node-mserver", &image),
+        &web_pod("on-server", &server_node, &image),
     );
     c.ok_stdin(
         &["create", "-f", "-"],
-        &web_pod("on-agent", "node-magent", &image),
+        &web_pod("on-agent", &agent_node, &image),
     );
     for p in ["on-server", "on-agent"] {
         c.ok(&[
@@ -249,6 +372,26 @@ fn pods_on_two_nodes_reach_each_other_with_their_own_addresses() {
     };
     let (server_pod, agent_pod) = (pod_ip("on-server"), pod_ip("on-agent"));
 
+    // Each node routes the other's pod CIDR (the agent's default route leads to the server,
+    // so traffic would flow one way without the agent's own route).
+    for (netns, cidr) in [
+        (None, &agent_cidr),
+        (Some(lan.netns.as_str()), &server_cidr),
+    ] {
+        eventually("the backend's route to the other node's pods", 30, || {
+            let mut cmd = Command::new("ip");
+            if let Some(ns) = netns {
+                cmd.args(["-n", ns]);
+            }
+            let out = cmd
+                .args(["-4", "route", "show", "proto", "75"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.starts_with(cidr.as_str()))
+        });
+    }
     // Pod to pod across nodes, both ways, and node to pod.
     eventually("the server's pod to reach the agent's", 30, || {
         get_from(&c, "on-server", &format!("http://{agent_pod}:8080/")) == "on-agent"

@@ -425,6 +425,14 @@ pub fn cluster_roles() -> Vec<Value> {
                 ),
             ],
         ),
+        // What the pod network in each node's process reads: every Node's pod CIDR, address
+        // and VTEP announcement, to route or tunnel to it (flannel's ClusterRole grants the
+        // same; upstream's system:node role lets a kubelet read every Node too).
+        cluster_role(
+            "k1s:pod-network",
+            &[],
+            vec![rule(&["list", "watch"], &[R], &["nodes"])],
+        ),
         cluster_role(
             "system:node-proxier",
             &[],
@@ -616,6 +624,11 @@ pub fn cluster_role_bindings() -> Vec<Value> {
         binding(
             "k1s:service-proxy",
             "k1s:service-proxy",
+            &["Group:system:nodes"],
+        ),
+        binding(
+            "k1s:pod-network",
+            "k1s:pod-network",
             &["Group:system:nodes"],
         ),
         binding(
