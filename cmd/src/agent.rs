@@ -284,6 +284,13 @@ pub async fn start(
     let gateway = IpAddr::V4(k1s_kubelet::network::Ipv4Cidr::gateway(&cidr));
     let mut net = k1s_kubelet::network::BridgeConfig::new(cidr, root.join("network"));
     net.bridge = args.bridge_name.clone();
+    // Pods' packets to other nodes are wrapped in VXLAN: leave room for its headers.
+    if args.pod_network_backend == PodNetworkBackend::Vxlan
+        && let IpAddr::V4(local) = node_ip
+        && let Some(mtu) = k1s_podnet::vxlan::pod_mtu(local).await
+    {
+        net.mtu = mtu;
+    }
     // Traffic to the cluster's pod network keeps its addresses; a pod CIDR outside it (an
     // explicit --pod-cidr) keeps only its own.
     if cluster_cidr.contains(cidr.network()) && cidr.prefix_len() >= cluster_cidr.prefix_len() {

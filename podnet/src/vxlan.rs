@@ -170,6 +170,15 @@ async fn uplink_mtu(handle: &rtnetlink::Handle, ip: Ipv4Addr) -> Option<u32> {
     })
 }
 
+/// The MTU pods should use with this backend: the uplink's (the link holding `local`)
+/// minus [`OVERHEAD`]; `None` when the uplink is not found.
+pub async fn pod_mtu(local: Ipv4Addr) -> Option<u32> {
+    let (conn, handle, _) = rtnetlink::new_connection().ok()?;
+    let work = async move { uplink_mtu(&handle, local).await };
+    let ((), mtu) = tokio::join!(conn, work);
+    mtu.map(|m| m.saturating_sub(OVERHEAD))
+}
+
 #[async_trait::async_trait]
 impl Vtep for NetlinkVtep {
     async fn ensure(

@@ -254,7 +254,7 @@ fn web_pod(name: &str, node: &str, image: &str) -> String {
         r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "{name}", "labels": {{"app": "web"}}}},
           "spec": {{"nodeName": "{node}", "terminationGracePeriodSeconds": 1,
             "containers": [{{"name": "c", "image": "{image}", "imagePullPolicy": "IfNotPresent", "command": ["sh", "-c",
-              "mkdir -p /www/cgi-bin && echo {name} > /www/index.html && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' > /www/cgi-bin/ip && chmod +x /www/cgi-bin/ip && exec httpd -f -p 8080 -h /www"]}}]}}}}"#
+              "mkdir -p /www/cgi-bin && echo {name} > /www/index.html && dd if=/dev/zero of=/www/big bs=1024 count=256 2>/dev/null && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho $REMOTE_ADDR\\n' > /www/cgi-bin/ip && chmod +x /www/cgi-bin/ip && exec httpd -f -p 8080 -h /www"]}}]}}}}"#
     )
 }
 
@@ -392,6 +392,10 @@ fn two_nodes(v: &Variant, n: u32) {
                 .any(|l| l.starts_with(cidr.as_str()))
         });
     }
+    // VXLAN's headers come out of the pods' MTU (the LAN's is 1500).
+    let mtu = c.ok(&["exec", "on-agent", "--", "cat", "/sys/class/net/eth0/mtu"]);
+    let want = if v.backend == "vxlan" { "1450" } else { "1500" };
+    assert_eq!(mtu.trim(), want);
     // Pod to pod across nodes, both ways, and node to pod.
     eventually("the server's pod to reach the agent's", 30, || {
         get_from(&c, "on-server", &format!("http://{agent_pod}:8080/")) == "on-agent"
@@ -427,6 +431,23 @@ fn two_nodes(v: &Variant, n: u32) {
         )),
         agent_pod
     );
+
+    // Full-size packets cross the tunnel (256 KiB, both ways).
+    for (from, to) in [("on-server", &agent_pod), ("on-agent", &server_pod)] {
+        let out = c.run(&[
+            "exec",
+            from,
+            "--",
+            "sh",
+            "-c",
+            &format!("timeout 10 wget -q -O - http://{to}:8080/big | wc -c"),
+        ]);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "262144",
+            "{from}"
+        );
+    }
 
     // A Service with an endpoint on each node, from both nodes' pods.
     c.ok(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
