@@ -405,7 +405,15 @@ async fn deadline_suspend_and_ttl() {
     .await
     .unwrap();
     let p = wait_pods(&c, &uid, "a pod after resume", 1).await;
-    let resumed = c.get(&jobs(), "later").await.unwrap();
+    // The pods may be created before the status that says the job resumed is written.
+    let resumed = eventually("job later resumed", || {
+        let c = c.clone();
+        async move {
+            let j = c.get(&jobs(), "later").await.ok()?;
+            (cond(&j, "Suspended")["status"] == "False").then_some(j)
+        }
+    })
+    .await;
     assert_eq!(cond(&resumed, "Suspended")["status"], "False");
     assert_eq!(cond(&resumed, "Suspended")["reason"], "JobResumed");
     finish(&c, &p[0], "Succeeded", 0).await;
