@@ -32,6 +32,9 @@ pub enum BenchCommand {
     /// The cluster DNS: answers per second and latency for 10,000 Service names and for
     /// cached forwarded names, and memory per name, beside dnsmasq in the same run.
     Dns(crate::bench_dns::DnsBenchArgs),
+    /// The pod network across nodes: pod-to-pod throughput over host-gw and VXLAN beside
+    /// two plain namespaces on the same link, in scratch network namespaces.
+    Podnet(crate::bench_podnet::PodnetBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -73,6 +76,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Scheduler(args) => crate::bench_scheduler::run(args).await,
         BenchCommand::Proxy(args) => crate::bench_proxy::run(args).await,
         BenchCommand::Dns(args) => crate::bench_dns::run(args).await,
+        BenchCommand::Podnet(args) => crate::bench_podnet::run(args).await,
     }
 }
 

@@ -45,10 +45,10 @@ pub struct ProxyBenchArgs {
 }
 
 /// A scratch network namespace, deleted on drop.
-struct Netns(String);
+pub(crate) struct Netns(pub(crate) String);
 
 impl Netns {
-    fn new(name: &str) -> anyhow::Result<Netns> {
+    pub(crate) fn new(name: &str) -> anyhow::Result<Netns> {
         let _ = Command::new("ip")
             .args(["netns", "del", name])
             .stderr(Stdio::null())
@@ -62,7 +62,7 @@ impl Netns {
         Ok(Netns(name.into()))
     }
 
-    fn ip(&self, args: &[&str]) -> anyhow::Result<()> {
+    pub(crate) fn ip(&self, args: &[&str]) -> anyhow::Result<()> {
         let mut full = vec!["netns", "exec", &self.0, "ip"];
         full.extend_from_slice(args);
         let ok = Command::new("ip").args(&full).status()?.success();
@@ -352,7 +352,7 @@ async fn datapath(seconds: u64) -> anyhow::Result<()> {
 }
 
 /// One `iperf3` TCP stream from inside `ns` to `ip:port`: received Gbit/s.
-fn iperf3(ns: &Netns, ip: &str, port: u16, seconds: u64) -> anyhow::Result<f64> {
+pub(crate) fn iperf3(ns: &Netns, ip: &str, port: u16, seconds: u64) -> anyhow::Result<f64> {
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0, "iperf3", "-J", "-c", ip, "-p"])
         .arg(port.to_string())

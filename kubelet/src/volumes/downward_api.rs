@@ -143,10 +143,14 @@ pub(crate) fn resource_value(pod: &Pod, r: &ResourceFieldSelector) -> Result<Str
     let name = r.container_name.as_deref().unwrap_or_default();
     let container =
         find_container(pod, name).ok_or_else(|| format!("container {name} not found"))?;
+    // No divisor, or a zero one (client-go sends its zero Quantity, "0", when none is
+    // set), means 1, as upstream's kubelet reads it.
     let divisor = match &r.divisor {
-        Some(d) if !d.0.is_empty() => parse(&d.0, "divisor")?,
-        _ => Quantity::from_value(1, k1s_api::quantity::Format::DecimalSI),
-    };
+        Some(d) if !d.0.is_empty() => Some(parse(&d.0, "divisor")?),
+        _ => None,
+    }
+    .filter(|d| !d.is_zero())
+    .unwrap_or_else(|| Quantity::from_value(1, k1s_api::quantity::Format::DecimalSI));
     let (list, resource) = if let Some(n) = r.resource.strip_prefix("limits.") {
         (
             container.resources.as_ref().and_then(|r| r.limits.as_ref()),
@@ -290,7 +294,13 @@ mod tests {
             resource_value(&p, &res("requests.memory", None)).unwrap(),
             "0"
         );
-        assert!(resource_value(&p, &res("limits.cpu", Some("0"))).is_err());
+        // client-go's zero Quantity: read as 1 (issue #29: every downward API volume case of
+        // the conformance suite sent it).
+        assert_eq!(resource_value(&p, &res("limits.cpu", Some("0"))).unwrap(), "1");
+        assert_eq!(
+            resource_value(&p, &res("limits.memory", Some("0"))).unwrap(),
+            "134217728"
+        );
         let mut other = res("limits.cpu", None);
         other.container_name = Some("nope".into());
         assert_eq!(
