@@ -402,6 +402,7 @@ pub async fn start(
     )?;
     if args.disable_dns {
         tracing::info!("cluster DNS server not started on this node (--disable-dns)");
+        tasks.spawn(crate::dns::withdraw(deps.client.clone(), node_name.clone()));
     } else {
         crate::dns::start(
             crate::dns::NodeDns {

@@ -61,6 +61,32 @@ pub async fn ensure_service(
     }
 }
 
+/// Withdraws this node's DNS announcement left by an earlier start (now `--disable-dns`), so
+/// the `kube-dns` endpoints stop naming a server that is not there.
+pub async fn withdraw(client: Arc<dyn Client>, node_name: String) {
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    let Ok(node) = client.get(&nodes, &node_name).await else {
+        return;
+    };
+    if node["metadata"]["annotations"][dns::ADDRESS_ANNOTATION].is_null() {
+        return;
+    }
+    let patch = k1s_api::client::Patch::Merge(serde_json::json!({
+        "metadata": {"annotations": {dns::ADDRESS_ANNOTATION: null}}
+    }));
+    match client
+        .patch(&nodes, &node_name, &patch, None, &WriteParams::default())
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(node = %node_name, "cluster DNS: this node's announcement withdrawn")
+        }
+        Err(e) => {
+            tracing::warn!(node = %node_name, error = %e, "cluster DNS: could not withdraw this node's announcement")
+        }
+    }
+}
+
 /// What the node's DNS server needs from the kubelet's flags.
 pub struct NodeDns<'a> {
     pub node_name: &'a str,

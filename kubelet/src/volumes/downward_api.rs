@@ -296,7 +296,10 @@ mod tests {
         );
         // client-go's zero Quantity: read as 1 (issue #29: every downward API volume case of
         // the conformance suite sent it).
-        assert_eq!(resource_value(&p, &res("limits.cpu", Some("0"))).unwrap(), "1");
+        assert_eq!(
+            resource_value(&p, &res("limits.cpu", Some("0"))).unwrap(),
+            "1"
+        );
         assert_eq!(
             resource_value(&p, &res("limits.memory", Some("0"))).unwrap(),
             "134217728"
