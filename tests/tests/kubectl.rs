@@ -1230,3 +1230,61 @@ fn disabled_admission_plugins_are_skipped() {
     c.ok_stdin(&["create", "-f", "-"], &pod("nowhere", "q"));
     c.ok(&["get", "pod", "q", "-n", "nowhere"]);
 }
+
+/// client-go sends `DeleteOptions` in protobuf with its default content type (issue #29:
+/// every namespace deletion of the conformance suite failed with 400). A hand-built body:
+/// `k8s\0` + runtime.Unknown{typeMeta{v1, DeleteOptions}, raw: DeleteOptions{
+/// gracePeriodSeconds: 0, propagationPolicy: "Background"}}.
+#[test]
+fn protobuf_delete_options_are_understood() {
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
+    let raw = [&[0x08, 0x00][..], &[0x22, 10], b"Background"].concat();
+    let type_meta = [&[0x0a, 2][..], b"v1", &[0x12, 13], b"DeleteOptions"].concat();
+    let body = [
+        &b"k8s\0"[..],
+        &[0x0a, type_meta.len() as u8],
+        &type_meta,
+        &[0x12, raw.len() as u8],
+        &raw,
+    ]
+    .concat();
+    let proto = Some("application/vnd.kubernetes.protobuf");
+    for name in ["pb-one", "pb-two", "pb-three"] {
+        c.ok(&["create", "configmap", name]);
+    }
+    let one = c.raw(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/pb-one",
+        proto,
+        Some(&body),
+    );
+    assert_eq!(one.code, 200, "{}", one.body);
+    assert!(!c.run(&["get", "configmap", "pb-one"]).status.success());
+    let all = c.raw(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps",
+        proto,
+        Some(&body),
+    );
+    assert_eq!(all.code, 200, "{}", all.body);
+    assert!(
+        c.ok(&["get", "configmaps", "-o", "name"])
+            .lines()
+            .all(|l| !l.contains("pb-"))
+    );
+    // A broken protobuf body is still a 400 that says what could not be decoded.
+    let bad = c.raw(
+        "DELETE",
+        "/api/v1/namespaces/default/configmaps/x",
+        proto,
+        Some(b"k8s\0\x0a\xff\xff"),
+    );
+    assert_eq!(bad.code, 400, "{}", bad.body);
+    assert!(
+        bad.body.contains("DeleteOptions body could not be decoded"),
+        "{}",
+        bad.body
+    );
+}

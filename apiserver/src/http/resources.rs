@@ -103,7 +103,7 @@ pub async fn handle(
             Ok(written(&res, w, out, q))
         }
         (&Method::DELETE, None, None) => {
-            let opts = delete_options(q, &call.body)?;
+            let opts = delete_options(q, &call)?;
             let items = rest
                 .delete_collection(&res, ns, &list_options(q)?, &opts)
                 .await?;
@@ -198,7 +198,7 @@ pub async fn handle(
             Ok(written(&res, w, out, q))
         }
         (&Method::DELETE, Some(name), None) => {
-            let opts = delete_options(q, &call.body)?;
+            let opts = delete_options(q, &call)?;
             let d = rest.delete(&res, ns, name, &opts).await?;
             if d.gone && res.kind != "Pod" {
                 let status = json!({
@@ -430,16 +430,26 @@ fn dry_run(q: &HashMap<String, String>) -> Result<bool, ApiError> {
     }
 }
 
-fn delete_options(q: &HashMap<String, String>, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+/// The options of a DELETE: query parameters, then a body (JSON, YAML or protobuf, as
+/// client-go sends its DeleteOptions with its default protobuf content type).
+fn delete_options(q: &HashMap<String, String>, call: &Call<'_>) -> Result<DeleteOptions, ApiError> {
     let mut opts = DeleteOptions {
         grace_period_seconds: q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
         propagation_policy: q.get("propagationPolicy").cloned(),
         dry_run: dry_run(q)?,
         ..Default::default()
     };
-    if !body.is_empty() {
-        let v: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the DeleteOptions body could not be decoded: {e}"))
+    if !call.body.is_empty() {
+        // A bad body is a 400 that names DeleteOptions; an unsupported media type keeps its 415.
+        let v = decode_body(call).map_err(|e| {
+            if e.code == 400 {
+                ApiError::bad_request(format!(
+                    "the DeleteOptions body could not be decoded: {}",
+                    e.message
+                ))
+            } else {
+                e
+            }
         })?;
         opts.merge_body(&v)?;
     }
