@@ -313,6 +313,7 @@ pub fn builtin() -> Vec<ResourceType> {
         res::<core::v1::PersistentVolume>(&["pv"], &[], &[STATUS], false),
         res::<core::v1::Pod>(&["po"], &["all"], &pod_subresources, true),
         res::<core::v1::PodTemplate>(&[], &[], &[], false),
+        res::<core::v1::ReplicationController>(&["rc"], &["all"], &[SCALE, STATUS], true),
         res::<core::v1::ResourceQuota>(&["quota"], &[], &[STATUS], false),
         res::<core::v1::Secret>(&[], &[], &[], false),
         res::<core::v1::ServiceAccount>(&["sa"], &[], &[sa_token], false),

@@ -6,7 +6,8 @@
 //! - [`gc`]: the garbage collector (ownerReferences; Background, Foreground, Orphan).
 //! - [`serviceaccount`]: a `default` ServiceAccount in every namespace.
 //! - [`root_ca`]: the `kube-root-ca.crt` ConfigMap in every namespace.
-//! - [`replicaset`]: ReplicaSets (slow start, expectations, adoption, status).
+//! - [`replicaset`]: ReplicaSets and ReplicationControllers (slow start, expectations,
+//!   adoption, status).
 //! - [`deployment`]: Deployments (rolling update, Recreate, revisions, status).
 //! - [`statefulset`]: StatefulSets (ordinals, claims, ordered/parallel, rolling update).
 //! - [`daemonset`]: DaemonSets (one pod per eligible node, rolling update).
@@ -169,6 +170,10 @@ pub async fn run_all_with(
     tracker.spawn(ephemeral::run(client.clone(), cancel.clone()));
     tracker.spawn(serviceaccount::run(client.clone(), cancel.clone()));
     tracker.spawn(replicaset::run(client.clone(), cancel.clone()));
+    tracker.spawn(replicaset::run_replication_controllers(
+        client.clone(),
+        cancel.clone(),
+    ));
     tracker.spawn(deployment::run(client.clone(), cancel.clone()));
     tracker.spawn(statefulset::run(client.clone(), cancel.clone()));
     tracker.spawn(daemonset::run(client.clone(), cancel.clone()));

@@ -14,7 +14,16 @@ use k1s_runtime::{Seen, Store};
 
 /// The object's `spec.selector`; `None` for an empty one (which selects nothing).
 pub fn spec_selector(obj: &Value) -> Result<Option<LabelSelector>, String> {
-    let text = label_selector_text(Some(&obj["spec"]["selector"])).map_err(|e| e.to_string())?;
+    let selector = &obj["spec"]["selector"];
+    // A ReplicationController's selector is a plain label map (equality only).
+    let map_form;
+    let selector = if obj["kind"] == "ReplicationController" || is_label_map(selector) {
+        map_form = serde_json::json!({"matchLabels": selector});
+        &map_form
+    } else {
+        selector
+    };
+    let text = label_selector_text(Some(selector)).map_err(|e| e.to_string())?;
     if text.is_empty() {
         return Ok(None);
     }
@@ -23,7 +32,18 @@ pub fn spec_selector(obj: &Value) -> Result<Option<LabelSelector>, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The `apps` objects of `kind` in `sets` that an event of a dependent (a pod, or a
+/// Whether `selector` is a plain label map (a ReplicationController's) rather than a
+/// LabelSelector: a non-empty object of strings without `matchLabels`/`matchExpressions`.
+fn is_label_map(selector: &Value) -> bool {
+    selector.as_object().is_some_and(|m| {
+        !m.is_empty()
+            && !m.contains_key("matchLabels")
+            && !m.contains_key("matchExpressions")
+            && m.values().all(Value::is_string)
+    })
+}
+
+/// The objects of `kind` (`apps/v1`, or `v1` ReplicationControllers) in `sets` that an event of a dependent (a pod, or a
 /// Deployment's ReplicaSet) concerns. A controlled pod's creation or deletion meets its
 /// controller's expectations in `exp`; an orphan concerns every object that selects it and
 /// for which `may_adopt` holds.
@@ -37,7 +57,13 @@ pub fn owner_keys(
 ) -> Vec<ObjectKey> {
     let ns = key::namespace(pod);
     if let Some(r) = key::controller_ref(pod) {
-        if r["kind"] != kind || key::group_of(r["apiVersion"].as_str().unwrap_or("")) != "apps" {
+        // The apps/v1 kinds, or the core ReplicationController.
+        let group = if kind == "ReplicationController" {
+            ""
+        } else {
+            "apps"
+        };
+        if r["kind"] != kind || key::group_of(r["apiVersion"].as_str().unwrap_or("")) != group {
             return Vec::new();
         }
         let k = ObjectKey::new(ns, r["name"].as_str().unwrap_or(""));
@@ -66,9 +92,15 @@ pub struct Claimant<'a> {
     pub kind: &'a str,
 }
 
-/// The reference an `apps/v1` controller puts on the pods it controls.
+/// The reference a controller (`apps/v1`, or a `v1` ReplicationController) puts on the
+/// pods it controls.
 pub fn controller_ref_to(kind: &str, owner: &Value) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": kind, "name": owner["metadata"]["name"],
+    let api_version = if kind == "ReplicationController" {
+        "v1"
+    } else {
+        "apps/v1"
+    };
+    json!({"apiVersion": api_version, "kind": kind, "name": owner["metadata"]["name"],
            "uid": owner["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true})
 }
 

@@ -14,6 +14,9 @@
 //!   `minReadySeconds`), observedGeneration and the `ReplicaFailure` condition.
 //!
 //! It owns the pods it controls and ReplicaSet status; it never touches the spec.
+//!
+//! The same code is the ReplicationController manager ([`run_replication_controllers`],
+//! [`Flavor`]), as upstream's `replication` controller wraps its ReplicaSet controller.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -49,16 +52,55 @@ fn pods(ns: &str) -> ResourceRef {
     ResourceRef::new("", "v1", "pods", Some(ns))
 }
 
-fn replicasets(ns: Option<&str>) -> ResourceRef {
-    ResourceRef::new("apps", "v1", "replicasets", ns)
+/// What differs between the ReplicaSet controller and the ReplicationController manager,
+/// which upstream runs on the same code: the resource, its kind, and (handled by
+/// [`spec_selector`]) a selector that is a plain label map for ReplicationControllers.
+pub struct Flavor {
+    /// The controller's name (its work queue, its logs).
+    pub name: &'static str,
+    pub kind: &'static str,
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
 }
+
+impl Flavor {
+    fn resource(&self, ns: Option<&str>) -> ResourceRef {
+        ResourceRef::new(self.group, self.version, self.plural, ns)
+    }
+}
+
+pub const REPLICA_SET: Flavor = Flavor {
+    name: "replicaset",
+    kind: "ReplicaSet",
+    group: "apps",
+    version: "v1",
+    plural: "replicasets",
+};
+
+pub const REPLICATION_CONTROLLER: Flavor = Flavor {
+    name: "replicationcontroller",
+    kind: "ReplicationController",
+    group: "",
+    version: "v1",
+    plural: "replicationcontrollers",
+};
 
 /// Runs the ReplicaSet controller until `cancel`.
 pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
+    run_flavor(client, &REPLICA_SET, cancel).await;
+}
+
+/// Runs the ReplicationController manager until `cancel`.
+pub async fn run_replication_controllers(client: Arc<dyn Client>, cancel: CancellationToken) {
+    run_flavor(client, &REPLICATION_CONTROLLER, cancel).await;
+}
+
+async fn run_flavor(client: Arc<dyn Client>, flavor: &'static Flavor, cancel: CancellationToken) {
     let mut ctrl = Controller::new(
-        "replicaset",
+        flavor.name,
         client.clone(),
-        replicasets(None),
+        flavor.resource(None),
         watcher::Config::default(),
     )
     .workers(5);
@@ -71,12 +113,11 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         watcher::Config::default(),
         Vec::new(),
         Arc::new(move |pod: &Value, seen| {
-            owned_pods::owner_keys("ReplicaSet", pod, seen, &sets_for_pods, Some(&exp), |_| {
-                true
-            })
+            owned_pods::owner_keys(flavor.kind, pod, seen, &sets_for_pods, Some(&exp), |_| true)
         }),
     );
     let reconciler = Arc::new(ReplicaSets {
+        flavor,
         client,
         sets,
         pods: pod_store,
@@ -86,6 +127,7 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
 }
 
 struct ReplicaSets {
+    flavor: &'static Flavor,
     client: Arc<dyn Client>,
     sets: Store,
     pods: Store,
@@ -157,12 +199,12 @@ fn deletion_order(a: &Value, b: &Value) -> Ordering {
         .then(created(b).cmp(&created(a)))
 }
 
-/// A pod from the ReplicaSet's template.
-fn pod_from_template(rs: &Value) -> Value {
+/// A pod from the ReplicaSet's (or ReplicationController's, `kind`) template.
+fn pod_from_template(kind: &str, rs: &Value) -> Value {
     let t = &rs["spec"]["template"];
     let mut meta = json!({
         "generateName": format!("{}-", key::name(rs)),
-        "ownerReferences": [owned_pods::controller_ref_to("ReplicaSet", rs)],
+        "ownerReferences": [owned_pods::controller_ref_to(kind, rs)],
     });
     for f in ["labels", "annotations", "finalizers"] {
         if !t["metadata"][f].is_null() {
@@ -205,7 +247,7 @@ impl Reconcile for ReplicaSets {
             match self
                 .client
                 .update(
-                    &replicasets(Some(&ns)),
+                    &self.flavor.resource(Some(&ns)),
                     updated,
                     Some("status"),
                     &WriteParams::default(),
@@ -244,8 +286,8 @@ impl ReplicaSets {
         let claimant = owned_pods::Claimant {
             client: self.client.as_ref(),
             owner: rs,
-            resource: replicasets(Some(ns)),
-            kind: "ReplicaSet",
+            resource: self.flavor.resource(Some(ns)),
+            kind: self.flavor.kind,
         };
         owned_pods::claim(&claimant, &self.pods, sel, ns, |_| true).await
     }
@@ -264,7 +306,7 @@ impl ReplicaSets {
         if have < want {
             let n = (want - have).min(BURST);
             self.expectations.expect_creations(k, n);
-            let template = pod_from_template(rs);
+            let template = pod_from_template(self.flavor.kind, rs);
             let (r, params) = (pods(ns), WriteParams::default());
             let mut created = 0;
             let mut batch = 1;
@@ -423,7 +465,7 @@ mod tests {
         let rs = json!({"metadata": {"name": "web-5d4f", "uid": "u1"},
             "spec": {"template": {"metadata": {"labels": {"app": "web", "pod-template-hash": "5d4f"}},
                                   "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        let pod = pod_from_template(&rs);
+        let pod = pod_from_template("ReplicaSet", &rs);
         assert_eq!(pod["metadata"]["generateName"], "web-5d4f-");
         assert_eq!(pod["metadata"]["labels"]["pod-template-hash"], "5d4f");
         let r = &pod["metadata"]["ownerReferences"][0];

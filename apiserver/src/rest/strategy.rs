@@ -93,6 +93,28 @@ pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
             config_data::fold_string_data(obj);
         }
         ("", "PodTemplate") => default_pod_spec(&mut obj["template"]["spec"]),
+        ("", "ReplicationController") if obj.get("spec").is_some_and(Value::is_object) => {
+            // Upstream's SetDefaults_ReplicationController: the selector and the object's
+            // labels default to the template's labels.
+            let labels = obj["spec"]["template"]["metadata"]["labels"].clone();
+            if labels.as_object().is_some_and(|l| !l.is_empty()) {
+                if obj["spec"]["selector"]
+                    .as_object()
+                    .is_none_or(|s| s.is_empty())
+                {
+                    obj["spec"]["selector"] = labels.clone();
+                }
+                if obj["metadata"]["labels"]
+                    .as_object()
+                    .is_none_or(|l| l.is_empty())
+                {
+                    obj["metadata"]["labels"] = labels;
+                }
+            }
+            let spec = &mut obj["spec"];
+            set_default(spec, "replicas", json!(1));
+            default_pod_spec(&mut spec["template"]["spec"]);
+        }
         ("storage.k8s.io", "StorageClass") => {
             set_default(obj, "reclaimPolicy", json!("Delete"));
             set_default(obj, "volumeBindingMode", json!("Immediate"));
@@ -251,6 +273,7 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
         ("", "ConfigMap") => config_data::config_map(obj, old, &mut causes),
         ("", "PersistentVolumeClaim") => validation::pvc(obj, old, &mut causes),
         ("apps", "Deployment") => validation::deployment(obj, old, &mut causes),
+        ("", "ReplicationController") => validation::replication_controller(obj, &mut causes),
         ("apps", "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
             validation::selector_immutable(obj, old, &mut causes);
         }

@@ -35,6 +35,10 @@ pub fn scale_of(res: &ResourceType, parent: &Value) -> Value {
     let selector = match &paths.label_selector {
         // Custom resources keep the selector as a string at the given path.
         Some(p) => get_path(parent, p).as_str().unwrap_or_default().to_owned(),
+        // A ReplicationController's selector is a plain label map.
+        None if res.kind == "ReplicationController" => {
+            selector_string(&json!({"matchLabels": parent["spec"]["selector"]}))
+        }
         None => selector_string(&parent["spec"]["selector"]),
     };
     let m = &parent["metadata"];

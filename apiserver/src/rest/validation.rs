@@ -263,6 +263,52 @@ fn without_nulls(v: &Value) -> Value {
     }
 }
 
+/// A ReplicationController, as upstream's `ValidateReplicationControllerSpec`: a non-empty
+/// selector the template's labels match, a template whose pods restart `Always`, and
+/// non-negative counts; the template's pod spec as any pod's.
+pub fn replication_controller(obj: &Value, out: &mut Causes) {
+    let spec = &obj["spec"];
+    for f in ["replicas", "minReadySeconds"] {
+        if spec[f].as_i64().is_some_and(|n| n < 0) {
+            out.push((
+                format!("spec.{f}"),
+                format!(
+                    "Invalid value: {}: must be greater than or equal to 0",
+                    spec[f]
+                ),
+            ));
+        }
+    }
+    let selector = spec["selector"].as_object().filter(|s| !s.is_empty());
+    let Some(selector) = selector else {
+        out.push(("spec.selector".into(), "Required value".into()));
+        return;
+    };
+    let template = &spec["template"];
+    if !template.is_object() {
+        out.push(("spec.template".into(), "Required value".into()));
+        return;
+    }
+    let labels = &template["metadata"]["labels"];
+    if selector.iter().any(|(k, v)| labels.get(k) != Some(v)) {
+        out.push((
+            "spec.template.metadata.labels".into(),
+            format!(
+                "Invalid value: {}: `selector` does not match template `labels`",
+                serde_json::to_string(labels).unwrap_or_default()
+            ),
+        ));
+    }
+    let restart = &template["spec"]["restartPolicy"];
+    if !restart.is_null() && restart != "Always" {
+        out.push((
+            "spec.template.spec.restartPolicy".into(),
+            unsupported(restart, &["Always"]),
+        ));
+    }
+    pod_spec("spec.template.spec", &template["spec"], out);
+}
+
 pub fn deployment(obj: &Value, old: Option<&Value>, out: &mut Causes) {
     let spec = &obj["spec"];
     for f in [
