@@ -263,12 +263,9 @@ fn without_nulls(v: &Value) -> Value {
     }
 }
 
-/// A ReplicationController, as upstream's `ValidateReplicationControllerSpec`: a non-empty
-/// selector the template's labels match, a template whose pods restart `Always`, and
-/// non-negative counts; the template's pod spec as any pod's.
-pub fn replication_controller(obj: &Value, out: &mut Causes) {
-    let spec = &obj["spec"];
-    for f in ["replicas", "minReadySeconds"] {
+/// `spec.F: Invalid value: N: must be greater than or equal to 0` for each negative field.
+fn non_negative(spec: &Value, fields: &[&str], out: &mut Causes) {
+    for f in fields {
         if spec[f].as_i64().is_some_and(|n| n < 0) {
             out.push((
                 format!("spec.{f}"),
@@ -279,6 +276,14 @@ pub fn replication_controller(obj: &Value, out: &mut Causes) {
             ));
         }
     }
+}
+
+/// A ReplicationController, as upstream's `ValidateReplicationControllerSpec`: a non-empty
+/// selector the template's labels match, a template whose pods restart `Always`, and
+/// non-negative counts; the template's pod spec as any pod's.
+pub fn replication_controller(obj: &Value, out: &mut Causes) {
+    let spec = &obj["spec"];
+    non_negative(spec, &["replicas", "minReadySeconds"], out);
     let selector = spec["selector"].as_object().filter(|s| !s.is_empty());
     let Some(selector) = selector else {
         out.push(("spec.selector".into(), "Required value".into()));
@@ -311,22 +316,16 @@ pub fn replication_controller(obj: &Value, out: &mut Causes) {
 
 pub fn deployment(obj: &Value, old: Option<&Value>, out: &mut Causes) {
     let spec = &obj["spec"];
-    for f in [
-        "replicas",
-        "revisionHistoryLimit",
-        "minReadySeconds",
-        "progressDeadlineSeconds",
-    ] {
-        if spec[f].as_i64().is_some_and(|n| n < 0) {
-            out.push((
-                format!("spec.{f}"),
-                format!(
-                    "Invalid value: {}: must be greater than or equal to 0",
-                    spec[f]
-                ),
-            ));
-        }
-    }
+    non_negative(
+        spec,
+        &[
+            "replicas",
+            "revisionHistoryLimit",
+            "minReadySeconds",
+            "progressDeadlineSeconds",
+        ],
+        out,
+    );
     let ty = &spec["strategy"]["type"];
     if !ty.is_null() && !matches!(ty.as_str(), Some("RollingUpdate" | "Recreate")) {
         out.push((
