@@ -48,6 +48,25 @@ impl Drop for Upstream {
     }
 }
 
+/// `kubectl get service kube-dns` in kube-system, as JSON.
+const KUBE_DNS_SERVICE: [&str; 7] = [
+    "get",
+    "service",
+    "-n",
+    "kube-system",
+    "kube-dns",
+    "-o",
+    "json",
+];
+
+/// The `kube-dns` object of `kind` (service, endpoints) in kube-system.
+fn kube_dns(c: &Cluster, kind: &str) -> Value {
+    json(
+        c,
+        &["get", kind, "-n", "kube-system", "kube-dns", "-o", "json"],
+    )
+}
+
 fn json(c: &Cluster, args: &[&str]) -> Value {
     serde_json::from_str(&c.ok(args)).unwrap_or(Value::Null)
 }
@@ -180,36 +199,14 @@ fn pods_resolve_services_endpoints_and_external_names() {
     let image = images.busybox();
 
     // The kube-dns Service at the tenth address, and this node's server as its endpoint.
-    let svc = json(
-        &c,
-        &[
-            "get",
-            "service",
-            "-n",
-            "kube-system",
-            "kube-dns",
-            "-o",
-            "json",
-        ],
-    );
+    let svc = kube_dns(&c, "service");
     assert_eq!(svc["spec"]["clusterIP"], DNS_IP);
     assert_eq!(svc["metadata"]["labels"]["k8s-app"], "kube-dns");
     eventually(
         "the node's DNS server in the kube-dns endpoints",
         30,
         || {
-            let eps = json(
-                &c,
-                &[
-                    "get",
-                    "endpoints",
-                    "-n",
-                    "kube-system",
-                    "kube-dns",
-                    "-o",
-                    "json",
-                ],
-            );
+            let eps = kube_dns(&c, "endpoints");
             eps["subsets"][0]["addresses"][0]["nodeName"] == "node-dns"
         },
     );
@@ -477,17 +474,7 @@ fn the_kube_dns_service_follows_disable_dns() {
     let Some(mut c) = Cluster::start(&[]) else {
         return;
     };
-    let get = |c: &Cluster| {
-        c.run(&[
-            "get",
-            "service",
-            "-n",
-            "kube-system",
-            "kube-dns",
-            "-o",
-            "json",
-        ])
-    };
+    let get = |c: &Cluster| c.run(&KUBE_DNS_SERVICE);
     let svc: Value = serde_json::from_slice(&get(&c).stdout).unwrap();
     assert_eq!(svc["spec"]["clusterIP"], "10.43.0.10");
     assert_eq!(svc["spec"]["internalTrafficPolicy"], "Local");
