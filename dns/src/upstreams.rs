@@ -7,7 +7,6 @@
 //! one: a pod cannot reach the host's loopback. An explicit `--resolv-conf` is taken as it
 //! is. [`choose`] says which file it took and why, for the log.
 
-use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// The host's file.
@@ -25,56 +24,7 @@ pub enum UpstreamError {
     },
 }
 
-/// What a `resolv.conf` says.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ResolvConf {
-    pub nameservers: Vec<IpAddr>,
-    pub search: Vec<String>,
-    pub options: Vec<String>,
-}
-
-impl ResolvConf {
-    /// Parses the file's `nameserver`, `search`/`domain` and `options` lines (the last
-    /// `search` or `domain` line wins, as in glibc; comments start with `#` or `;`).
-    pub fn parse(text: &str) -> Self {
-        let mut out = Self::default();
-        for line in text.lines() {
-            let line = line.split(['#', ';']).next().unwrap_or("");
-            let mut words = line.split_whitespace();
-            match words.next() {
-                Some("nameserver") => {
-                    // A scoped IPv6 address (`fe80::1%eth0`) cannot be used from elsewhere.
-                    if let Some(ip) = words.next().and_then(|w| w.parse().ok()) {
-                        out.nameservers.push(ip);
-                    }
-                }
-                Some("search") | Some("domain") => {
-                    out.search = words.map(String::from).collect();
-                }
-                Some("options") => out.options.extend(words.map(String::from)),
-                _ => {}
-            }
-        }
-        out
-    }
-
-    /// The nameservers a pod can reach (not loopback).
-    pub fn reachable(&self) -> Vec<IpAddr> {
-        self.nameservers
-            .iter()
-            .copied()
-            .filter(|ip| !ip.is_loopback())
-            .collect()
-    }
-
-    /// The resolvers to forward to on port 53.
-    pub fn upstreams(&self) -> Vec<SocketAddr> {
-        self.nameservers
-            .iter()
-            .map(|ip| SocketAddr::new(*ip, 53))
-            .collect()
-    }
-}
+pub use k1s_api::dns::ResolvConf;
 
 /// The file chosen, what it says, and why it was chosen.
 #[derive(Debug, Clone)]
@@ -132,19 +82,7 @@ pub fn choose(explicit: Option<&Path>, root: &Path) -> Result<Choice, UpstreamEr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_resolv_conf() {
-        let c = ResolvConf::parse(
-            "# generated\nnameserver 127.0.0.53\nnameserver 192.0.2.1 # x\nnameserver fe80::1%eth0\n\
-             domain a.example\nsearch b.example c.example\noptions edns0 trust-ad\n; c\n",
-        );
-        assert_eq!(c.nameservers.len(), 2);
-        assert_eq!(c.reachable(), vec!["192.0.2.1".parse::<IpAddr>().unwrap()]);
-        assert_eq!(c.search, ["b.example", "c.example"]);
-        assert_eq!(c.options, ["edns0", "trust-ad"]);
-        assert_eq!(c.upstreams()[1].to_string(), "192.0.2.1:53");
-    }
+    use std::net::IpAddr;
 
     #[test]
     fn loopback_only_hosts_read_systemd_resolveds_list() {

@@ -103,27 +103,9 @@ pub fn resolv_conf(
         .unwrap_or("ClusterFirst");
     let hostnet = spec.and_then(|s| s.host_network) == Some(true);
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    let mut host_servers = Vec::new();
-    let mut host_search = Vec::new();
-    let mut host_options = Vec::new();
-    for line in host.lines() {
-        let line = line.split(['#', ';']).next().unwrap_or("");
-        let mut words = line.split_whitespace();
-        match words.next() {
-            Some("nameserver") => host_servers.extend(
-                words
-                    .next()
-                    .filter(|w| {
-                        w.parse::<std::net::IpAddr>()
-                            .is_ok_and(|ip| !ip.is_loopback())
-                    })
-                    .map(String::from),
-            ),
-            Some("search") | Some("domain") => host_search = words.map(String::from).collect(),
-            Some("options") => host_options.extend(words.map(String::from)),
-            _ => {}
-        }
-    }
+    let host = k1s_api::dns::ResolvConf::parse(host);
+    let host_servers: Vec<String> = host.reachable().iter().map(|ip| ip.to_string()).collect();
+    let (host_search, host_options) = (host.search, host.options);
     let cluster = !cluster_dns.is_empty()
         && (policy == "ClusterFirst" && !hostnet || policy == "ClusterFirstWithHostNet");
     let (mut servers, mut search, mut options) = match policy {
