@@ -130,6 +130,14 @@ pub struct KubeletArgs {
     /// The service proxy's nftables table (ip family).
     #[arg(long, default_value = k1s_proxy::TABLE, hide = true)]
     pub proxy_table: String,
+    /// Do not enforce NetworkPolicies on this node (another component does); its nftables
+    /// table is removed if an earlier start left one (`--disable network-policy` on the
+    /// server implies it for the server's own node).
+    #[arg(long)]
+    pub disable_network_policy: bool,
+    /// The network policy's nftables table (ip family).
+    #[arg(long, default_value = k1s_netpol::TABLE, hide = true)]
+    pub policy_table: String,
 }
 
 /// The cross-node backends (`--pod-network-backend`).
@@ -175,7 +183,8 @@ pub fn node_name(args: &KubeletArgs, hostname: &str) -> String {
 
 /// Starts the kubelet for this node on `client` (with `server` on the server's own node),
 /// serving its HTTPS port with `port_tls`, and, with `local_storage`, the `k1s csi-hostpath`
-/// plugin beside it.
+/// plugin beside it; NetworkPolicy enforcement runs on `network_client` (the node's
+/// cluster-network identity on an agent).
 #[allow(clippy::too_many_arguments)]
 pub async fn start(
     args: &KubeletArgs,
@@ -184,6 +193,7 @@ pub async fn start(
     node_ip: IpAddr,
     service_cidr: &str,
     client: Arc<dyn Client>,
+    network_client: Arc<dyn Client>,
     server: Option<ServerSide>,
     port_tls: KubeletTls,
     local_storage: bool,
@@ -400,6 +410,7 @@ pub async fn start(
         tasks,
         cancel,
     )?;
+    start_network_policy(args, &node_name, network_client, tasks, cancel);
     if args.disable_dns {
         tracing::info!("cluster DNS server not started on this node (--disable-dns)");
         tasks.spawn(crate::dns::withdraw(deps.client.clone(), node_name.clone()));
@@ -538,6 +549,42 @@ fn start_proxy(
         Arc::new(k1s_proxy::conntrack::ConntrackCommand::default()),
     );
     tasks.spawn(proxier.run(client, cancel.clone()));
+}
+
+/// Starts this node's NetworkPolicy enforcement, or with `--disable-network-policy` removes
+/// the table an earlier start left.
+fn start_network_policy(
+    args: &KubeletArgs,
+    node_name: &str,
+    client: Arc<dyn Client>,
+    tasks: &TaskTracker,
+    cancel: &CancellationToken,
+) {
+    let nft = Arc::new(k1s_nft::NftCommand::default());
+    if args.disable_network_policy {
+        let table = args.policy_table.clone();
+        tracing::info!("NetworkPolicies not enforced on this node (--disable-network-policy)");
+        tasks.spawn(async move {
+            if let Err(e) = k1s_netpol::remove_table(&*nft, &table).await {
+                tracing::debug!(error = %e, "no network policy table to remove");
+            }
+        });
+        return;
+    }
+    // Pods on one bridge reach each other without routing: their traffic meets the policy
+    // table only through br_netfilter.
+    if let Err(e) = k1s_nft::sysctl::set(
+        Path::new("/proc/sys"),
+        k1s_nft::sysctl::BRIDGE_NF_CALL_IPTABLES,
+        "1",
+    ) {
+        tracing::warn!(error = %e, "network policy: traffic between pods of this node is not filtered (load br_netfilter: modprobe br_netfilter)");
+    }
+    let mut config = k1s_netpol::PolicyConfig::new(node_name);
+    config.table = args.policy_table.clone();
+    tracing::info!(table = %config.table, "starting NetworkPolicy enforcement");
+    let controller = k1s_netpol::PolicyController::new(config, nft);
+    tasks.spawn(controller.run(client, cancel.clone()));
 }
 
 /// Keeps `set` in step with the CSI plugins registered on this node: a plugin with a

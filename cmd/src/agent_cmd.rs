@@ -101,6 +101,20 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     )
     .context("--server")?;
     let client: Arc<dyn Client> = Arc::new(client);
+    // NetworkPolicy enforcement reads every pod: it goes with the node's cluster-network
+    // identity, not the kubelet's.
+    let network_client: Arc<dyn Client> = Arc::new(
+        HttpClient::new(
+            &args.server,
+            TlsSettings {
+                ca_pem: Some(creds.ca_pem.clone().into_bytes()),
+                client_cert_pem: Some(creds.network_cert_pem.clone().into_bytes()),
+                client_key_pem: Some(creds.network_key_pem.clone().into_bytes()),
+                ..Default::default()
+            },
+        )
+        .context("--server")?,
+    );
 
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -117,6 +131,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         node_ip,
         &args.service_cidr,
         client,
+        network_client,
         None,
         tls,
         false,

@@ -35,6 +35,9 @@ pub enum BenchCommand {
     /// The pod network across nodes: pod-to-pod throughput over host-gw and VXLAN beside
     /// two plain namespaces on the same link, in scratch network namespaces.
     Podnet(crate::bench_podnet::PodnetBenchArgs),
+    /// NetworkPolicy enforcement: the table programmed per change (p50/p99) and whole at 100
+    /// and 1,000 policies, and its memory, in a scratch network namespace.
+    Netpol(crate::bench_netpol::NetpolBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -77,6 +80,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Proxy(args) => crate::bench_proxy::run(args).await,
         BenchCommand::Dns(args) => crate::bench_dns::run(args).await,
         BenchCommand::Podnet(args) => crate::bench_podnet::run(args).await,
+        BenchCommand::Netpol(args) => crate::bench_netpol::run(args).await,
     }
 }
 

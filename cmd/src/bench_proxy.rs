@@ -70,7 +70,7 @@ impl Netns {
         Ok(())
     }
 
-    fn nft(&self) -> NftCommand {
+    pub(crate) fn nft(&self) -> NftCommand {
         NftCommand {
             command: ["ip", "netns", "exec", &self.0, "nft"]
                 .map(String::from)
@@ -127,7 +127,7 @@ fn slice(i: usize, endpoints: usize, generation: usize) -> EndpointSlice {
     .unwrap_or_default()
 }
 
-fn rss_kib() -> u64 {
+pub(crate) fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()
@@ -136,7 +136,7 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

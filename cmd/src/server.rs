@@ -127,7 +127,8 @@ pub struct ServerArgs {
     /// `local-storage` (the `k1s csi-hostpath` plugin and the `local-path` StorageClass),
     /// `servicelb` (node addresses as LoadBalancer ingress; for users who bring MetalLB),
     /// `dns` (the cluster DNS: the kube-dns Service and each node's server; for users who
-    /// bring CoreDNS).
+    /// bring CoreDNS), `network-policy` (NetworkPolicy enforcement on the server's node;
+    /// agents take --disable-network-policy; for users who bring Calico or Cilium).
     #[arg(long, value_delimiter = ',', value_parser = parse_component)]
     pub disable: Vec<String>,
     /// Give every Node a pod CIDR from --cluster-cidr (kube-controller-manager's
@@ -143,7 +144,7 @@ pub struct ServerArgs {
 }
 
 /// The packaged components `--disable` knows.
-const COMPONENTS: &[&str] = &["dns", "local-storage", "servicelb"];
+const COMPONENTS: &[&str] = &["dns", "local-storage", "network-policy", "servicelb"];
 
 fn parse_component(s: &str) -> Result<String, String> {
     if COMPONENTS.contains(&s) {
@@ -392,12 +393,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         )?;
         let mut kubelet = args.kubelet.clone();
         kubelet.disable_dns |= !cluster_dns;
+        kubelet.disable_network_policy |= args.disable.iter().any(|c| c == "network-policy");
         let streams = crate::agent::start(
             &kubelet,
             &args.data_dir,
             &hostname,
             node_ip,
             &args.service_cidr,
+            client.clone(),
             client.clone(),
             Some(crate::agent::ServerSide {
                 metrics: state.metrics.clone(),

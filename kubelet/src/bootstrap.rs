@@ -5,8 +5,9 @@
 //!    the downloaded CA must hash (SHA-256 of the PEM) to the hash in the token: from here on
 //!    the server is verified against that CA.
 //! 2. `POST /k1s/v1/node-certificate` with the token as bearer: a CSR for the kubelet's client
-//!    certificate (`system:node:NAME` in `system:nodes`) and one for the serving certificate
-//!    of its HTTPS port (the node name and addresses as names).
+//!    certificate (`system:node:NAME` in `system:nodes`), one for the serving certificate
+//!    of its HTTPS port (the node name and addresses as names), and one for the node's
+//!    cluster-network components (`system:k1s:network:NAME` in `system:k1s:networks`).
 //! 3. Keys (made here, never sent) and certificates are kept under `DIR` (`0600` keys): a
 //!    restart reuses them while they are valid for 30 more days, are for the same server,
 //!    node and addresses; otherwise the agent joins again with its token.
@@ -30,6 +31,10 @@ pub struct Credentials {
     pub client_key_pem: String,
     pub serving_cert_pem: String,
     pub serving_key_pem: String,
+    /// The cluster-network identity (`system:k1s:network:NODE`), for NetworkPolicy
+    /// enforcement.
+    pub network_cert_pem: String,
+    pub network_key_pem: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -92,12 +97,14 @@ struct Issued {
     addresses: Vec<IpAddr>,
 }
 
-const FILES: [&str; 5] = [
+const FILES: [&str; 7] = [
     "ca.crt",
     "client.crt",
     "client.key",
     "serving.crt",
     "serving.key",
+    "network.crt",
+    "network.key",
 ];
 /// Credentials expiring sooner than this are renewed at start.
 const RENEW_BEFORE: time::Duration = time::Duration::days(30);
@@ -140,6 +147,9 @@ fn load(dir: &Path, want: &Issued) -> Option<Credentials> {
         client_key_pem: read(FILES[2])?,
         serving_cert_pem: read(FILES[3])?,
         serving_key_pem: read(FILES[4])?,
+        // Missing in credentials saved by an older k1s: then the agent joins again.
+        network_cert_pem: read(FILES[5])?,
+        network_key_pem: read(FILES[6])?,
     };
     let fresh = |pem: &str| {
         let der = CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
@@ -147,7 +157,10 @@ fn load(dir: &Path, want: &Issued) -> Option<Credentials> {
         let not_after = cert.validity().not_after.timestamp();
         Some(not_after > (time::OffsetDateTime::now_utc() + RENEW_BEFORE).unix_timestamp())
     };
-    if fresh(&creds.client_cert_pem)? && fresh(&creds.serving_cert_pem)? {
+    if fresh(&creds.client_cert_pem)?
+        && fresh(&creds.serving_cert_pem)?
+        && fresh(&creds.network_cert_pem)?
+    {
         Some(creds)
     } else {
         tracing::info!("the saved node certificates expire soon: joining again");
@@ -174,6 +187,8 @@ fn save(dir: &Path, issued: &Issued, c: &Credentials) -> Result<(), BootstrapErr
         (FILES[2], &c.client_key_pem),
         (FILES[3], &c.serving_cert_pem),
         (FILES[4], &c.serving_key_pem),
+        (FILES[5], &c.network_cert_pem),
+        (FILES[6], &c.network_key_pem),
         ("issued.json", &issued),
     ];
     for (name, bytes) in all {
@@ -236,10 +251,12 @@ async fn join(
     }
     let (client_key_pem, csr) = key_and_csr(&format!("system:node:{node}"))?;
     let (serving_key_pem, serving_csr) = key_and_csr(node)?;
+    let (network_key_pem, network_csr) = key_and_csr(&format!("system:k1s:network:{node}"))?;
     let body = json!({
         "nodeName": node,
         "csr": csr,
         "servingCsr": serving_csr,
+        "networkCsr": network_csr,
         "addresses": addresses.iter().map(ToString::to_string).collect::<Vec<_>>(),
     });
     let (code, reply) = target
@@ -274,6 +291,8 @@ async fn join(
         client_key_pem,
         serving_cert_pem: field("servingCertificate")?,
         serving_key_pem,
+        network_cert_pem: field("networkCertificate")?,
+        network_key_pem,
     })
 }
 
@@ -420,8 +439,10 @@ mod tests {
             ca_pem: cert.clone(),
             client_cert_pem: cert.clone(),
             client_key_pem: key.serialize_pem(),
-            serving_cert_pem: cert,
+            serving_cert_pem: cert.clone(),
             serving_key_pem: key.serialize_pem(),
+            network_cert_pem: cert,
+            network_key_pem: key.serialize_pem(),
         };
         let issued = Issued {
             server: "https://s:6443".into(),

@@ -8,38 +8,15 @@
 //!   127.0.0.1:NODEPORT may be DNATed and routed to a pod; packets for 127.0.0.0/8 from other
 //!   hosts are dropped by the proxy's own rule.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// One setting that could not be applied.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot set {path} to {value}: {source}")]
-pub struct SysctlError {
-    pub path: PathBuf,
-    pub value: &'static str,
-    #[source]
-    pub source: std::io::Error,
-}
-
-fn set(root: &Path, rel: &str, value: &'static str) -> Result<(), SysctlError> {
-    let path = root.join(rel);
-    match std::fs::read_to_string(&path) {
-        Ok(v) if v.trim() == value => return Ok(()),
-        _ => {}
-    }
-    std::fs::write(&path, value).map_err(|source| SysctlError {
-        path,
-        value,
-        source,
-    })
-}
+pub use k1s_nft::sysctl::SysctlError;
+use k1s_nft::sysctl::{BRIDGE_NF_CALL_IPTABLES, set};
 
 /// Applies the settings under `root` (`/proc/sys`); returns the ones that failed (the proxy
 /// still runs: what they enable is then missing, and each is logged).
 pub fn prepare(root: &Path, localhost_nodeports: bool) -> Vec<SysctlError> {
-    let mut wanted = vec![
-        ("net/ipv4/ip_forward", "1"),
-        ("net/bridge/bridge-nf-call-iptables", "1"),
-    ];
+    let mut wanted = vec![("net/ipv4/ip_forward", "1"), (BRIDGE_NF_CALL_IPTABLES, "1")];
     if localhost_nodeports {
         wanted.push(("net/ipv4/conf/all/route_localnet", "1"));
     }

@@ -7,7 +7,8 @@
 //!
 //! - [`model`]: Service ports and their endpoints, decided from the API objects.
 //! - [`rules`]: the table as a typed ruleset: the fixed part and one fragment per Service port.
-//! - [`nft`]: the typed ruleset, transactions (full and partial), and the `nft` edge.
+//! - [`nft`]: the typed ruleset, transactions (full and partial), and the `nft` edge (the
+//!   shared `k1s-nft` crate, re-exported).
 //! - [`proxier`]: informers → change tracker → coalesced syncs, one transaction each.
 //! - [`conntrack`]: stale UDP flows deleted when endpoints go.
 //! - [`healthcheck`]: the `healthCheckNodePort` listeners of Local load balancers.
@@ -17,9 +18,10 @@ pub mod conntrack;
 pub mod healthcheck;
 pub mod host;
 pub mod model;
-pub mod nft;
 pub mod proxier;
 pub mod rules;
+
+pub use k1s_nft as nft;
 
 pub use proxier::{Proxier, ProxyConfig, TABLE, remove_table};
 pub use rules::RulesConfig;

@@ -149,6 +149,21 @@ impl Drop for HostCleanup {
         let _ = Command::new("ip")
             .args(["link", "del", &self.flag("--bridge-name")])
             .status();
+        // The proxy's and the policy's tables stay when k1s stops (traffic and policies hold
+        // across a restart): a test's own tables go with it. The default names are never
+        // touched (a node in a namespace of its own uses them; the host may run k1s).
+        for (flag, default) in [
+            ("--proxy-table", "k1s-proxy"),
+            ("--policy-table", "k1s-policy"),
+        ] {
+            let table = self.flag(flag);
+            if !table.is_empty() && table != default {
+                let _ = Command::new("nft")
+                    .args(["delete", "table", "ip", &table])
+                    .stderr(std::process::Stdio::null())
+                    .status();
+            }
+        }
         let top = self.flag("--cgroup-top");
         let hierarchies: Vec<PathBuf> = std::fs::read_dir("/sys/fs/cgroup")
             .into_iter()

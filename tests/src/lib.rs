@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 mod build;
 pub mod host;
+pub mod lan;
 #[path = "../../kubelet/tests/support/registry.rs"]
 pub mod registry;
 
@@ -313,7 +314,8 @@ pub const TEST_EVICTION_HARD: &str = "memory.available<1Mi,nodefs.available<1%,n
 /// and a kubelet port no other test uses, a 1 s restart back-off, and [`TEST_EVICTION_HARD`].
 /// The service proxy is off: every test server allocates the same ClusterIPs, so proxies
 /// of parallel tests would program the same addresses; tests of the proxy turn it on with
-/// a service CIDR and a table of their own ([`proxy_flags`]).
+/// a service CIDR and a table of their own ([`proxy_flags`]). NetworkPolicy enforcement is
+/// off too (tests of it give each node a table of its own).
 pub fn kubelet_flags(tag: &str) -> Vec<String> {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n =
@@ -335,6 +337,7 @@ pub fn kubelet_flags(tag: &str) -> Vec<String> {
         free_port().to_string(),
         "--disable-kube-proxy".into(),
         "--disable-dns".into(),
+        "--disable-network-policy".into(),
         "--pod-network-backend".into(),
         "none".into(),
     ]

@@ -664,6 +664,25 @@ fn node_identities_reach_only_their_own_objects() {
     );
     fails_as(&c, &n2, &["get", "pod", "p1"]);
     fails_as(&c, &n1, &["get", "pods", "-A"]);
+    // The node's cluster-network identity (NetworkPolicy enforcement) lists and watches
+    // every pod, namespace and policy, and nothing else.
+    let net = kubeconfig(
+        &c,
+        "net1",
+        Creds::Cert(&client_cert(
+            &tls,
+            "system:k1s:network:n1",
+            Some("system:k1s:networks"),
+            0,
+            24,
+        )),
+    );
+    for what in ["pods", "namespaces", "networkpolicies.networking.k8s.io"] {
+        ok_as(&c, &net, &["get", what, "-A"]);
+    }
+    fails_as(&c, &net, &["get", "pod", "p1"]);
+    fails_as(&c, &net, &["get", "secrets", "-A"]);
+    fails_as(&c, &net, &["delete", "pod", "p1"]);
     // The service proxy in every node's process watches Services and EndpointSlices with
     // the node's identity (system:node-proxier); it may not change them.
     ok_as(&c, &n1, &["get", "services", "-A"]);

@@ -9,244 +9,12 @@
 use std::process::Command;
 
 use k1s_tests::host::{HostCleanup, Images, start_with_kubelet, wait_for_teardown};
+use k1s_tests::lan::{HOST_GW, Lan, VXLAN, Variant, node_flags};
 use k1s_tests::{Cluster, Server, eventually};
 use serde_json::Value;
 
-/// One variant's own names and ranges (no other test uses them).
-struct Variant {
-    backend: &'static str,
-    /// The agent behind a router, on a subnet of its own.
-    routed: bool,
-    cluster_cidr: &'static str,
-    service_cidr: &'static str,
-    /// Third octet base of the test's link addresses.
-    net: u32,
-}
-
-const HOST_GW: Variant = Variant {
-    backend: "host-gw",
-    routed: false,
-    cluster_cidr: "10.250.0.0/16",
-    service_cidr: "10.234.0.0/16",
-    net: 72,
-};
-
-const VXLAN: Variant = Variant {
-    backend: "vxlan",
-    routed: true,
-    cluster_cidr: "10.251.0.0/16",
-    service_cidr: "10.233.0.0/16",
-    net: 74,
-};
-
-/// The network: a bridge on the host holding the server's address, and the agent's
-/// namespace, joined to it by a veth pair, or (routed) through a router namespace. Removed
-/// on drop, with the server's routes into the test's range.
-struct Lan {
-    bridge: String,
-    netns: String,
-    router: Option<String>,
-    server_ip: String,
-    agent_ip: String,
-    cluster_cidr: &'static str,
-    /// The server's VXLAN device (in the host's namespace).
-    vxlan: String,
-}
-
-fn ip(args: &[&str]) {
-    let ok = Command::new("ip").args(args).status().unwrap().success();
-    assert!(ok, "ip {}", args.join(" "));
-}
-
-impl Lan {
-    fn create(n: u32, v: &Variant) -> Lan {
-        let (a, b) = (v.net, v.net + 1);
-        let lan = Lan {
-            bridge: format!("k1sl{n}"),
-            netns: format!("k1sa{n}"),
-            router: v.routed.then(|| format!("k1sr{n}")),
-            server_ip: format!("100.{a}.{}.1", n % 250),
-            agent_ip: if v.routed {
-                format!("100.{b}.{}.2", n % 250)
-            } else {
-                format!("100.{a}.{}.2", n % 250)
-            },
-            cluster_cidr: v.cluster_cidr,
-            vxlan: format!("k1sx{n}"),
-        };
-        lan.remove();
-        ip(&["link", "add", &lan.bridge, "type", "bridge"]);
-        ip(&[
-            "addr",
-            "add",
-            &format!("{}/24", lan.server_ip),
-            "dev",
-            &lan.bridge,
-        ]);
-        ip(&["link", "set", &lan.bridge, "up"]);
-        ip(&["netns", "add", &lan.netns]);
-        let inside = |ns: &str, args: &[&str]| {
-            let mut all = vec!["-n", ns];
-            all.extend_from_slice(args);
-            ip(&all);
-        };
-        // A veth pair from `ns` (named `name` there) into the host bridge.
-        let plug = |ns: &str, outer: &str, name: &str, addr: &str| {
-            ip(&[
-                "link", "add", outer, "type", "veth", "peer", "name", name, "netns", ns,
-            ]);
-            ip(&["link", "set", outer, "master", &lan.bridge]);
-            ip(&["link", "set", outer, "up"]);
-            inside(ns, &["addr", "add", addr, "dev", name]);
-            inside(ns, &["link", "set", name, "up"]);
-            inside(ns, &["link", "set", "lo", "up"]);
-        };
-        match &lan.router {
-            None => {
-                plug(
-                    &lan.netns,
-                    &format!("k1sv{n}"),
-                    "eth0",
-                    &format!("{}/24", lan.agent_ip),
-                );
-                inside(
-                    &lan.netns,
-                    &["route", "add", "default", "via", &lan.server_ip],
-                );
-            }
-            Some(router) => {
-                // host bridge (100.a.x.0/24) — router — agent (100.b.x.0/24)
-                let (router_a, router_b) = (
-                    format!("100.{a}.{}.254", n % 250),
-                    format!("100.{b}.{}.1", n % 250),
-                );
-                ip(&["netns", "add", router]);
-                plug(
-                    router,
-                    &format!("k1sv{n}"),
-                    "lan",
-                    &format!("{router_a}/24"),
-                );
-                ip(&[
-                    "link", "add", "wan", "netns", router, "type", "veth", "peer", "name", "eth0",
-                    "netns", &lan.netns,
-                ]);
-                inside(
-                    router,
-                    &["addr", "add", &format!("{router_b}/24"), "dev", "wan"],
-                );
-                inside(router, &["link", "set", "wan", "up"]);
-                let ok = Command::new("ip")
-                    .args([
-                        "netns",
-                        "exec",
-                        router,
-                        "sysctl",
-                        "-qw",
-                        "net.ipv4.ip_forward=1",
-                    ])
-                    .status()
-                    .unwrap()
-                    .success();
-                assert!(ok, "ip_forward in the router");
-                inside(
-                    &lan.netns,
-                    &[
-                        "addr",
-                        "add",
-                        &format!("{}/24", lan.agent_ip),
-                        "dev",
-                        "eth0",
-                    ],
-                );
-                inside(&lan.netns, &["link", "set", "eth0", "up"]);
-                inside(&lan.netns, &["link", "set", "lo", "up"]);
-                inside(&lan.netns, &["route", "add", "default", "via", &router_b]);
-                ip(&[
-                    "route",
-                    "add",
-                    &format!("100.{b}.{}.0/24", n % 250),
-                    "via",
-                    &router_a,
-                ]);
-            }
-        }
-        lan
-    }
-
-    fn remove(&self) {
-        for ns in std::iter::once(&self.netns).chain(self.router.iter()) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.vxlan])
-            .stderr(std::process::Stdio::null())
-            .status();
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.bridge])
-            .status();
-        // The server's host-gw routes into this test's range.
-        let out = Command::new("ip")
-            .args(["-4", "route", "show", "proto", "75"])
-            .output()
-            .unwrap();
-        let prefix = self.cluster_cidr.trim_end_matches(".0.0/16");
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            if let Some(dst) = line.split_whitespace().next()
-                && dst.starts_with(prefix)
-            {
-                let _ = Command::new("ip").args(["route", "del", dst]).status();
-            }
-        }
-    }
-}
-
-impl Drop for Lan {
-    fn drop(&mut self) {
-        self.remove();
-    }
-}
-
 fn json(c: &Cluster, args: &[&str]) -> Value {
     serde_json::from_str(&c.ok(args)).unwrap_or(Value::Null)
-}
-
-/// Kubelet flags for a node of this test: [`k1s_tests::kubelet_flags`] without its own
-/// `--pod-cidr` (node IPAM assigns one), with the service proxy and DNS on.
-fn node_flags(images: &Images, tag: &str, table: &str, v: &Variant, n: u32) -> Vec<String> {
-    let base = images.kubelet_flags(tag);
-    let mut out = Vec::new();
-    let mut skip = false;
-    for f in base {
-        if skip {
-            skip = false;
-            continue;
-        }
-        if f == "--pod-cidr" || f == "--pod-network-backend" {
-            skip = true;
-            continue;
-        }
-        if f == "--disable-kube-proxy" || f == "--disable-dns" {
-            continue;
-        }
-        out.push(f);
-    }
-    out.extend(
-        [
-            "--proxy-table",
-            table,
-            "--cluster-cidr",
-            v.cluster_cidr,
-            "--service-cidr",
-            v.service_cidr,
-            "--pod-network-backend",
-            v.backend,
-            "--vxlan-device",
-            &format!("k1sx{n}"),
-        ]
-        .map(String::from),
-    );
-    out
 }
 
 fn web_pod(name: &str, node: &str, image: &str) -> String {
@@ -326,22 +94,33 @@ fn two_nodes(v: &Variant, n: u32) {
     let agent_dir = c.dir.path().join("agent");
     std::fs::create_dir_all(agent_dir.join("agent/images")).unwrap();
     images.save_archive(&agent_dir.join("agent/images/busybox.tar"));
-    let agent = Server::spawn_agent_via(
-        &["nsenter", &format!("--net=/run/netns/{}", lan.netns)],
-        &agent_dir,
-        &format!("https://{}:{}", lan.server_ip, c.port),
-        token.trim(),
-        &args,
+    let (wrapper, server_url) = (
+        format!("--net=/run/netns/{}", lan.netns),
+        format!("https://{}:{}", lan.server_ip, c.port),
     );
-    agent.wait_for_log("kubelet port listening");
-    eventually("the agent's node Ready with a pod CIDR", 90, || {
-        let node = json(&c, &["get", "node", &agent_node, "-o", "json"]);
-        node["spec"]["podCIDR"].is_string()
-            && node["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
-    });
+    let spawn_agent = || {
+        let agent = Server::spawn_agent_via(
+            &["nsenter", &wrapper],
+            &agent_dir,
+            &server_url,
+            token.trim(),
+            &args,
+        );
+        agent.wait_for_log("kubelet port listening");
+        agent
+    };
+    let node_ready = |c: &k1s_tests::Cluster| {
+        eventually("the agent's node Ready with a pod CIDR", 90, || {
+            let node = json(c, &["get", "node", &agent_node, "-o", "json"]);
+            node["spec"]["podCIDR"].is_string()
+                && node["status"]["conditions"].as_array().is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        });
+    };
+    let mut agent = spawn_agent();
+    node_ready(&c);
     let agent_json = json(&c, &["get", "node", &agent_node, "-o", "json"]);
     let agent_cidr = agent_json["spec"]["podCIDR"].as_str().unwrap().to_string();
     assert_ne!(agent_cidr, server_cidr, "each node its own pod CIDR");
@@ -463,7 +242,48 @@ fn two_nodes(v: &Variant, n: u32) {
         });
     }
 
-    for p in ["on-server", "on-agent"] {
+    let mut last_pods = vec!["on-server", "on-agent"];
+    if !v.routed {
+        // A node deleted and joined again: IPAM gives it a pod CIDR again, the server routes
+        // to it again, and its new pod is reached across nodes.
+        c.ok(&["delete", "pod", "on-agent", "--timeout=60s"]);
+        c.ok(&["delete", "node", &agent_node]);
+        eventually(
+            "the server's route to the deleted node withdrawn",
+            30,
+            || {
+                let out = Command::new("ip")
+                    .args(["-4", "route", "show", "proto", "75"])
+                    .output()
+                    .unwrap();
+                !String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .any(|l| l.starts_with(agent_cidr.as_str()))
+            },
+        );
+        agent.terminate();
+        agent = spawn_agent();
+        node_ready(&c);
+        c.ok_stdin(
+            &["create", "-f", "-"],
+            &web_pod("on-agent-again", &agent_node, &image),
+        );
+        c.ok(&[
+            "wait",
+            "--for=condition=Ready",
+            "pod/on-agent-again",
+            "--timeout=120s",
+        ]);
+        let again = pod_ip("on-agent-again");
+        eventually(
+            "the server's pod to reach the re-added node's pod",
+            30,
+            || get_from(&c, "on-server", &format!("http://{again}:8080/")) == "on-agent-again",
+        );
+        eprintln!("the re-added node's pod {again} answers across nodes");
+        last_pods = vec!["on-server", "on-agent-again"];
+    }
+    for p in last_pods {
         c.ok(&["delete", "pod", p, "--wait=false"]);
     }
     wait_for_teardown(&c.data_dir());

@@ -3,8 +3,11 @@
 //! certificate request for a kubelet client certificate (`system:node:NAME` in
 //! `system:nodes`) signed by the cluster CA, and, when it sends `servingCsr` and its
 //! `addresses`, a serving certificate for its kubelet's HTTPS port (the node name and those
-//! addresses as names). The agent checks the CA it gets from `/cacerts` against the hash in
-//! its token before it trusts it.
+//! addresses as names), and, when it sends `networkCsr`, a client certificate for its
+//! cluster-network components (`system:k1s:network:NAME` in `system:k1s:networks`: what
+//! NetworkPolicy enforcement reads — every pod, namespace and policy — is more than a kubelet
+//! identity may, as k3s gives its agents a `k3s-controller` identity for the same). The agent
+//! checks the CA it gets from `/cacerts` against the hash in its token before it trusts it.
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -45,6 +48,14 @@ pub async fn node_certificate(
         .issue_client_cert(&user_name, Some(super::NODES), VALIDITY, Some(csr))
         .map_err(|e| ApiError::bad_request(format!("cannot sign the request: {e}")))?;
     let mut out = json!({"certificate": cert, "ca": pki.ca.cert_pem});
+    if let Some(network_csr) = v["networkCsr"].as_str() {
+        let user = format!("{}{node}", super::NETWORK_USER_PREFIX);
+        out["networkCertificate"] = pki
+            .issue_client_cert(&user, Some(super::NETWORKS), VALIDITY, Some(network_csr))
+            .map_err(|e| ApiError::bad_request(format!("cannot sign networkCsr: {e}")))?
+            .0
+            .into();
+    }
     if let Some(serving_csr) = v["servingCsr"].as_str() {
         let ips = v["addresses"]
             .as_array()

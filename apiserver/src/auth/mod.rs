@@ -37,6 +37,11 @@ pub const MASTERS: &str = "system:masters";
 pub const NODES: &str = "system:nodes";
 /// The prefix of kubelet user names.
 pub const NODE_USER_PREFIX: &str = "system:node:";
+/// The group of the cluster-network identities agents get beside their kubelet's (the
+/// NetworkPolicy enforcement reads every pod, which a kubelet identity may not).
+pub const NETWORKS: &str = "system:k1s:networks";
+/// The prefix of cluster-network user names (`system:k1s:network:NODE`).
+pub const NETWORK_USER_PREFIX: &str = "system:k1s:network:";
 /// The prefix of ServiceAccount user names.
 pub const SA_USER_PREFIX: &str = "system:serviceaccount:";
 

@@ -433,6 +433,22 @@ pub fn cluster_roles() -> Vec<Value> {
             &[],
             vec![rule(&["list", "watch"], &[R], &["nodes"])],
         ),
+        // What NetworkPolicy enforcement on each node reads: every pod's address and labels
+        // (peers live on any node), namespace labels and the policies (k3s's embedded
+        // kube-router reads the same). Bound to the agents' cluster-network identities, not
+        // to nodes: a kubelet identity still reaches only its own pods.
+        cluster_role(
+            "k1s:network-policy",
+            &[],
+            vec![
+                rule(&["list", "watch"], &[R], &["pods", "namespaces"]),
+                rule(
+                    &["list", "watch"],
+                    &["networking.k8s.io"],
+                    &["networkpolicies"],
+                ),
+            ],
+        ),
         cluster_role(
             "system:node-proxier",
             &[],
@@ -630,6 +646,11 @@ pub fn cluster_role_bindings() -> Vec<Value> {
             "k1s:pod-network",
             "k1s:pod-network",
             &["Group:system:nodes"],
+        ),
+        binding(
+            "k1s:network-policy",
+            "k1s:network-policy",
+            &["Group:system:k1s:networks"],
         ),
         binding(
             "system:kube-dns",

@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::{config_data, meta, validation};
+use super::{config_data, meta, network_policy, validation};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
@@ -87,6 +87,17 @@ fn generate_job_selector(job: &mut Value) {
 /// Upstream's defaulting (`SetDefaults_*`) of the fields components rely on; it runs on every
 /// create and update, as decoding does upstream.
 pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
+    if kind_of(res) == ("", "Namespace") {
+        // Upstream (1.21+) labels every namespace with its own name on create and update,
+        // so that NetworkPolicy namespace selectors can pick namespaces by name.
+        let name = obj["metadata"]["name"].clone();
+        if name.is_string() {
+            if !obj["metadata"]["labels"].is_object() {
+                obj["metadata"]["labels"] = json!({});
+            }
+            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+        }
+    }
     match kind_of(res) {
         ("", "Secret") => {
             set_default(obj, "type", json!("Opaque"));
@@ -122,6 +133,7 @@ pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
         ("scheduling.k8s.io", "PriorityClass") => {
             set_default(obj, "preemptionPolicy", json!("PreemptLowerPriority"));
         }
+        ("networking.k8s.io", "NetworkPolicy") => network_policy::apply_defaults(obj),
         // The remaining kinds default inside `spec`; an object without one is left alone
         // (indexing would add `"spec": null`).
         _ if obj.get("spec").is_some_and(Value::is_object) => default_spec(res, &mut obj["spec"]),
@@ -274,6 +286,7 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
         ("", "PersistentVolumeClaim") => validation::pvc(obj, old, &mut causes),
         ("apps", "Deployment") => validation::deployment(obj, old, &mut causes),
         ("", "ReplicationController") => validation::replication_controller(obj, &mut causes),
+        ("networking.k8s.io", "NetworkPolicy") => network_policy::validate(obj, old, &mut causes),
         ("apps", "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
             validation::selector_immutable(obj, old, &mut causes);
         }
@@ -535,6 +548,46 @@ mod tests {
             "selector": {"matchLabels": {"app": "x"}},
             "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
         assert_eq!(validate(&d, &obj, None).unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn namespaces_carry_their_name_as_a_label() {
+        let ns = Registry::new().get("", "v1", "namespaces").unwrap();
+        let mut obj = json!({"metadata": {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "other", "x": "y"}}});
+        apply_defaults(&ns, &mut obj);
+        assert_eq!(
+            obj["metadata"]["labels"],
+            json!({"kubernetes.io/metadata.name": "team-a", "x": "y"})
+        );
+        let mut bare = json!({"metadata": {"name": "b"}});
+        apply_defaults(&ns, &mut bare);
+        assert_eq!(
+            bare["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "b"
+        );
+    }
+
+    #[test]
+    fn network_policies_defaulted_and_validated() {
+        let np = Registry::new()
+            .get("networking.k8s.io", "v1", "networkpolicies")
+            .unwrap();
+        let mut obj = json!({"metadata": {"name": "np", "namespace": "d"}, "spec": {
+            "egress": [{"ports": [{"port": 53, "protocol": "UDP"}, {"port": 443}]}]}});
+        prepare_create(&np, &mut obj);
+        assert_eq!(obj["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+        assert_eq!(obj["spec"]["egress"][0]["ports"][1]["protocol"], "TCP");
+        validate(&np, &obj, None).unwrap();
+        obj["spec"]["egress"][0]["to"] = json!([{}]);
+        let e = validate(&np, &obj, Some(&obj)).unwrap_err();
+        assert_eq!(e.code, 422);
+        let causes = e.details.and_then(|d| d.causes).unwrap_or_default();
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].field.as_deref(), Some("spec.egress[0].to[0]"));
+        assert_eq!(
+            causes[0].message.as_deref(),
+            Some("Required value: must specify a peer")
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! nftables: the typed ruleset and its transactions ([`ruleset`]), and the edge that hands
-//! a transaction to the kernel ([`Nft`]: [`NftCommand`] runs Debian's `nft -f -`, as
+//! The nftables edge shared by the components that own a table of their own (the service
+//! proxy's `ip k1s-proxy`, the network policy's `ip k1s-policy`): the typed ruleset and its
+//! transactions ([`ruleset`]), and the edge that hands a transaction to the kernel ([`Nft`]: [`NftCommand`] runs Debian's `nft -f -`, as
 //! kube-proxy's nftables mode does; [`FakeNft`] records transactions for tests).
 //!
 //! Why the `nft` program rather than nf_tables netlink from Rust: the rule language (verdict
@@ -9,6 +10,7 @@
 //! `nft -f -` run is one atomic kernel transaction.
 
 pub mod ruleset;
+pub mod sysctl;
 
 use std::process::Stdio;
 use std::sync::Mutex;
@@ -20,7 +22,7 @@ use tokio::process::Command;
 #[derive(Debug, thiserror::Error)]
 pub enum NftError {
     #[error(
-        "the nft program is not installed: install Debian's nftables package (apt-get install nftables), or run with --disable-kube-proxy"
+        "the nft program is not installed: install Debian's nftables package (apt-get install nftables), or turn off what needs it (--disable-kube-proxy, --disable-network-policy)"
     )]
     Missing,
     #[error("nft: {0}")]

@@ -1,11 +1,11 @@
-//! A typed picture of the proxy's one nftables table, and the transaction text (`nft -f -`)
+//! A typed picture of one private nftables table (a component owns exactly one), and the transaction text (`nft -f -`)
 //! that takes the kernel from one picture to the next.
 //!
 //! A [`Ruleset`] holds chains (base chains with their hook, regular chains with their rules),
-//! set and map declarations, and the elements of the sets and maps the proxy manages.
+//! set and map declarations, and the elements of the sets and maps the owner manages.
 //! [`Tx`] is one transaction: [`Tx::full`] replaces the whole table (at start and after an
 //! error), [`Tx::diff`] changes only what differs between two rulesets (a partial sync, which
-//! is what keeps the cost of a change independent of how many Services there are). Within a
+//! is what keeps the cost of a change independent of the size of the table). Within a
 //! transaction the commands are ordered so that nothing is deleted while still referenced:
 //! new sets and chains first, then removed elements, then rewritten chains, then new
 //! elements, and stale chains and sets last.
@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// The address family and name of the proxy's table.
+/// The address family and name of a table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Table {
     /// `ip` (IPv4) for now.
@@ -35,7 +35,7 @@ pub struct Chain {
 }
 
 /// A set or map declaration (`type ipv4_addr . inet_proto . inet_service : verdict`, flags,
-/// timeout), and whether the proxy manages its elements (a dynamic set's elements are the
+/// timeout), and whether the owner manages its elements (a dynamic set's elements are the
 /// kernel's: session affinity).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Set {
