@@ -1,6 +1,7 @@
-//! The controller manager as `k1s server` runs it in process on the in-process client: under
-//! leader election, as upstream's, campaigning again after a lost lease. (The scheduler runs
-//! with its own informers: [`k1s_scheduler::informers`].)
+//! The controller manager and the scheduler as `k1s server` runs them in process on the
+//! in-process client: each under leader election (Leases `kube-controller-manager` and
+//! `kube-scheduler` in kube-system, upstream's durations), campaigning again after a lost
+//! lease, so that several servers on one etcd run one of each.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,36 @@ impl ResourceCatalog for RegistryCatalog {
             .iter()
             .map(|r| CatalogEntry::new(&r.group, &r.version, &r.plural, &r.kind, r.namespaced))
             .collect()
+    }
+}
+
+/// Runs the scheduler (its own informers: [`k1s_scheduler::informers`]) while this server
+/// holds the `kube-scheduler` Lease; after losing it, campaigns again. A new term starts from
+/// a fresh list, as a newly elected upstream scheduler does.
+pub async fn scheduler(
+    client: Arc<dyn Client>,
+    config: k1s_scheduler::Config,
+    identity: String,
+    cancel: CancellationToken,
+) {
+    while !cancel.is_cancelled() {
+        let lease = k1s_runtime::leader::Config::new("kube-system", "kube-scheduler", &identity);
+        let elector = k1s_runtime::leader::Elector::new(client.clone(), lease);
+        let (c, cfg) = (client.clone(), config.clone());
+        let result = elector
+            .run(cancel.clone(), move |term| async move {
+                if let Err(e) = k1s_scheduler::informers::run(c, cfg, term).await {
+                    tracing::error!(error = %e, "the scheduler stopped");
+                }
+            })
+            .await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "scheduler lost its lease; campaigning again");
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(Duration::from_secs(2)) => {}
+            }
+        }
     }
 }
 

@@ -12,6 +12,7 @@ use clap::Args;
 use k1s_api::client::Client;
 use k1s_apiserver::auth::join_token::JoinToken;
 use k1s_apiserver::auth::token_file::TokenFile;
+use k1s_apiserver::cluster_identity;
 use k1s_apiserver::encryption::Transformer;
 use k1s_apiserver::encryption::config::EncryptionConfig;
 use k1s_apiserver::local_client::LocalClient;
@@ -205,22 +206,27 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let disabled_admission =
         k1s_apiserver::admission::plugins::parse_disabled(&args.disable_admission_plugins)
             .map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let store = datastore::open(&args.data_dir, args.datastore_endpoint.as_deref(), &tls).await?;
+    let revision = store.current_revision().await?;
+    tracing::info!(revision, data_dir = %args.data_dir.display(), "datastore ready");
+    // The cluster identity first: a server joining a cluster on etcd takes its CA and its
+    // ServiceAccount key before it loads either.
+    let token_path = args.data_dir.join("server/token");
+    let token_text = JoinToken::resolve_text(&token_path, args.token.as_deref())?;
+    let password = JoinToken::password_of(&token_text).context("--token")?;
+    let fetched = cluster_identity::fetch(&*store, &args.data_dir, &password).await?;
+    match &fetched {
+        cluster_identity::Fetched::Absent => {}
+        cluster_identity::Fetched::Written(changed) if changed.is_empty() => {}
+        cluster_identity::Fetched::Written(changed) => {
+            tracing::info!(files = ?changed, "took the cluster identity from the datastore");
+        }
+    }
     let encryption_config = crate::secrets_encrypt::server_config_path(
         &args.data_dir,
         args.encryption_provider_config.as_deref(),
         args.secrets_encryption,
     )?;
-    let encryption = match &encryption_config {
-        Some(path) => {
-            let config = EncryptionConfig::load(path).context("--encryption-provider-config")?;
-            tracing::info!(path = %path.display(), "encryption at rest enabled");
-            Transformer::new(config)
-        }
-        None => Transformer::identity(),
-    };
-    let store = datastore::open(&args.data_dir, args.datastore_endpoint.as_deref(), &tls).await?;
-    let revision = store.current_revision().await?;
-    tracing::info!(revision, data_dir = %args.data_dir.display(), "datastore ready");
 
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();
@@ -246,7 +252,31 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             .chain([services.first().to_string()])
             .collect(),
     };
-    let pki = Pki::load_or_create(&pki_config)?;
+    let mut pki = Pki::load_or_create(&pki_config)?;
+    let sa_key = args.data_dir.join("tls/service-account.key");
+    if fetched == cluster_identity::Fetched::Absent {
+        // This server's identity becomes the cluster's, unless another server's got there
+        // first (two first servers at once): then that one is taken, and the leaf
+        // certificates are issued again from its CA.
+        k1s_apiserver::auth::jwt::Signer::load_or_create(&sa_key)?;
+        if cluster_identity::publish(&*store, &args.data_dir, &password).await? {
+            tracing::info!(
+                "published this server's identity (CA, ServiceAccount key) as the cluster's, sealed with the join token"
+            );
+        } else {
+            cluster_identity::fetch(&*store, &args.data_dir, &password).await?;
+            tracing::info!("another server published the cluster identity first: took it");
+            pki = Pki::load_or_create(&pki_config)?;
+        }
+    }
+    let encryption = match &encryption_config {
+        Some(path) => {
+            let config = EncryptionConfig::load(path).context("--encryption-provider-config")?;
+            tracing::info!(path = %path.display(), "encryption at rest enabled");
+            Transformer::new(config)
+        }
+        None => Transformer::identity(),
+    };
     let tls = Arc::new(pki.server_config()?);
     let addr = SocketAddr::new(args.bind_address, args.https_port);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
@@ -278,11 +308,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             }
         },
         join_token: Some(JoinToken::load_or_create(
-            &args.data_dir.join("server/token"),
-            args.token.as_deref(),
+            &token_path,
+            Some(&token_text),
             &pki.ca.cert_pem,
         )?),
-        service_account_key: Some(args.data_dir.join("tls/service-account.key")),
+        service_account_key: Some(sa_key),
         pki: Some(pki.clone()),
         encryption: Arc::new(encryption),
     };
@@ -314,6 +344,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         LocalClient::new(state.rest.clone(), "k1s-server", cancel.clone())
             .with_tokens(state.tokens.clone()),
     );
+    if args.datastore_endpoint.is_some() {
+        // Several servers may share the datastore: the `kubernetes` endpoints list every live
+        // one (upstream's lease endpoint reconciler).
+        tasks.spawn(k1s_apiserver::endpoint_leases::run(
+            client.clone(),
+            k1s_apiserver::endpoint_leases::Config::new(config.advertise_address, config.port),
+            cancel.clone(),
+        ));
+    }
     let provisioners = k1s_controllers::provisioner::ProvisionerSet::new();
     let cluster_dns = !args.disable.iter().any(|c| c == "dns");
     let node_ipam = k1s_controllers::node_ipam::Config {
@@ -336,13 +375,14 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if local_storage {
         crate::local_storage::ensure_objects(&*client).await?;
     }
+    // This server's identity in leader elections: unique per start, like upstream's.
+    let identity = format!("{hostname}_{}", uuid::Uuid::new_v4());
     if !args.disable_controller_manager {
-        let identity = format!("{hostname}_{}", uuid::Uuid::new_v4());
         tasks.spawn(components::controllers(
             client.clone(),
             state.registry.clone(),
             pki.ca.cert_pem.clone(),
-            identity,
+            identity.clone(),
             k1s_controllers::Options {
                 node_monitor_grace_period: args.node_monitor_grace_period,
                 terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
@@ -365,12 +405,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             }
             None => k1s_scheduler::Config::default(),
         };
-        let (client, cancel) = (client.clone(), cancel.clone());
-        tasks.spawn(async move {
-            if let Err(e) = k1s_scheduler::informers::run(client, config, cancel).await {
-                tracing::error!(error = %e, "the scheduler stopped");
-            }
-        });
+        tasks.spawn(components::scheduler(
+            client.clone(),
+            config,
+            identity.clone(),
+            cancel.clone(),
+        ));
     }
     let mut local_kubelet = None;
     if !args.disable_agent {

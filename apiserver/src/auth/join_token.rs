@@ -62,24 +62,7 @@ impl JoinToken {
         ca_pem: &str,
     ) -> Result<Self, JoinTokenError> {
         let hash = ca_hash(ca_pem);
-        let text = match configured {
-            Some(t) => t.to_owned(),
-            None => match std::fs::read_to_string(path) {
-                Ok(t) => t.trim().to_owned(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let mut secret = [0u8; 16];
-                    rand::fill(&mut secret);
-                    hex(&secret)
-                }
-                Err(source) => {
-                    return Err(JoinTokenError::Io {
-                        op: "read",
-                        path: path.to_owned(),
-                        source,
-                    });
-                }
-            },
-        };
+        let text = Self::resolve_text(path, configured)?;
         let token = Self::parse(&text, &hash)?;
         let io = |op, source| JoinTokenError::Io {
             op,
@@ -96,6 +79,40 @@ impl JoinToken {
         f.as_file().sync_all().map_err(|e| io("write", e))?;
         f.persist(path).map_err(|e| io("write", e.error))?;
         Ok(token)
+    }
+
+    /// The token text this server goes by: `configured` (`--token`), else the one saved in
+    /// `path`, else a new random password ([`JoinToken::load_or_create`] saves it).
+    pub fn resolve_text(path: &Path, configured: Option<&str>) -> Result<String, JoinTokenError> {
+        Ok(match configured {
+            Some(t) => t.trim().to_owned(),
+            None => match std::fs::read_to_string(path) {
+                Ok(t) => t.trim().to_owned(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let mut secret = [0u8; 16];
+                    rand::fill(&mut secret);
+                    hex(&secret)
+                }
+                Err(source) => {
+                    return Err(JoinTokenError::Io {
+                        op: "read",
+                        path: path.to_owned(),
+                        source,
+                    });
+                }
+            },
+        })
+    }
+
+    /// The password of a full or short token, whatever CA it pins (what the cluster
+    /// identity in the datastore is sealed with, so that both forms open it).
+    pub fn password_of(text: &str) -> Result<String, JoinTokenError> {
+        let pinned = text
+            .trim()
+            .strip_prefix("K10")
+            .and_then(|rest| rest.split_once("::"))
+            .map_or("", |(hash, _)| hash);
+        Ok(Self::parse(text, pinned)?.password)
     }
 
     /// Parses a full or short token for a cluster whose CA hashes to `ca_hash`.
@@ -167,6 +184,22 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_password_of_either_form() {
+        let hash = ca_hash("CA PEM");
+        let full = JoinToken::parse("supersecret", &hash).unwrap().full();
+        assert_eq!(JoinToken::password_of(&full).unwrap(), "supersecret");
+        assert_eq!(
+            JoinToken::password_of("supersecret").unwrap(),
+            "supersecret"
+        );
+        assert_eq!(
+            JoinToken::password_of("admin:supersecret").unwrap(),
+            "supersecret"
+        );
+        assert!(JoinToken::password_of("short").is_err());
+    }
 
     #[test]
     fn full_and_short_forms() {

@@ -1,0 +1,217 @@
+//! End to end, issue #30: several `k1s server`s on one etcd are one cluster. The first
+//! server publishes the cluster identity (CA, ServiceAccount key) to the datastore, sealed
+//! with its token; a second server given that token takes it over, so the first server's
+//! admin kubeconfig and ServiceAccount tokens work on the second; a server with another
+//! token stops with a message that says so. The scheduler, like the controller manager,
+//! runs on one server at a time (Lease `kube-scheduler`), and the other takes over when the
+//! leader dies. Real binary, real etcd (Debian's etcd-server; skipped with K1S_SKIP_ETCD=1).
+
+#[path = "../../store/tests/support/etcd.rs"]
+mod etcd_support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k1s_tests::{Cluster, eventually, free_port};
+use serde_json::{Value, json};
+
+fn json_of(c: &Cluster, args: &[&str]) -> Value {
+    serde_json::from_str(&c.ok(args)).unwrap_or(Value::Null)
+}
+
+fn lease_holder(c: &Cluster, name: &str) -> String {
+    let out = c.run(&["get", "lease", name, "-n", "kube-system", "-o", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    v["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn servers_on_one_etcd_share_one_identity_and_one_scheduler() {
+    let Some(etcd) = etcd_support::EtcdServer::start_or_skip() else {
+        return;
+    };
+    let endpoint = etcd.endpoint();
+    let Some(first) = Cluster::start(&["--datastore-endpoint", &endpoint]) else {
+        return;
+    };
+    let token = std::fs::read_to_string(first.data_dir().join("server/token")).unwrap();
+    let token = token.trim().to_string();
+
+    // A server with another token cannot read the identity: it stops and says why.
+    let wrong = tempfile::tempdir().unwrap();
+    let mut child = Command::new(k1s_tests::k1s_bin())
+        .args(["server", "--data-dir"])
+        .arg(wrong.path())
+        .args(["--datastore-endpoint", &endpoint])
+        .args(["--token", "not-the-cluster-password"])
+        .args(["--bind-address", "127.0.0.1", "--https-port"])
+        .arg(free_port().to_string())
+        .arg("--write-kubeconfig")
+        .arg(wrong.path().join("k.yaml"))
+        .arg("--disable-agent")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a server with a wrong token kept running"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("whose join token is not this server's"),
+        "{stderr}"
+    );
+
+    // The second server, given the first one's token, is the same cluster.
+    let Some(second) = Cluster::start(&["--datastore-endpoint", &endpoint, "--token", &token])
+    else {
+        return;
+    };
+    for f in ["tls/ca.crt", "tls/ca.key", "tls/service-account.key"] {
+        assert_eq!(
+            std::fs::read(first.data_dir().join(f)).unwrap(),
+            std::fs::read(second.data_dir().join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    // The first server's admin kubeconfig (its client certificate, its CA) on the second.
+    let second_url = format!("https://127.0.0.1:{}", second.port);
+    let nodes = first.run(&["--server", &second_url, "get", "namespaces", "-o", "name"]);
+    assert!(
+        nodes.status.success(),
+        "{}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
+    assert!(String::from_utf8_lossy(&nodes.stdout).contains("namespace/default"));
+    // A ServiceAccount token issued by the first server, reviewed by the second.
+    eventually("the default ServiceAccount", 30, || {
+        first
+            .run(&["get", "serviceaccount", "default", "-n", "default"])
+            .status
+            .success()
+    });
+    let request =
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
+    let issued: Value = serde_json::from_str(&first.ok_stdin(
+        &[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/serviceaccounts/default/token",
+            "-f",
+            "-",
+        ],
+        &request.to_string(),
+    ))
+    .unwrap();
+    let sa_token = issued["status"]["token"].as_str().unwrap();
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+        "spec": {"token": sa_token}});
+    let reviewed: Value = serde_json::from_str(
+        &second.ok_stdin(&["create", "-f", "-", "-o", "json"], &review.to_string()),
+    )
+    .unwrap();
+    assert_eq!(reviewed["status"]["authenticated"], true, "{reviewed}");
+    assert_eq!(
+        reviewed["status"]["user"]["username"],
+        "system:serviceaccount:default:default"
+    );
+
+    // The `kubernetes` endpoints list both servers (one EndpointSlice per port here, since
+    // both listen on one address).
+    let ports = |c: &Cluster| -> std::collections::BTreeSet<u64> {
+        let eps = json_of(
+            c,
+            &[
+                "get",
+                "endpoints",
+                "kubernetes",
+                "-n",
+                "default",
+                "-o",
+                "json",
+            ],
+        );
+        eps["subsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|s| s["ports"].as_array().cloned().unwrap_or_default())
+            .filter_map(|p| p["port"].as_u64())
+            .collect()
+    };
+    let both: std::collections::BTreeSet<u64> =
+        [u64::from(first.port), u64::from(second.port)].into();
+    eventually("the kubernetes endpoints to list both servers", 30, || {
+        ports(&first) == both
+    });
+    let slices = first.ok(&[
+        "get",
+        "endpointslices.discovery.k8s.io",
+        "-n",
+        "default",
+        "-l",
+        "kubernetes.io/service-name=kubernetes",
+        "-o",
+        "name",
+    ]);
+    assert_eq!(slices.lines().count(), 2, "{slices}");
+
+    // One scheduler and one controller manager for the two servers; the other takes over.
+    eventually("a scheduler leader", 30, || {
+        !lease_holder(&first, "kube-scheduler").is_empty()
+    });
+    let holder = lease_holder(&first, "kube-scheduler");
+    // The holder's identity (host name and a UUID per start) is in its own log only.
+    let (mut leader, survivor) = if first.server.logged(&holder) {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    leader.server.kill();
+    eventually(
+        "the surviving server to take the scheduler's lease",
+        40,
+        || {
+            let h = lease_holder(&survivor, "kube-scheduler");
+            !h.is_empty() && h != holder
+        },
+    );
+    // The dead server leaves the endpoints once its lease expires.
+    eventually(
+        "the dead server to leave the kubernetes endpoints",
+        40,
+        || ports(&survivor) == [u64::from(survivor.port)].into(),
+    );
+    // And it schedules: a pod gets a node (a stand-in Node; no kubelet runs here).
+    survivor.ok_stdin(
+        &["create", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "stand-in", "labels": {"kubernetes.io/hostname": "stand-in", "kubernetes.io/os": "linux"}},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}})
+        .to_string(),
+    );
+    survivor.ok_stdin(
+        &["create", "-f", "-"],
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+        .to_string(),
+    );
+    eventually("the survivor's scheduler to bind the pod", 30, || {
+        json_of(&survivor, &["get", "pod", "p", "-o", "json"])["spec"]["nodeName"] == "stand-in"
+    });
+}
