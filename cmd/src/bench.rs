@@ -38,6 +38,9 @@ pub enum BenchCommand {
     /// NetworkPolicy enforcement: the table programmed per change (p50/p99) and whole at 100
     /// and 1,000 policies, and its memory, in a scratch network namespace.
     Netpol(crate::bench_netpol::NetpolBenchArgs),
+    /// What an idle server costs: disk writes per second, CPU, memory and binary size, on a
+    /// scratch data directory (`--kubelet` to include its node).
+    Idle(crate::bench_idle::IdleBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -81,6 +84,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Dns(args) => crate::bench_dns::run(args).await,
         BenchCommand::Podnet(args) => crate::bench_podnet::run(args).await,
         BenchCommand::Netpol(args) => crate::bench_netpol::run(args).await,
+        BenchCommand::Idle(args) => crate::bench_idle::run(args).await,
     }
 }
 

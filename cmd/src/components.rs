@@ -1,7 +1,8 @@
 //! The controller manager and the scheduler as `k1s server` runs them in process on the
 //! in-process client: each under leader election (Leases `kube-controller-manager` and
 //! `kube-scheduler` in kube-system, upstream's durations), campaigning again after a lost
-//! lease, so that several servers on one etcd run one of each.
+//! lease, so that several servers on one etcd run one of each — or, with `elect` false (the
+//! embedded store: one server can use it), directly, as upstream's `--leader-elect=false`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,9 +31,15 @@ impl ResourceCatalog for RegistryCatalog {
 pub async fn scheduler(
     client: Arc<dyn Client>,
     config: k1s_scheduler::Config,
-    identity: String,
+    identity: Option<String>,
     cancel: CancellationToken,
 ) {
+    let Some(identity) = identity else {
+        if let Err(e) = k1s_scheduler::informers::run(client, config, cancel).await {
+            tracing::error!(error = %e, "the scheduler stopped");
+        }
+        return;
+    };
     while !cancel.is_cancelled() {
         let lease = k1s_runtime::leader::Config::new("kube-system", "kube-scheduler", &identity);
         let elector = k1s_runtime::leader::Elector::new(client.clone(), lease);
@@ -60,11 +67,15 @@ pub async fn controllers(
     client: Arc<dyn Client>,
     registry: Arc<Registry>,
     ca_pem: String,
-    identity: String,
+    identity: Option<String>,
     options: k1s_controllers::Options,
     cancel: CancellationToken,
 ) {
     let catalog: Arc<dyn ResourceCatalog> = Arc::new(RegistryCatalog(registry));
+    let Some(identity) = identity else {
+        k1s_controllers::run_all_with(client, catalog, ca_pem, options, cancel).await;
+        return;
+    };
     while !cancel.is_cancelled() {
         let result = k1s_controllers::run_elected_with(
             client.clone(),

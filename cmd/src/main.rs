@@ -6,6 +6,7 @@ mod agent_cmd;
 mod bench;
 mod bench_api;
 mod bench_dns;
+mod bench_idle;
 mod bench_netpol;
 mod bench_podnet;
 mod bench_pods;

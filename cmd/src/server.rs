@@ -98,6 +98,12 @@ pub struct ServerArgs {
     /// Do not run the scheduler (another one schedules this cluster's pods).
     #[arg(long)]
     pub disable_scheduler: bool,
+    /// Run the controller manager and the scheduler under leader election (Leases in
+    /// kube-system). Default: on with --datastore-endpoint (several servers may share it),
+    /// off with the embedded store (one server can use it; saves a lease write per component
+    /// every 2 s).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub leader_elect: Option<bool>,
     /// Do not run the controller manager.
     #[arg(long)]
     pub disable_controller_manager: bool,
@@ -376,7 +382,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         crate::local_storage::ensure_objects(&*client).await?;
     }
     // This server's identity in leader elections: unique per start, like upstream's.
-    let identity = format!("{hostname}_{}", uuid::Uuid::new_v4());
+    let leader_elect = args
+        .leader_elect
+        .unwrap_or(args.datastore_endpoint.is_some());
+    let identity = leader_elect.then(|| format!("{hostname}_{}", uuid::Uuid::new_v4()));
+    if !leader_elect {
+        tracing::info!(
+            "controller manager and scheduler run without leader election (embedded store: one server)"
+        );
+    }
     if !args.disable_controller_manager {
         tasks.spawn(components::controllers(
             client.clone(),

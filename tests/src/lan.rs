@@ -4,9 +4,11 @@
 //! can connect them. Each test gives its own number, so names and ranges never collide;
 //! everything is removed on drop.
 
+use std::path::PathBuf;
 use std::process::Command;
 
 use crate::host::Images;
+use crate::{Cluster, Server, eventually};
 
 /// One variant's own names and ranges (no other test uses them).
 pub struct Variant {
@@ -239,4 +241,84 @@ pub fn node_flags(images: &Images, tag: &str, table: &str, v: &Variant, n: u32) 
         .map(String::from),
     );
     out
+}
+
+impl Lan {
+    /// `flags` (from [`node_flags`]) plus what the server needs on the LAN: its address there,
+    /// listening on every address (the agent comes from its namespace), and node IPAM on.
+    pub fn server_flags(&self, mut flags: Vec<String>) -> Vec<String> {
+        flags.extend(
+            [
+                "--node-ip",
+                &self.server_ip,
+                "--bind-address",
+                "0.0.0.0",
+                "--allocate-node-cidrs=true",
+            ]
+            .map(String::from),
+        );
+        flags
+    }
+}
+
+/// The test's agent in the LAN's namespace, joining the server `c` over the LAN; started (and
+/// started again) with [`LanAgent::spawn`].
+pub struct LanAgent {
+    pub dir: PathBuf,
+    wrapper: String,
+    server_url: String,
+    token: String,
+    flags: Vec<String>,
+}
+
+impl LanAgent {
+    /// Prepares the agent's data dir: the agent's namespace has its own loopback, so the
+    /// test registry on the host's is out of reach and the image goes in as an airgap archive.
+    pub fn new(lan: &Lan, c: &Cluster, images: &Images, flags: Vec<String>) -> LanAgent {
+        let dir = c.dir.path().join("agent");
+        std::fs::create_dir_all(dir.join("agent/images")).unwrap();
+        images.save_archive(&dir.join("agent/images/busybox.tar"));
+        let token = std::fs::read_to_string(c.data_dir().join("server/token")).unwrap();
+        LanAgent {
+            dir,
+            wrapper: format!("--net=/run/netns/{}", lan.netns),
+            server_url: format!("https://{}:{}", lan.server_ip, c.port),
+            token: token.trim().to_string(),
+            flags,
+        }
+    }
+
+    /// Starts `k1s agent` in the namespace and waits until its kubelet listens.
+    pub fn spawn(&self) -> Server {
+        let args: Vec<&str> = self.flags.iter().map(String::as_str).collect();
+        let agent = Server::spawn_agent_via(
+            &["nsenter", &self.wrapper],
+            &self.dir,
+            &self.server_url,
+            &self.token,
+            &args,
+        );
+        agent.wait_for_log("kubelet port listening");
+        agent
+    }
+}
+
+/// Waits until `node` is Ready with a pod CIDR; returns the CIDR.
+pub fn wait_node_ready(c: &Cluster, node: &str) -> String {
+    let get = || -> serde_json::Value {
+        serde_json::from_str(&c.ok(&["get", "node", node, "-o", "json"]))
+            .unwrap_or(serde_json::Value::Null)
+    };
+    eventually("the agent's node Ready with a pod CIDR", 90, || {
+        let node = get();
+        node["spec"]["podCIDR"].is_string()
+            && node["status"]["conditions"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    });
+    get()["spec"]["podCIDR"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }

@@ -9,8 +9,8 @@
 use std::process::Command;
 
 use k1s_tests::host::{HostCleanup, Images, start_with_kubelet, wait_for_teardown};
-use k1s_tests::lan::{HOST_GW, Lan, VXLAN, Variant, node_flags};
-use k1s_tests::{Cluster, Server, eventually};
+use k1s_tests::lan::{HOST_GW, Lan, LanAgent, VXLAN, Variant, node_flags, wait_node_ready};
+use k1s_tests::{Cluster, eventually};
 use serde_json::Value;
 
 fn json(c: &Cluster, args: &[&str]) -> Value {
@@ -64,18 +64,9 @@ fn two_nodes(v: &Variant, n: u32) {
     let server_tag = format!("m{}server", v.backend.replace('-', ""));
     let agent_tag = format!("m{}agent", v.backend.replace('-', ""));
     let (server_node, agent_node) = (format!("node-{server_tag}"), format!("node-{agent_tag}"));
-    let mut server_flags = node_flags(&images, &server_tag, &server_table, v, n);
+    let server_flags = node_flags(&images, &server_tag, &server_table, v, n);
     let _server_cleanup = HostCleanup(server_flags.clone());
-    server_flags.extend(
-        [
-            "--node-ip",
-            &lan.server_ip,
-            "--bind-address",
-            "0.0.0.0",
-            "--allocate-node-cidrs=true",
-        ]
-        .map(String::from),
-    );
+    let server_flags = lan.server_flags(server_flags);
     let Some(mut c) = start_with_kubelet(&server_tag, &server_flags) else {
         return;
     };
@@ -85,44 +76,11 @@ fn two_nodes(v: &Variant, n: u32) {
     assert!(server_cidr.starts_with(prefix), "{server_cidr}");
 
     // The agent, in its namespace, joining over the LAN.
-    let token = std::fs::read_to_string(c.data_dir().join("server/token")).unwrap();
     let agent_flags = node_flags(&images, &agent_tag, "k1s-proxy", v, n);
     let _agent_cleanup = HostCleanup(agent_flags.clone());
-    let args: Vec<&str> = agent_flags.iter().map(String::as_str).collect();
-    // The agent's namespace has its own loopback: the test registry on the host's is out of
-    // reach, so the image goes in as an airgap archive.
-    let agent_dir = c.dir.path().join("agent");
-    std::fs::create_dir_all(agent_dir.join("agent/images")).unwrap();
-    images.save_archive(&agent_dir.join("agent/images/busybox.tar"));
-    let (wrapper, server_url) = (
-        format!("--net=/run/netns/{}", lan.netns),
-        format!("https://{}:{}", lan.server_ip, c.port),
-    );
-    let spawn_agent = || {
-        let agent = Server::spawn_agent_via(
-            &["nsenter", &wrapper],
-            &agent_dir,
-            &server_url,
-            token.trim(),
-            &args,
-        );
-        agent.wait_for_log("kubelet port listening");
-        agent
-    };
-    let node_ready = |c: &k1s_tests::Cluster| {
-        eventually("the agent's node Ready with a pod CIDR", 90, || {
-            let node = json(c, &["get", "node", &agent_node, "-o", "json"]);
-            node["spec"]["podCIDR"].is_string()
-                && node["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-        });
-    };
-    let mut agent = spawn_agent();
-    node_ready(&c);
-    let agent_json = json(&c, &["get", "node", &agent_node, "-o", "json"]);
-    let agent_cidr = agent_json["spec"]["podCIDR"].as_str().unwrap().to_string();
+    let lan_agent = LanAgent::new(&lan, &c, &images, agent_flags);
+    let mut agent = lan_agent.spawn();
+    let agent_cidr = wait_node_ready(&c, &agent_node);
     assert_ne!(agent_cidr, server_cidr, "each node its own pod CIDR");
     assert!(agent_cidr.starts_with(prefix), "{agent_cidr}");
 
@@ -262,8 +220,8 @@ fn two_nodes(v: &Variant, n: u32) {
             },
         );
         agent.terminate();
-        agent = spawn_agent();
-        node_ready(&c);
+        agent = lan_agent.spawn();
+        wait_node_ready(&c, &agent_node);
         c.ok_stdin(
             &["create", "-f", "-"],
             &web_pod("on-agent-again", &agent_node, &image),

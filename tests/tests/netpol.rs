@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use k1s_tests::Cluster;
 use k1s_tests::host::{HostCleanup, Images, start_with_kubelet, wait_for_teardown};
-use k1s_tests::lan::{Lan, Variant, node_flags};
-use k1s_tests::{Cluster, Server, eventually};
+use k1s_tests::lan::{Lan, LanAgent, Variant, node_flags, wait_node_ready};
 use serde_json::{Value, json};
 
 /// This test's own names and ranges.
@@ -253,61 +253,24 @@ fn network_policies_hold_as_the_truth_tables_say_across_two_nodes() {
         out.extend(["--policy-table".to_string(), table.to_string()]);
         out
     };
-    let mut server_flags = with_policy(
+    let server_flags = with_policy(
         node_flags(&images, "npserver", &format!("k1s-proxy-p{n}"), v, n),
         &format!("k1s-policy-p{n}"),
     );
     let _server_cleanup = HostCleanup(server_flags.clone());
-    server_flags.extend(
-        [
-            "--node-ip",
-            &lan.server_ip,
-            "--bind-address",
-            "0.0.0.0",
-            "--allocate-node-cidrs=true",
-        ]
-        .map(String::from),
-    );
+    let server_flags = lan.server_flags(server_flags);
     let Some(mut c) = start_with_kubelet("npserver", &server_flags) else {
         return;
     };
-    let token = std::fs::read_to_string(c.data_dir().join("server/token")).unwrap();
     let agent_flags = with_policy(
         node_flags(&images, "npagent", "k1s-proxy", v, n),
         "k1s-policy",
     );
     let _agent_cleanup = HostCleanup(agent_flags.clone());
-    let agent_dir = c.dir.path().join("agent");
-    std::fs::create_dir_all(agent_dir.join("agent/images")).unwrap();
-    images.save_archive(&agent_dir.join("agent/images/busybox.tar"));
-    let wrapper = format!("--net=/run/netns/{}", lan.netns);
-    let server_url = format!("https://{}:{}", lan.server_ip, c.port);
-    let spawn_agent = || {
-        let args: Vec<&str> = agent_flags.iter().map(String::as_str).collect();
-        let agent = Server::spawn_agent_via(
-            &["nsenter", &wrapper],
-            &agent_dir,
-            &server_url,
-            token.trim(),
-            &args,
-        );
-        agent.wait_for_log("kubelet port listening");
-        agent
-    };
-    let mut agent = spawn_agent();
+    let lan_agent = LanAgent::new(&lan, &c, &images, agent_flags);
+    let mut agent = lan_agent.spawn();
     let (server_node, agent_node) = ("node-npserver", "node-npagent");
-    eventually("the agent's node Ready with a pod CIDR", 90, || {
-        let node = json_of(&c, &["get", "node", agent_node, "-o", "json"]);
-        node["spec"]["podCIDR"].is_string()
-            && node["status"]["conditions"].as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            })
-    });
-    let agent_cidr = json_of(&c, &["get", "node", agent_node, "-o", "json"])["spec"]["podCIDR"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let agent_cidr = wait_node_ready(&c, agent_node);
 
     // x, y, z (z labelled team=blue); a and c on the server, b on the agent.
     for ns in NAMESPACES {
@@ -345,7 +308,7 @@ fn network_policies_hold_as_the_truth_tables_say_across_two_nodes() {
         for name in PODS {
             let p = json_of(&c, &["get", "pod", name, "-n", ns, "-o", "json"]);
             let uid = p["metadata"]["uid"].as_str().unwrap();
-            let netns = find_netns(&[&server_dir, &agent_dir], uid)
+            let netns = find_netns(&[&server_dir, &lan_agent.dir], uid)
                 .unwrap_or_else(|| panic!("no network namespace file for {ns}/{name}"));
             pods.push(P {
                 ns,
@@ -498,7 +461,7 @@ fn network_policies_hold_as_the_truth_tables_say_across_two_nodes() {
     agent.terminate();
     check("policies hold while the agent is down", &pods, &adding_up);
     // It comes back, takes its table over and follows changes again.
-    agent = spawn_agent();
+    agent = lan_agent.spawn();
     check("policies hold after the agent restarts", &pods, &adding_up);
     delete_policies(&c);
     check(
@@ -511,7 +474,7 @@ fn network_policies_hold_as_the_truth_tables_say_across_two_nodes() {
         c.ok(&["delete", "pod", "--all", "-n", ns, "--wait=false"]);
     }
     wait_for_teardown(&server_dir);
-    wait_for_teardown(&agent_dir);
+    wait_for_teardown(&lan_agent.dir);
     drop(agent);
     c.server.terminate();
 }

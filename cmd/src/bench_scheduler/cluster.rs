@@ -123,7 +123,7 @@ impl Cluster {
                 client.clone(),
                 state.registry.clone(),
                 pki.ca.cert_pem.clone(),
-                format!("k1s-bench_{}", uuid::Uuid::new_v4()),
+                Some(format!("k1s-bench_{}", uuid::Uuid::new_v4())),
                 // Hollow nodes renew no Lease: node lifecycle must not taint them mid-run.
                 k1s_controllers::Options {
                     node_monitor_grace_period: std::time::Duration::from_secs(24 * 3600),

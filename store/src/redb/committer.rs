@@ -8,8 +8,12 @@
 //! batch, so the number of syncs per write falls as concurrency grows.
 //!
 //! Checkpoints make redb itself durable (a commit with fsync) and empty the log: when the log
-//! passes [`CHECKPOINT_BYTES`], every [`CHECKPOINT_INTERVAL`], when the writer is idle, and on
-//! shutdown. A checkpoint's own batch skips the log.
+//! passes [`CHECKPOINT_BYTES`]; every [`CHECKPOINT_INTERVAL`] while writes keep coming (at
+//! least [`BUSY_BATCHES`] batches logged); when the writer falls idle after a burst (the log
+//! holds [`IDLE_CHECKPOINT_BYTES`]); when the oldest logged batch is [`CHECKPOINT_MAX_AGE`]
+//! old; and on shutdown. A checkpoint's own batch skips the log. Sparse writes (an idle
+//! node's lease every 10 s) thus cost one small log append each, not a durable redb commit of
+//! every page they touch: what keeps an idle server's disk writes low (issue #31).
 //!
 //! A request whose precondition fails (exists, conflict, not found) fails alone; the others in
 //! the batch still commit. A failure of the transaction itself (I/O, full disk) fails every
@@ -46,8 +50,14 @@ const LINGER: Duration = Duration::from_micros(250);
 const CHECKPOINT_BYTES: u64 = 16 << 20;
 /// Checkpoint at least this often while writes keep coming.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
-/// Checkpoint after the writer has been idle this long.
+/// Writes "keep coming" once this many batches went to the log since the last checkpoint.
+const BUSY_BATCHES: u64 = 32;
+/// How long the writer must be idle before it checkpoints a burst.
 const CHECKPOINT_IDLE: Duration = Duration::from_millis(50);
+/// A log this large is checkpointed once the writer is idle.
+const IDLE_CHECKPOINT_BYTES: u64 = 256 << 10;
+/// Nothing stays in the log longer than this.
+const CHECKPOINT_MAX_AGE: Duration = Duration::from_secs(300);
 
 pub enum Op {
     Create {
@@ -99,15 +109,16 @@ pub struct Committer {
     /// The size of the previous batch: how many writers are likely to send again soon.
     pub last_batch: usize,
     pub wal: Wal,
-    pub last_checkpoint: Instant,
+    /// When the first batch since the last checkpoint went to the log, and how many did.
+    pub logged_since: Option<Instant>,
+    pub logged_batches: u64,
 }
 
 impl Committer {
     pub fn run(mut self) {
         loop {
-            let idle_work = self.purge_pending || self.wal.len() > 0;
-            let first = if idle_work && self.failed.is_none() {
-                match self.rx.recv_timeout(CHECKPOINT_IDLE) {
+            let first = if let Some(wait) = self.idle_wait() {
+                match self.rx.recv_timeout(wait) {
                     Ok(r) => Some(r),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => break,
@@ -127,6 +138,26 @@ impl Committer {
             self.commit_batch(Vec::new());
         }
         tracing::debug!(path = %self.path.display(), "store committer stopped");
+    }
+
+    /// How long to wait for a write before the idle checkpoint (or purge) is due; `None`:
+    /// nothing to do until a write comes.
+    fn idle_wait(&self) -> Option<Duration> {
+        if self.failed.is_some() {
+            return None;
+        }
+        if self.purge_pending {
+            return Some(CHECKPOINT_IDLE);
+        }
+        let since = self.logged_since?;
+        if self.wal.len() >= IDLE_CHECKPOINT_BYTES {
+            return Some(CHECKPOINT_IDLE);
+        }
+        Some(
+            CHECKPOINT_MAX_AGE
+                .saturating_sub(since.elapsed())
+                .max(CHECKPOINT_IDLE),
+        )
     }
 
     /// Fills `batch` with what is queued. The callers answered by the previous commit are
@@ -168,18 +199,25 @@ impl Committer {
         // An empty batch is the idle (or shutdown) checkpoint.
         let checkpoint = batch.is_empty()
             || self.wal.len() >= CHECKPOINT_BYTES
-            || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL;
+            || self.logged_since.is_some_and(|t| {
+                let age = t.elapsed();
+                age >= CHECKPOINT_MAX_AGE
+                    || (self.logged_batches >= BUSY_BATCHES && age >= CHECKPOINT_INTERVAL)
+            });
         let outcome = self.begin(checkpoint).and_then(|txn| {
             self.apply_all(&txn, &batch, &mut events, &mut results, &mut logged)?;
             if !checkpoint && !logged.is_empty() {
                 self.wal
                     .append(&logged)
                     .map_err(|e| io_error(self.wal.path(), e))?;
+                self.logged_since.get_or_insert_with(Instant::now);
+                self.logged_batches += 1;
             }
             txn.commit().map_err(|e| map_redb(&self.path, e))?;
             if checkpoint {
                 self.wal.reset().map_err(|e| io_error(self.wal.path(), e))?;
-                self.last_checkpoint = Instant::now();
+                self.logged_since = None;
+                self.logged_batches = 0;
             }
             Ok(())
         });

@@ -121,8 +121,10 @@ impl RedbStore {
             purge_pending: purged < compacted,
             failed: None,
             last_batch: 1,
+            // A log that recovery left is checkpointed within the maximum age too.
+            logged_since: (wal.len() > 0).then(std::time::Instant::now),
+            logged_batches: 0,
             wal,
-            last_checkpoint: std::time::Instant::now(),
         };
         let handle = std::thread::Builder::new()
             .name("k1s-store-commit".into())
