@@ -49,6 +49,11 @@ pub struct Lan {
     pub cluster_cidr: &'static str,
     /// The server's VXLAN device (in the host's namespace).
     pub vxlan: String,
+    /// The test's number and the variant's address bases (for [`Lan::add_agent`]).
+    n: u32,
+    net: (u32, u32),
+    /// Namespaces of agents added after the first.
+    extra: Vec<String>,
 }
 
 fn ip(args: &[&str]) {
@@ -71,6 +76,9 @@ impl Lan {
             },
             cluster_cidr: v.cluster_cidr,
             vxlan: format!("k1sx{n}"),
+            n,
+            net: (a, b),
+            extra: vec![format!("k1sa{n}b")],
         };
         lan.remove();
         ip(&["link", "add", &lan.bridge, "type", "bridge"]);
@@ -125,14 +133,18 @@ impl Lan {
                     "lan",
                     &format!("{router_a}/24"),
                 );
+                // The far subnet is a bridge in the router, so that more agents can join it.
+                inside(router, &["link", "add", "wanbr", "type", "bridge"]);
+                inside(
+                    router,
+                    &["addr", "add", &format!("{router_b}/24"), "dev", "wanbr"],
+                );
+                inside(router, &["link", "set", "wanbr", "up"]);
                 ip(&[
                     "link", "add", "wan", "netns", router, "type", "veth", "peer", "name", "eth0",
                     "netns", &lan.netns,
                 ]);
-                inside(
-                    router,
-                    &["addr", "add", &format!("{router_b}/24"), "dev", "wan"],
-                );
+                inside(router, &["link", "set", "wan", "master", "wanbr"]);
                 inside(router, &["link", "set", "wan", "up"]);
                 let ok = Command::new("ip")
                     .args([
@@ -172,8 +184,54 @@ impl Lan {
         lan
     }
 
+    /// Another agent's namespace on the agents' subnet (the LAN, or the far side of the
+    /// router), at the next address; returns its namespace and address.
+    pub fn add_agent(&self) -> (String, String) {
+        let (n, (a, b)) = (self.n, self.net);
+        let ns = self.extra[0].clone();
+        let addr = format!(
+            "100.{}.{}.3",
+            if self.router.is_some() { b } else { a },
+            n % 250
+        );
+        ip(&["netns", "add", &ns]);
+        let inside = |args: &[&str]| {
+            let mut all = vec!["-n", ns.as_str()];
+            all.extend_from_slice(args);
+            ip(&all);
+        };
+        let gateway = match &self.router {
+            None => {
+                let outer = format!("k1sw{n}");
+                ip(&[
+                    "link", "add", &outer, "type", "veth", "peer", "name", "eth0", "netns", &ns,
+                ]);
+                ip(&["link", "set", &outer, "master", &self.bridge]);
+                ip(&["link", "set", &outer, "up"]);
+                self.server_ip.clone()
+            }
+            Some(router) => {
+                ip(&[
+                    "link", "add", "wan2", "netns", router, "type", "veth", "peer", "name", "eth0",
+                    "netns", &ns,
+                ]);
+                ip(&["-n", router, "link", "set", "wan2", "master", "wanbr"]);
+                ip(&["-n", router, "link", "set", "wan2", "up"]);
+                format!("100.{b}.{}.1", n % 250)
+            }
+        };
+        inside(&["addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+        inside(&["link", "set", "eth0", "up"]);
+        inside(&["link", "set", "lo", "up"]);
+        inside(&["route", "add", "default", "via", &gateway]);
+        (ns, addr)
+    }
+
     pub fn remove(&self) {
-        for ns in std::iter::once(&self.netns).chain(self.router.iter()) {
+        for ns in std::iter::once(&self.netns)
+            .chain(self.router.iter())
+            .chain(self.extra.iter())
+        {
             let _ = Command::new("ip").args(["netns", "del", ns]).status();
         }
         let _ = Command::new("ip")
@@ -275,13 +333,26 @@ impl LanAgent {
     /// Prepares the agent's data dir: the agent's namespace has its own loopback, so the
     /// test registry on the host's is out of reach and the image goes in as an airgap archive.
     pub fn new(lan: &Lan, c: &Cluster, images: &Images, flags: Vec<String>) -> LanAgent {
-        let dir = c.dir.path().join("agent");
+        Self::in_netns(lan, &lan.netns, "agent", c, images, flags)
+    }
+
+    /// An agent in namespace `netns` (from [`Lan::add_agent`]) with its data in `c`'s temp
+    /// dir under `name`.
+    pub fn in_netns(
+        lan: &Lan,
+        netns: &str,
+        name: &str,
+        c: &Cluster,
+        images: &Images,
+        flags: Vec<String>,
+    ) -> LanAgent {
+        let dir = c.dir.path().join(name);
         std::fs::create_dir_all(dir.join("agent/images")).unwrap();
         images.save_archive(&dir.join("agent/images/busybox.tar"));
         let token = std::fs::read_to_string(c.data_dir().join("server/token")).unwrap();
         LanAgent {
             dir,
-            wrapper: format!("--net=/run/netns/{}", lan.netns),
+            wrapper: format!("--net=/run/netns/{netns}"),
             server_url: format!("https://{}:{}", lan.server_ip, c.port),
             token: token.trim().to_string(),
             flags,

@@ -1,10 +1,11 @@
-//! End to end, issue #28: two nodes, one pod network, per backend. The server (a node too)
-//! on the host, an agent in a network namespace of its own: for `host-gw` on one "LAN"
-//! bridge with the server (veth pair), for `vxlan` on another subnet behind a router
+//! End to end, issue #28: several nodes, one pod network, per backend. The server (a node
+//! too) on the host, agents in network namespaces of their own: for `host-gw` on one "LAN"
+//! bridge with the server (veth pairs), for `vxlan` on another subnet behind a router
 //! namespace (where host-gw cannot work). Node IPAM gives each node its pod CIDR from the
 //! test's `--cluster-cidr`, the backend connects them, and pod traffic across nodes keeps
-//! its addresses. Real binary, containers and kernel; needs root, nft and nsenter (skips
-//! visibly otherwise).
+//! its addresses; then a second agent joins and one Deployment spread over the three nodes
+//! reaches itself pod to pod and through one Service. Real binary, containers and kernel;
+//! needs root, nft and nsenter (skips visibly otherwise).
 
 use std::process::Command;
 
@@ -39,6 +40,88 @@ fn get_from(c: &Cluster, pod: &str, url: &str) -> String {
         "exec", pod, "--", "timeout", "5", "wget", "-q", "-O", "-", url,
     ]);
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A Deployment of `nodes` replicas, one per node (required anti-affinity), behind a
+/// Service: every pod reaches every other by address and all of them through the Service.
+fn spread_deployment_reaches_itself(c: &Cluster, image: &str, nodes: usize) {
+    let deployment = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "spread"},
+        "spec": {"replicas": nodes, "selector": {"matchLabels": {"app": "spread"}},
+            "template": {"metadata": {"labels": {"app": "spread"}},
+                "spec": {"terminationGracePeriodSeconds": 1,
+                    "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "spread"}}, "topologyKey": "kubernetes.io/hostname"}]}},
+                    "containers": [{"name": "c", "image": image, "imagePullPolicy": "IfNotPresent",
+                        "command": ["sh", "-c", "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"]}]}}}});
+    c.ok_stdin(&["create", "-f", "-"], &deployment.to_string());
+    c.ok(&["rollout", "status", "deployment/spread", "--timeout=180s"]);
+    let list = json(c, &["get", "pods", "-l", "app=spread", "-o", "json"]);
+    let pods: Vec<(String, String, String)> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            (
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                p["status"]["podIP"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                p["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let nodes_used: std::collections::BTreeSet<&String> = pods.iter().map(|p| &p.2).collect();
+    assert_eq!(nodes_used.len(), nodes, "{pods:?}");
+    for (from, _, _) in &pods {
+        for (to, ip, _) in &pods {
+            if from != to {
+                eventually(&format!("{from} to reach {to}"), 30, || {
+                    get_from(c, from, &format!("http://{ip}:8080/")) == *to
+                });
+            }
+        }
+    }
+    c.ok(&[
+        "expose",
+        "deployment",
+        "spread",
+        "--port=80",
+        "--target-port=8080",
+    ]);
+    let svc_ip = json(c, &["get", "service", "spread", "-o", "json"])["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (from, _, _) in &pods {
+        let mut seen = std::collections::BTreeSet::new();
+        eventually(
+            &format!("every endpoint through the Service from {from}"),
+            60,
+            || {
+                seen.insert(get_from(c, from, &format!("http://{svc_ip}/")));
+                pods.iter().all(|(p, _, _)| seen.contains(p))
+            },
+        );
+    }
+    eprintln!(
+        "{} pods on {nodes} nodes reach each other and the Service",
+        pods.len()
+    );
+    c.ok(&["delete", "deployment", "spread"]);
+    c.ok(&["delete", "service", "spread"]);
+    eventually("the spread pods gone", 60, || {
+        c.ok(&["get", "pods", "-l", "app=spread", "-o", "name"])
+            .trim()
+            .is_empty()
+    });
 }
 
 #[test]
@@ -199,6 +282,18 @@ fn two_nodes(v: &Variant, n: u32) {
             seen.contains("on-server") && seen.contains("on-agent")
         });
     }
+
+    // A second agent: one Deployment spread over the three nodes behind one Service; every
+    // pod reaches every other, directly and through the Service.
+    let (netns2, _) = lan.add_agent();
+    let agent2_tag = format!("{agent_tag}2");
+    let agent2_flags = node_flags(&images, &agent2_tag, "k1s-proxy", v, n);
+    let _agent2_cleanup = HostCleanup(agent2_flags.clone());
+    let lan_agent2 = LanAgent::in_netns(&lan, &netns2, "agent2", &c, &images, agent2_flags);
+    let agent2 = lan_agent2.spawn();
+    wait_node_ready(&c, &format!("node-{agent2_tag}"));
+    spread_deployment_reaches_itself(&c, &image, 3);
+    drop(agent2);
 
     let mut last_pods = vec!["on-server", "on-agent"];
     if !v.routed {
