@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use k1s_api::client::{Client, ResourceRef};
+use k1s_api::client::Client;
 use k1s_nft::ruleset::{Ruleset, Table, Tx};
 use k1s_nft::{Nft, NftError};
 use k1s_runtime::backoff::Backoff;
@@ -77,18 +77,17 @@ impl State {
             Change::Added(p) | Change::Modified(p) => PodInfo::of(p),
             Change::Deleted(_) => None,
         };
-        let old = match info {
+        // Dirty only when the picture changed: a pod policies ignore (no address yet, host
+        // network) that was not in it before changes nothing.
+        let changed = match info {
+            Some(i) if self.cluster.pods.get(&key) == Some(&i) => false,
             Some(i) => {
-                if self.cluster.pods.get(&key) == Some(&i) {
-                    return;
-                }
-                self.cluster.pods.insert(key, i)
+                self.cluster.pods.insert(key, i);
+                true
             }
-            None => self.cluster.pods.remove(&key),
+            None => self.cluster.pods.remove(&key).is_some(),
         };
-        if old.is_some() || matches!(c, Change::Added(_) | Change::Modified(_)) {
-            self.dirty = true;
-        }
+        self.dirty |= changed;
     }
 
     fn on_namespace(&mut self, c: Change<Namespace>) {
@@ -261,61 +260,40 @@ impl PolicyController {
         Ok(Some(report))
     }
 
-    /// Feeds one kind's changes into the state, and marks its list complete.
-    fn informer<K>(
-        &self,
-        tasks: &TaskTracker,
-        client: &Arc<dyn Client>,
-        apply: fn(&mut State, Change<K>),
-        synced: fn(&mut State),
-        cancel: &CancellationToken,
-    ) where
-        K: k8s_openapi::Resource + serde::de::DeserializeOwned + Send + 'static,
-    {
-        let (s, w) = (self.state.clone(), self.wake.clone());
-        let (s2, w2) = (self.state.clone(), self.wake.clone());
-        tasks.spawn(reflector::run::<K, _>(
-            client.clone(),
-            ResourceRef::of::<K>(None),
-            watcher::Config::default(),
-            move |c| {
-                apply(&mut lock(&s), c);
-                w.notify_one();
-            },
-            move || {
-                let mut st = lock(&s2);
-                synced(&mut st);
-                st.dirty = true;
-                drop(st);
-                w2.notify_one();
-            },
-            cancel.clone(),
-        ));
-    }
-
     /// Watches Pods, Namespaces and NetworkPolicies on `client` and keeps the table in step
     /// until `cancel`.
     pub async fn run(mut self, client: Arc<dyn Client>, cancel: CancellationToken) {
         let tasks = TaskTracker::new();
-        self.informer::<Pod>(
+        let (s, w, all) = (&self.state, &self.wake, watcher::Config::default);
+        // A list's completion marks the picture dirty too: the first sync waits for all three.
+        reflector::feed::<Pod, _>(
             &tasks,
             &client,
+            all(),
+            s,
+            w,
             State::on_pod,
-            |s| s.pods_synced = true,
+            |s| (s.pods_synced, s.dirty) = (true, true),
             &cancel,
         );
-        self.informer::<Namespace>(
+        reflector::feed::<Namespace, _>(
             &tasks,
             &client,
+            all(),
+            s,
+            w,
             State::on_namespace,
-            |s| s.namespaces_synced = true,
+            |s| (s.namespaces_synced, s.dirty) = (true, true),
             &cancel,
         );
-        self.informer::<NetworkPolicy>(
+        reflector::feed::<NetworkPolicy, _>(
             &tasks,
             &client,
+            all(),
+            s,
+            w,
             State::on_policy,
-            |s| s.policies_synced = true,
+            |s| (s.policies_synced, s.dirty) = (true, true),
             &cancel,
         );
         tasks.close();

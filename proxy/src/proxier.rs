@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use k1s_api::client::{Client, ResourceRef};
+use k1s_api::client::Client;
 use k1s_runtime::backoff::Backoff;
 use k1s_runtime::reflector::{self, Change};
 use k1s_runtime::watcher;
@@ -539,37 +539,6 @@ impl Proxier {
         Ok(report)
     }
 
-    /// Feeds one kind's changes into the tracker (`apply`), and marks its list complete
-    /// (`synced`); each wakes the sync loop.
-    fn informer<K>(
-        &self,
-        tasks: &TaskTracker,
-        client: &Arc<dyn Client>,
-        config: watcher::Config,
-        apply: fn(&mut Tracker, Change<K>),
-        synced: fn(&mut Tracker),
-        cancel: &CancellationToken,
-    ) where
-        K: k8s_openapi::Resource + serde::de::DeserializeOwned + Send + 'static,
-    {
-        let (t, w) = (self.tracker.clone(), self.wake.clone());
-        let (t2, w2) = (self.tracker.clone(), self.wake.clone());
-        tasks.spawn(reflector::run::<K, _>(
-            client.clone(),
-            ResourceRef::of::<K>(None),
-            config,
-            move |c| {
-                apply(&mut lock(&t), c);
-                w.notify_one();
-            },
-            move || {
-                synced(&mut lock(&t2));
-                w2.notify_one();
-            },
-            cancel.clone(),
-        ));
-    }
-
     /// Watches Services and EndpointSlices on `client` and keeps the table in step until
     /// `cancel`. The table is left in place on return, so traffic keeps flowing while k1s
     /// restarts; [`remove_table`] takes it away.
@@ -580,27 +549,34 @@ impl Proxier {
             .health_bind
             .map(|ip| HealthServer::new(ip, cancel.clone()));
         let all = watcher::Config::default;
-        self.informer::<Service>(
+        let (t, w) = (&self.tracker, &self.wake);
+        reflector::feed::<Service, _>(
             &tasks,
             &client,
             all(),
+            t,
+            w,
             Tracker::on_service,
             |t| t.services_synced = true,
             &cancel,
         );
-        self.informer::<EndpointSlice>(
+        reflector::feed::<EndpointSlice, _>(
             &tasks,
             &client,
             all(),
+            t,
+            w,
             Tracker::on_slice,
             |t| t.slices_synced = true,
             &cancel,
         );
         // hostPorts: the pods bound to this node (the only ones a node may list).
-        self.informer::<Pod>(
+        reflector::feed::<Pod, _>(
             &tasks,
             &client,
             all().fields(&format!("spec.nodeName={}", self.cfg.node_name)),
+            t,
+            w,
             Tracker::on_pod,
             |t| t.pods_synced = true,
             &cancel,

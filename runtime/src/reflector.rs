@@ -9,8 +9,10 @@
 //! informers of the scheduler and the proxy drop them: no component here reads them.
 //!
 //! [`Changes`] is the pure diffing state (unit-tested on event sequences); [`run`] drives it
-//! from a watcher until cancelled; [`Writer`]/[`Store`] keep the typed objects by key for
-//! readers that look things up rather than react to each change.
+//! from a watcher until cancelled; [`feed`] runs it into a component's own shared state (the
+//! proxy's and the policy controller's trackers) and wakes its sync loop; [`Writer`]/[`Store`]
+//! keep the typed objects by key for readers that look things up rather than react to each
+//! change.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -173,6 +175,42 @@ pub async fn run<K, F>(
             f();
         }
     }
+}
+
+/// Spawns (on `tasks`) an informer of `K` that applies each change to the shared `state` with
+/// `apply` and marks its first complete list with `synced`, waking `wake` after each: the
+/// front half of a component that keeps its own picture and syncs it in one loop.
+#[allow(clippy::too_many_arguments)]
+pub fn feed<K, S>(
+    tasks: &tokio_util::task::TaskTracker,
+    client: &Arc<dyn Client>,
+    config: watcher::Config,
+    state: &Arc<std::sync::Mutex<S>>,
+    wake: &Arc<tokio::sync::Notify>,
+    apply: fn(&mut S, Change<K>),
+    synced: fn(&mut S),
+    cancel: &CancellationToken,
+) where
+    K: k8s_openapi::Resource + DeserializeOwned + Send + 'static,
+    S: Send + 'static,
+{
+    let (s, w) = (state.clone(), wake.clone());
+    let (s2, w2) = (state.clone(), wake.clone());
+    tasks.spawn(run::<K, _>(
+        client.clone(),
+        ResourceRef::of::<K>(None),
+        config,
+        move |c| {
+            // A poisoned lock still holds a usable picture: the next sync rebuilds from it.
+            apply(&mut s.lock().unwrap_or_else(PoisonError::into_inner), c);
+            w.notify_one();
+        },
+        move || {
+            synced(&mut s2.lock().unwrap_or_else(PoisonError::into_inner));
+            w2.notify_one();
+        },
+        cancel.clone(),
+    ));
 }
 
 /// A typed read handle on a cache of one kind, by namespace/name.
