@@ -19,6 +19,7 @@
 //! - [`volume`]: PV ↔ PVC matching shared by the scheduler and the PV controller.
 //! - `http_client` (feature `http`): the [`client::Client`] over HTTPS (rustls, pooled h2 or
 //!   HTTP/1.1 connections, client-certificate or bearer-token auth), for agents and tools.
+//! - `server_pool` (feature `http`): the API servers an HTTP client fails over between.
 //! - `kubeconfig` (feature `http`): kubeconfig files resolved into a server URL and TLS
 //!   settings.
 
@@ -34,6 +35,8 @@ pub mod net;
 pub mod quantity;
 pub mod quota;
 pub mod selector;
+#[cfg(feature = "http")]
+pub mod server_pool;
 pub mod streams;
 pub mod trimmed;
 pub mod volume;

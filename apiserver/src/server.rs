@@ -77,6 +77,8 @@ pub struct ApiState {
     pub authz: Arc<Authorizer>,
     /// The cluster CA (for `/cacerts` and node certificates), when serving HTTPS.
     pub pki: Option<crate::pki::Pki>,
+    /// What a joining server is told (a shared datastore only).
+    pub server_join: Option<crate::auth::join::ServerJoin>,
 }
 
 /// Settings of the API beyond the store.
@@ -101,6 +103,8 @@ pub struct ApiConfig {
     pub admission: crate::admission::config::AdmissionConfig,
     /// Encryption at rest (`--encryption-provider-config`); identity when not configured.
     pub encryption: Arc<crate::encryption::Transformer>,
+    /// The shared datastore, for servers that join this one (`None`: the embedded store).
+    pub server_join: Option<crate::auth::join::ServerJoin>,
 }
 
 impl Default for ApiConfig {
@@ -115,6 +119,7 @@ impl Default for ApiConfig {
             pki: None,
             admission: Default::default(),
             encryption: Arc::new(crate::encryption::Transformer::identity()),
+            server_join: None,
         }
     }
 }
@@ -163,6 +168,7 @@ impl ApiState {
             tokens,
             authz,
             pki: config.pki.clone(),
+            server_join: config.server_join.clone(),
         }))
     }
 
@@ -368,6 +374,9 @@ async fn route(
             crate::auth::join::node_certificate(state, user, req)
                 .await
                 .unwrap_or_else(ApiError::into_response)
+        }
+        (&Method::GET, crate::auth::join::SERVER_JOIN_PATH, _) => {
+            crate::auth::join::server_join(state, user).unwrap_or_else(ApiError::into_response)
         }
         (&Method::GET, "/metrics", _) => {
             let mut resp = text(StatusCode::OK, state.metrics.encode());

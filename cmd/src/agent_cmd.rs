@@ -1,6 +1,7 @@
 //! `k1s agent`: a worker node. It joins the server with the join token (credentials from
 //! [`k1s_kubelet::bootstrap`]), runs the kubelet against the server's API over HTTPS as
-//! `system:node:NAME`, and serves the kubelet's HTTPS port for the API server
+//! `system:node:NAME` (failing over between the cluster's servers: [`crate::agent_servers`]),
+//! and serves the kubelet's HTTPS port for the API server
 //! ([`k1s_apiserver::kubelet_server`]).
 
 use std::net::{IpAddr, SocketAddr};
@@ -10,7 +11,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use k1s_api::client::Client;
-use k1s_api::http_client::{HttpClient, TlsSettings};
+use k1s_api::http_client::{HttpClient, HttpOptions, TlsSettings};
+use k1s_api::server_pool::ServerPool;
 use k1s_apiserver::kubelet_server::KubeletTls;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -90,34 +92,29 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         &node_ips,
     )
     .await?;
-    let client = HttpClient::new(
-        &args.server,
-        TlsSettings {
+    // Every client of the agent fails over between the cluster's API servers: the --server
+    // one, and those learned from the `kubernetes` endpoints (saved across restarts).
+    let servers_file = crate::agent_servers::list_path(&args.data_dir);
+    let pool = Arc::new(ServerPool::new(crate::agent_servers::load(&servers_file)));
+    let client_with = |cert: &str, key: &str| -> anyhow::Result<Arc<dyn Client>> {
+        let tls = TlsSettings {
             ca_pem: Some(creds.ca_pem.clone().into_bytes()),
-            client_cert_pem: Some(creds.client_cert_pem.clone().into_bytes()),
-            client_key_pem: Some(creds.client_key_pem.clone().into_bytes()),
+            client_cert_pem: Some(cert.as_bytes().to_vec()),
+            client_key_pem: Some(key.as_bytes().to_vec()),
             ..Default::default()
-        },
-    )
-    .context("--server")?;
-    let client: Arc<dyn Client> = Arc::new(client);
+        };
+        let c = HttpClient::with_failover(&args.server, tls, HttpOptions::default(), pool.clone())
+            .context("--server")?;
+        Ok(Arc::new(c))
+    };
+    let client = client_with(&creds.client_cert_pem, &creds.client_key_pem)?;
     // NetworkPolicy enforcement reads every pod: it goes with the node's cluster-network
     // identity, not the kubelet's.
-    let network_client: Arc<dyn Client> = Arc::new(
-        HttpClient::new(
-            &args.server,
-            TlsSettings {
-                ca_pem: Some(creds.ca_pem.clone().into_bytes()),
-                client_cert_pem: Some(creds.network_cert_pem.clone().into_bytes()),
-                client_key_pem: Some(creds.network_key_pem.clone().into_bytes()),
-                ..Default::default()
-            },
-        )
-        .context("--server")?,
-    );
+    let network_client = client_with(&creds.network_cert_pem, &creds.network_key_pem)?;
 
     let cancel = CancellationToken::new();
     let tasks = TaskTracker::new();
+    crate::agent_servers::spawn(client.clone(), pool, servers_file, &tasks, &cancel);
     let tls = KubeletTls::new(
         &creds.ca_pem,
         &creds.serving_cert_pem,

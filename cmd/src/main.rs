@@ -3,6 +3,7 @@
 
 mod agent;
 mod agent_cmd;
+mod agent_servers;
 mod bench;
 mod bench_api;
 mod bench_dns;
@@ -20,6 +21,7 @@ mod host;
 mod local_storage;
 mod secrets_encrypt;
 mod server;
+mod server_join;
 
 use clap::{Parser, Subcommand};
 

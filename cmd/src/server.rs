@@ -20,7 +20,6 @@ use k1s_apiserver::pki::{Pki, PkiConfig};
 use k1s_apiserver::rest::ServiceNetwork;
 use k1s_apiserver::server::{self as api, ApiConfig, ApiState};
 use k1s_store::compactor::{self, CompactionPolicy};
-use k1s_store::etcd::EtcdTls;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -34,6 +33,10 @@ pub struct ServerArgs {
     /// etcd client URLs (comma-separated) to use instead of the embedded store.
     #[arg(long, env = "K1S_DATASTORE_ENDPOINT")]
     pub datastore_endpoint: Option<String>,
+    /// Join the cluster of the server at this URL (`https://HOST:6443`, with --token): take
+    /// its datastore (etcd) and, from there, its identity.
+    #[arg(long, env = "K1S_URL")]
+    pub server: Option<String>,
     /// CA certificate (PEM) that signed the etcd servers' certificates, for https:// endpoints.
     #[arg(long)]
     pub datastore_cafile: Option<PathBuf>,
@@ -58,6 +61,11 @@ pub struct ServerArgs {
     /// Address the HTTPS API listens on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
+    /// The address the cluster reaches this API server at (the `kubernetes` endpoints, which
+    /// pods and agents use). Default, as kube-apiserver: --bind-address when it is a
+    /// specific address, else this node's first address.
+    #[arg(long)]
+    pub advertise_address: Option<IpAddr>,
     /// Extra host names or IPs for the serving certificate (repeatable).
     #[arg(long = "tls-san")]
     pub tls_san: Vec<String>,
@@ -198,21 +206,27 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     if s.is_empty() { Err(bad()) } else { Ok(total) }
 }
 
+/// `--advertise-address`, else `--bind-address` unless unspecified, else the node's first
+/// address (upstream's order).
+fn advertise_address(args: &ServerArgs, node_ips: &[IpAddr]) -> IpAddr {
+    args.advertise_address
+        .or((!args.bind_address.is_unspecified()).then_some(args.bind_address))
+        .or(node_ips.first().copied())
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     // Take over SIGTERM/SIGINT before anything else, so a stop during start-up is clean too.
     let stop = shutdown_signal()?;
-    let tls = EtcdTls {
-        ca_file: args.datastore_cafile.clone(),
-        cert_file: args.datastore_certfile.clone(),
-        key_file: args.datastore_keyfile.clone(),
-    };
     let services = ServiceNetwork::parse(&args.service_cidr, &args.service_node_port_range)
         .map_err(|e| anyhow::anyhow!("--service-cidr/--service-node-port-range: {e}"))?;
     crate::agent::check_proxy_flags(&args.kubelet, &args.service_cidr)?;
     let disabled_admission =
         k1s_apiserver::admission::plugins::parse_disabled(&args.disable_admission_plugins)
             .map_err(|e| anyhow::anyhow!("--{e}"))?;
-    let store = datastore::open(&args.data_dir, args.datastore_endpoint.as_deref(), &tls).await?;
+    let (datastore_endpoint, tls) = crate::server_join::datastore(&args).await?;
+    let server_join = crate::server_join::answer(datastore_endpoint.as_deref(), &tls)?;
+    let store = datastore::open(&args.data_dir, datastore_endpoint.as_deref(), &tls).await?;
     let revision = store.current_revision().await?;
     tracing::info!(revision, data_dir = %args.data_dir.display(), "datastore ready");
     // The cluster identity first: a server joining a cluster on etcd takes its CA and its
@@ -297,10 +311,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     tracing::info!(kubeconfig = %args.write_kubeconfig.display(), "wrote admin kubeconfig");
     let config = ApiConfig {
         services,
-        advertise_address: node_ips
-            .first()
-            .copied()
-            .unwrap_or(IpAddr::from([127, 0, 0, 1])),
+        advertise_address: advertise_address(&args, &node_ips),
         port: args.https_port,
         token_file: match &args.token_auth_file {
             Some(path) => Some(Arc::new(TokenFile::load(path)?)),
@@ -321,6 +332,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         service_account_key: Some(sa_key),
         pki: Some(pki.clone()),
         encryption: Arc::new(encryption),
+        server_join,
     };
     let state = ApiState::new(store.clone(), &config)?;
     k1s_apiserver::bootstrap::run(&state.rest, config.advertise_address, config.port)
@@ -350,7 +362,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         LocalClient::new(state.rest.clone(), "k1s-server", cancel.clone())
             .with_tokens(state.tokens.clone()),
     );
-    if args.datastore_endpoint.is_some() {
+    if datastore_endpoint.is_some() {
         // Several servers may share the datastore: the `kubernetes` endpoints list every live
         // one (upstream's lease endpoint reconciler).
         tasks.spawn(k1s_apiserver::endpoint_leases::run(
@@ -382,9 +394,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         crate::local_storage::ensure_objects(&*client).await?;
     }
     // This server's identity in leader elections: unique per start, like upstream's.
-    let leader_elect = args
-        .leader_elect
-        .unwrap_or(args.datastore_endpoint.is_some());
+    let leader_elect = args.leader_elect.unwrap_or(datastore_endpoint.is_some());
     let identity = leader_elect.then(|| format!("{hostname}_{}", uuid::Uuid::new_v4()));
     if !leader_elect {
         tracing::info!(

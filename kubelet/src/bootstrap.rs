@@ -11,6 +11,9 @@
 //! 3. Keys (made here, never sent) and certificates are kept under `DIR` (`0600` keys): a
 //!    restart reuses them while they are valid for 30 more days, are for the same server,
 //!    node and addresses; otherwise the agent joins again with its token.
+//!
+//! A server joining the cluster ([`server_join`]) takes step 1 the same way, then asks for
+//! the shared datastore instead of certificates.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -56,7 +59,7 @@ pub enum BootstrapError {
          cluster, or something is intercepting the connection)"
     )]
     CaMismatch,
-    #[error("the server refused to join this node ({code}): {message}")]
+    #[error("the server refused the join ({code}): {message}")]
     Refused { code: u16, message: String },
     #[error("cannot {op} {}: {source}", path.display())]
     Io {
@@ -231,24 +234,7 @@ async fn join(
     node: &str,
     addresses: &[IpAddr],
 ) -> Result<Credentials, BootstrapError> {
-    let hash = token_hash(token)?;
-    let target = Target::parse(server)?;
-    // For `/cacerts` only: any server certificate (the CA it returns is checked against the
-    // token's hash before anything is trusted or sent).
-    let insecure = crate::probes::http::insecure_client_config().map_err(BootstrapError::Key)?;
-    let (code, ca) = target
-        .request(insecure, "GET", "/cacerts", None, None)
-        .await?;
-    let ca = String::from_utf8_lossy(&ca).into_owned();
-    if code != 200 {
-        return Err(BootstrapError::Refused {
-            code,
-            message: format!("GET /cacerts: {}", ca.trim()),
-        });
-    }
-    if !ca_hash(&ca).eq_ignore_ascii_case(hash) {
-        return Err(BootstrapError::CaMismatch);
-    }
+    let (target, ca) = pinned_ca(server, token).await?;
     let (client_key_pem, csr) = key_and_csr(&format!("system:node:{node}"))?;
     let (serving_key_pem, serving_csr) = key_and_csr(node)?;
     let (network_key_pem, network_csr) = key_and_csr(&format!("system:k1s:network:{node}"))?;
@@ -294,6 +280,54 @@ async fn join(
         network_cert_pem: field("networkCertificate")?,
         network_key_pem,
     })
+}
+
+/// Step 1: the server's CA, checked against the token's hash.
+async fn pinned_ca(server: &str, token: &str) -> Result<(Target, String), BootstrapError> {
+    let hash = token_hash(token)?;
+    let target = Target::parse(server)?;
+    // For `/cacerts` only: any server certificate (the CA it returns is checked against the
+    // token's hash before anything is trusted or sent).
+    let insecure = crate::probes::http::insecure_client_config().map_err(BootstrapError::Key)?;
+    let (code, ca) = target
+        .request(insecure, "GET", "/cacerts", None, None)
+        .await?;
+    let ca = String::from_utf8_lossy(&ca).into_owned();
+    if code != 200 {
+        return Err(BootstrapError::Refused {
+            code,
+            message: format!("GET /cacerts: {}", ca.trim()),
+        });
+    }
+    if !ca_hash(&ca).eq_ignore_ascii_case(hash) {
+        return Err(BootstrapError::CaMismatch);
+    }
+    Ok((target, ca))
+}
+
+/// For a server joining the cluster at `server` (`k1s server --server URL --token TOKEN`):
+/// the cluster's datastore as `GET /k1s/v1/server-join` answers it (`datastoreEndpoint`,
+/// and the etcd TLS PEMs when set), from a server verified as for an agent.
+pub async fn server_join(server: &str, token: &str) -> Result<Value, BootstrapError> {
+    let (target, ca) = pinned_ca(server, token).await?;
+    let (code, reply) = target
+        .request(
+            verified_config(&ca)?,
+            "GET",
+            "/k1s/v1/server-join",
+            Some(token.trim()),
+            None,
+        )
+        .await?;
+    let reply: Value = serde_json::from_slice(&reply)
+        .unwrap_or_else(|_| json!({"message": String::from_utf8_lossy(&reply).trim().to_owned()}));
+    if code != 200 {
+        return Err(BootstrapError::Refused {
+            code,
+            message: reply["message"].as_str().unwrap_or_default().to_owned(),
+        });
+    }
+    Ok(reply)
 }
 
 /// The host and port of a server URL (`https://HOST[:PORT]`, 443 by default).

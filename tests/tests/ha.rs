@@ -4,7 +4,10 @@
 //! admin kubeconfig and ServiceAccount tokens work on the second; a server with another
 //! token stops with a message that says so. The scheduler, like the controller manager,
 //! runs on one server at a time (Lease `kube-scheduler`), and the other takes over when the
-//! leader dies. Real binary, real etcd (Debian's etcd-server; skipped with K1S_SKIP_ETCD=1).
+//! leader dies. A server joins with `--server URL --token T` alone (it asks for the
+//! datastore). An agent joined through one server learns the others from the `kubernetes`
+//! endpoints and goes on through them when that server dies. Real binary, real etcd
+//! (Debian's etcd-server; skipped with K1S_SKIP_ETCD=1), real containers on the agent.
 
 #[path = "../../store/tests/support/etcd.rs"]
 mod etcd_support;
@@ -12,7 +15,8 @@ mod etcd_support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k1s_tests::{Cluster, eventually, free_port};
+use k1s_tests::host::{HostCleanup, Images};
+use k1s_tests::{Cluster, Server, eventually, free_port};
 use serde_json::{Value, json};
 
 fn json_of(c: &Cluster, args: &[&str]) -> Value {
@@ -214,4 +218,106 @@ fn servers_on_one_etcd_share_one_identity_and_one_scheduler() {
     eventually("the survivor's scheduler to bind the pod", 30, || {
         json_of(&survivor, &["get", "pod", "p", "-o", "json"])["spec"]["nodeName"] == "stand-in"
     });
+}
+
+/// The Lease a kubelet renews, as last renewed.
+fn renewed(c: &Cluster, node: &str) -> String {
+    json_of(
+        c,
+        &["get", "lease", node, "-n", "kube-node-lease", "-o", "json"],
+    )["spec"]["renewTime"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn an_agent_fails_over_to_a_surviving_server() {
+    let Some(etcd) = etcd_support::EtcdServer::start_or_skip() else {
+        return;
+    };
+    let Some(images) = Images::start() else {
+        return;
+    };
+    let endpoint = etcd.endpoint();
+    let flags = images.kubelet_flags("failover");
+    let _cleanup = HostCleanup(flags.clone());
+    let Some(first) = Cluster::start(&["--datastore-endpoint", &endpoint]) else {
+        return;
+    };
+    let token = std::fs::read_to_string(first.data_dir().join("server/token")).unwrap();
+    let token = token.trim().to_string();
+    // The second server joins with two flags: it asks the first for the datastore.
+    let first_url = format!("https://127.0.0.1:{}", first.port);
+    let Some(second) = Cluster::start(&["--server", &first_url, "--token", &token]) else {
+        return;
+    };
+
+    // The agent joins through the first server and learns both from the endpoints.
+    let agent_dir = first.dir.path().join("agent");
+    let args: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let agent = Server::spawn_agent(&agent_dir, first.port, &token, &args);
+    agent.wait_for_log("joined: node credentials issued");
+    assert!(second.server.logged("joined: took the cluster's datastore"));
+    assert!(
+        second
+            .data_dir()
+            .join("server/join/datastore.json")
+            .exists()
+    );
+    let servers_file = agent_dir.join("agent/servers.json");
+    let both = [first.port, second.port].map(|p| format!("127.0.0.1:{p}"));
+    eventually("the agent to learn both servers", 60, || {
+        let saved = std::fs::read_to_string(&servers_file).unwrap_or_default();
+        both.iter().all(|s| saved.contains(s.as_str()))
+    });
+    let ready = |c: &Cluster| {
+        json_of(c, &["get", "node", "node-failover", "-o", "json"])["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    };
+    eventually("the agent's node to be Ready", 60, || ready(&second));
+    eventually("the default ServiceAccount", 30, || {
+        second.run(&["get", "sa", "default"]).status.success()
+    });
+
+    // The server it joined through dies: its kubelet goes on through the other one.
+    let mut first = first;
+    first.server.kill();
+    let before = renewed(&second, "node-failover");
+    eventually(
+        "the node Lease to be renewed through the survivor",
+        40,
+        || {
+            let now = renewed(&second, "node-failover");
+            !now.is_empty() && now != before
+        },
+    );
+    assert!(ready(&second));
+    let pin = r#"{"spec": {"nodeSelector": {"kubernetes.io/hostname": "node-failover"}}}"#;
+    second.ok(&[
+        "run",
+        "after",
+        &format!("--image={}", images.busybox()),
+        "--overrides",
+        pin,
+        "--command",
+        "--",
+        "sh",
+        "-c",
+        "echo up after failover; sleep 3600",
+    ]);
+    eventually(
+        "a pod created after the failover to run on the agent",
+        90,
+        || json_of(&second, &["get", "pod", "after", "-o", "json"])["status"]["phase"] == "Running",
+    );
+    // Its log comes through the survivor from the agent's kubelet port.
+    eventually("the pod's log", 30, || {
+        second.run(&["logs", "after"]).stdout == b"up after failover\n"
+    });
+    assert!(agent.logged("API server reached after failing over"));
 }

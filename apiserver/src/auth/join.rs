@@ -8,6 +8,12 @@
 //! NetworkPolicy enforcement reads — every pod, namespace and policy — is more than a kubelet
 //! identity may, as k3s gives its agents a `k3s-controller` identity for the same). The agent
 //! checks the CA it gets from `/cacerts` against the hash in its token before it trusts it.
+//!
+//! A server joins the same way: `GET /k1s/v1/server-join` gives a server started with
+//! `--server URL --token TOKEN` the shared datastore this one uses (its endpoint, and the
+//! etcd client TLS files when there are any); the cluster identity it then reads from the
+//! datastore, sealed with that token (`crate::cluster_identity`). The join token therefore
+//! stands for the whole cluster, as k3s's server token does.
 
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -20,6 +26,8 @@ use crate::status::ApiError;
 
 /// The path of the exchange.
 pub const NODE_CERT_PATH: &str = "/k1s/v1/node-certificate";
+/// The path a joining server asks for the datastore at.
+pub const SERVER_JOIN_PATH: &str = "/k1s/v1/server-join";
 /// How long node certificates are valid (k3s: one year).
 const VALIDITY: time::Duration = time::Duration::days(365);
 
@@ -82,6 +90,55 @@ pub async fn node_certificate(
     tracing::info!(requester = %user.name, node, "issued a node client certificate");
     Ok(crate::http::body::respond(
         StatusCode::CREATED,
+        "application/json",
+        serde_json::to_vec(&out).unwrap_or_default(),
+    ))
+}
+
+/// What a server joining this one needs: where the shared datastore is and how to reach it.
+/// `Debug` does not print the key.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ServerJoin {
+    /// `--datastore-endpoint` (etcd client URLs).
+    pub datastore_endpoint: String,
+    /// The etcd CA, client certificate and key (PEM), when etcd is reached over TLS.
+    pub ca_pem: Option<String>,
+    pub cert_pem: Option<String>,
+    pub key_pem: Option<String>,
+}
+
+impl std::fmt::Debug for ServerJoin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerJoin")
+            .field("datastore_endpoint", &self.datastore_endpoint)
+            .field("tls", &self.cert_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Answers `GET /k1s/v1/server-join`: the datastore, as JSON (`datastoreEndpoint`, and
+/// `datastoreCA`, `datastoreCert`, `datastoreKey` when set).
+pub fn server_join(state: &ApiState, user: &UserInfo) -> Result<Response<Body>, ApiError> {
+    let Some(join) = &state.server_join else {
+        return Err(ApiError::bad_request(
+            "this server keeps the cluster in its embedded datastore, which other servers \
+             cannot share: servers join a cluster on etcd (start them with \
+             --datastore-endpoint)",
+        ));
+    };
+    let mut out = json!({"datastoreEndpoint": join.datastore_endpoint});
+    for (key, value) in [
+        ("datastoreCA", &join.ca_pem),
+        ("datastoreCert", &join.cert_pem),
+        ("datastoreKey", &join.key_pem),
+    ] {
+        if let Some(v) = value {
+            out[key] = v.clone().into();
+        }
+    }
+    tracing::info!(requester = %user.name, "gave a joining server the datastore");
+    Ok(crate::http::body::respond(
+        StatusCode::OK,
         "application/json",
         serde_json::to_vec(&out).unwrap_or_default(),
     ))

@@ -591,11 +591,15 @@ pub fn cluster_roles() -> Vec<Value> {
                 rule(&["create"], &[R], &["serviceaccounts/token"]),
             ],
         ),
-        // k1s: what the join token may do — obtain a node client certificate.
+        // k1s: what the join token may do — obtain a node client certificate, or, for a
+        // joining server, the shared datastore.
         cluster_role(
             "system:k1s:agent-bootstrapper",
             &[],
-            vec![urls(&["post", "create"], &["/k1s/v1/node-certificate"])],
+            vec![
+                urls(&["post", "create"], &["/k1s/v1/node-certificate"]),
+                urls(&["get"], &["/k1s/v1/server-join"]),
+            ],
         ),
     ]
 }
