@@ -10,6 +10,7 @@
 //! - [`bootstrap`]: the system namespaces and the `kubernetes` Service, created at start.
 //! - [`crds`]: CustomResourceDefinitions made into served resources; CRD cleanup.
 //! - [`crd_schema`]: custom resource validation, pruning and defaulting from a CRD's schema.
+//! - [`datastore_snapshot`]: `GET /k1s/v1/snapshot`, the datastore in one file, for admins.
 //! - [`encryption`]: encryption at rest (`EncryptionConfiguration`, AES-GCM, key rotation).
 //! - [`event_ttl`]: expiry of events after `--event-ttl`.
 //! - [`pki`]: the cluster CA, the serving and admin certificates, the admin kubeconfig.
@@ -34,6 +35,7 @@ pub mod bootstrap;
 pub mod cluster_identity;
 pub mod crd_schema;
 pub mod crds;
+pub mod datastore_snapshot;
 pub mod encryption;
 pub mod endpoint_leases;
 pub mod event_ttl;

@@ -375,6 +375,11 @@ async fn route(
                 .await
                 .unwrap_or_else(ApiError::into_response)
         }
+        (&Method::GET, crate::datastore_snapshot::PATH, _) => {
+            crate::datastore_snapshot::serve(state, user)
+                .await
+                .unwrap_or_else(ApiError::into_response)
+        }
         (&Method::GET, crate::auth::join::SERVER_JOIN_PATH, _) => {
             crate::auth::join::server_join(state, user).unwrap_or_else(ApiError::into_response)
         }

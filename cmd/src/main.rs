@@ -14,6 +14,7 @@ mod bench_pods;
 mod bench_proxy;
 mod bench_scheduler;
 mod components;
+mod cron;
 mod csi_hostpath;
 mod datastore;
 mod dns;
@@ -22,6 +23,7 @@ mod local_storage;
 mod secrets_encrypt;
 mod server;
 mod server_join;
+mod snapshot;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +49,9 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Datastore snapshots: `save` (from the running server), `ls`, `restore` (into a data
+    /// directory, server stopped).
+    Snapshot(snapshot::SnapshotArgs),
     /// Encryption at rest: show the keys (`status`) or rotate them (`rotate-keys`).
     SecretsEncrypt(secrets_encrypt::SecretsEncryptArgs),
     /// Run the hostpath CSI plugin (hostpath.csi.k1s.io) on this node.
@@ -126,6 +131,7 @@ fn main() -> anyhow::Result<()> {
             Command::Agent(args) => agent_cmd::run(*args).await,
             Command::Bench { what } => bench::run(what).await,
             Command::CsiHostpath(args) => csi_hostpath::run(args).await,
+            Command::Snapshot(args) => snapshot::run(args).await,
             Command::Internal { .. } | Command::SecretsEncrypt(_) => {
                 unreachable!("handled before the runtime starts")
             }

@@ -33,6 +33,19 @@ pub struct ServerArgs {
     /// etcd client URLs (comma-separated) to use instead of the embedded store.
     #[arg(long, env = "K1S_DATASTORE_ENDPOINT")]
     pub datastore_endpoint: Option<String>,
+    /// When to snapshot the datastore (cron, UTC: minute hour day-of-month month
+    /// day-of-week), into --snapshot-dir.
+    #[arg(long, default_value = "0 */12 * * *")]
+    pub snapshot_schedule: String,
+    /// How many scheduled snapshots to keep.
+    #[arg(long, default_value_t = 5)]
+    pub snapshot_retention: usize,
+    /// Where snapshots go; default DATA_DIR/server/snapshots.
+    #[arg(long)]
+    pub snapshot_dir: Option<PathBuf>,
+    /// Take no scheduled snapshots.
+    #[arg(long)]
+    pub disable_snapshots: bool,
     /// Join the cluster of the server at this URL (`https://HOST:6443`, with --token): take
     /// its datastore (etcd) and, from there, its identity.
     #[arg(long, env = "K1S_URL")]
@@ -224,6 +237,19 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let disabled_admission =
         k1s_apiserver::admission::plugins::parse_disabled(&args.disable_admission_plugins)
             .map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let snapshots = if args.disable_snapshots {
+        None
+    } else {
+        Some(crate::snapshot::Schedule {
+            cron: crate::cron::Cron::parse(&args.snapshot_schedule)
+                .map_err(|e| anyhow::anyhow!("--snapshot-schedule: {e}"))?,
+            retention: args.snapshot_retention.max(1),
+            dir: args
+                .snapshot_dir
+                .clone()
+                .unwrap_or_else(|| crate::snapshot::default_dir(&args.data_dir)),
+        })
+    };
     let (datastore_endpoint, tls) = crate::server_join::datastore(&args).await?;
     let server_join = crate::server_join::answer(datastore_endpoint.as_deref(), &tls)?;
     let store = datastore::open(&args.data_dir, datastore_endpoint.as_deref(), &tls).await?;
@@ -256,6 +282,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         interval: Duration::from_secs(args.compaction_interval_seconds.max(1)),
     };
     tasks.spawn(compactor::run(store.clone(), policy, cancel.clone()));
+    if let Some(schedule) = snapshots {
+        crate::snapshot::spawn(store.clone(), schedule, &tasks, &cancel);
+    }
 
     let hostname = crate::host::hostname();
     let node_ips = crate::host::node_ips(&args.node_ip, &hostname);

@@ -7,8 +7,9 @@
 //!   commit and in-process watch fan-out;
 //! - [`etcd::EtcdStore`]: the same contract on a real etcd v3 cluster, for an HA control plane.
 //!
-//! [`compactor`] runs the background compaction policy over either backend, and [`bench`] is the
-//! workload behind `k1s bench store`.
+//! [`compactor`] runs the background compaction policy over either backend, [`snapshot`] saves
+//! either into one file (restored into a new redb store), and [`bench`] is the workload behind
+//! `k1s bench store`.
 //!
 //! This crate owns the revision contract and the on-disk format. It knows nothing of Kubernetes
 //! objects: keys are strings, values are opaque bytes.
@@ -18,6 +19,7 @@ pub mod compactor;
 mod error;
 pub mod etcd;
 pub mod redb;
+pub mod snapshot;
 
 use std::pin::Pin;
 use std::time::Duration;

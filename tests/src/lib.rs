@@ -393,8 +393,13 @@ impl Reply {
 impl Cluster {
     /// Starts a server with `extra` flags; `None` when kubectl is missing (skipped visibly).
     pub fn start(extra: &[&str]) -> Option<Cluster> {
+        Self::start_in(tempfile::tempdir().unwrap(), extra)
+    }
+
+    /// Starts a server on `dir` (its data directory is `dir/data`, which may hold state
+    /// already, e.g. a restored store).
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str]) -> Option<Cluster> {
         let kubectl = kubectl()?;
-        let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let kubeconfig = dir.path().join("k1s.yaml");
         let server = Server::start(&dir.path().join("data"), port, &kubeconfig, extra);
