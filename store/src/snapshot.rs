@@ -6,7 +6,8 @@
 //! ```text
 //! "K1SSNAP1"                          magic, format 1
 //! u32 len | JSON header               {"revision", "keys", "createdAt"}
-//! (u32 len | key | u32 len | value)*  the keys in ascending order, `keys` of them
+//! (u32 len | key | i64 create_rev | i64 mod_rev | u32 len | value)*
+//!                                     the keys in ascending order, `keys` of them
 //! "K1SSEND1" | SHA-256                of every byte before the digest
 //! ```
 //! Values are the stored bytes: with encryption at rest they stay encrypted, and a restore
@@ -72,7 +73,7 @@ pub async fn save(
         let page = store.list(req.clone()).await?;
         let more = page.more;
         let last = page.kvs.last().map(|kv| kv.key.clone());
-        kvs.extend(page.kvs.into_iter().map(|kv| (kv.key, kv.value)));
+        kvs.extend(page.kvs);
         if !more || last.is_none() {
             break page.revision;
         }
@@ -88,9 +89,11 @@ pub async fn save(
     w.write_all(MAGIC)?;
     let json = serde_json::to_vec(&header).map_err(|e| SnapshotError::Format(e.to_string()))?;
     write_item(&mut w, &json)?;
-    for (k, v) in &kvs {
-        write_item(&mut w, k.as_bytes())?;
-        write_item(&mut w, v)?;
+    for kv in &kvs {
+        write_item(&mut w, kv.key.as_bytes())?;
+        w.write_all(&kv.create_revision.to_le_bytes())?;
+        w.write_all(&kv.mod_revision.to_le_bytes())?;
+        write_item(&mut w, &kv.value)?;
     }
     w.write_all(END)?;
     let digest = w.hasher.finalize();
@@ -132,12 +135,22 @@ impl<W: Write> Write for Hashing<W> {
     }
 }
 
+/// One key of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub create_revision: Revision,
+    /// The revision of its last write (its objects' `resourceVersion`).
+    pub mod_revision: Revision,
+    pub value: Vec<u8>,
+}
+
 /// A snapshot read back and verified.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub header: Header,
-    /// The keys in ascending order with their values.
-    pub entries: Vec<(String, Vec<u8>)>,
+    /// The keys in ascending order.
+    pub entries: Vec<Entry>,
 }
 
 /// Reads the header only (for listings); the checksum is not verified.
@@ -170,14 +183,26 @@ pub fn read(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
     for _ in 0..header.keys {
         let key = String::from_utf8(read_item(&mut input)?)
             .map_err(|_| SnapshotError::Format("a key is not UTF-8".into()))?;
+        let create_revision = read_i64(&mut input)?;
+        let mod_revision = read_i64(&mut input)?;
         let value = read_item(&mut input)?;
-        if entries
-            .last()
-            .is_some_and(|(last, _): &(String, Vec<u8>)| *last >= key)
-        {
+        if entries.last().is_some_and(|last: &Entry| last.key >= key) {
             return Err(SnapshotError::Format(format!("key {key:?} out of order")));
         }
-        entries.push((key, value));
+        if create_revision <= 0 || mod_revision < create_revision || mod_revision > header.revision
+        {
+            return Err(SnapshotError::Format(format!(
+                "key {key:?} has revisions {create_revision}/{mod_revision} outside the \
+                 snapshot's {}",
+                header.revision
+            )));
+        }
+        entries.push(Entry {
+            key,
+            create_revision,
+            mod_revision,
+            value,
+        });
     }
     if input != END {
         return Err(SnapshotError::Format(
@@ -185,6 +210,14 @@ pub fn read(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
         ));
     }
     Ok(Snapshot { header, entries })
+}
+
+fn read_i64(input: &mut impl Read) -> Result<i64, SnapshotError> {
+    let mut b = [0u8; 8];
+    input
+        .read_exact(&mut b)
+        .map_err(|_| SnapshotError::Format("cut short".into()))?;
+    Ok(i64::from_le_bytes(b))
 }
 
 fn read_item(input: &mut impl Read) -> Result<Vec<u8>, SnapshotError> {
@@ -237,9 +270,12 @@ mod tests {
         let snap = read(&file).unwrap();
         assert_eq!(snap.header, header);
         assert_eq!(snap.entries.len(), 1202);
-        assert_eq!(snap.entries[0].0, "/registry/k/0000");
-        assert!(snap.entries.iter().all(|(k, _)| k != "/registry/k/0007"));
-        assert_eq!(snap.entries[1201].1, vec![(1202 % 256) as u8; 1202]);
+        assert_eq!(snap.entries[0].key, "/registry/k/0000");
+        assert!(snap.entries.iter().all(|e| e.key != "/registry/k/0007"));
+        assert_eq!(snap.entries[1201].value, vec![(1202 % 256) as u8; 1202]);
+        let kv = store.get("/registry/k/1202").await.unwrap().unwrap();
+        assert_eq!(snap.entries[1201].mod_revision, kv.mod_revision);
+        assert_eq!(snap.entries[1201].create_revision, kv.create_revision);
         assert_eq!(read_header(&mut file.as_slice()).unwrap(), header);
     }
 
@@ -252,7 +288,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db/state.redb");
         let rev = crate::redb::restore(&path, &snap, 1000).unwrap();
-        assert_eq!(rev, header.revision + 1000 + 5);
+        assert_eq!(rev, header.revision + 1000);
         assert!(
             crate::redb::restore(&path, &snap, 1000).is_err(),
             "never over a store"
@@ -263,7 +299,12 @@ mod tests {
         assert_eq!(restored.current_revision().await.unwrap(), rev);
         let kv = restored.get("/registry/k/0003").await.unwrap().unwrap();
         assert_eq!(&kv.value[..], &[3u8; 3][..]);
-        assert!(kv.mod_revision > header.revision + 1000);
+        // The key keeps its revisions (its object's resourceVersion).
+        let before = store.get("/registry/k/0003").await.unwrap().unwrap();
+        assert_eq!(
+            (kv.create_revision, kv.mod_revision),
+            (before.create_revision, before.mod_revision)
+        );
         // A watch from before the restore is told to relist.
         let mut w = restored.watch("/registry/", header.revision, Default::default());
         let first = futures::StreamExt::next(&mut w).await.unwrap();
@@ -282,6 +323,32 @@ mod tests {
             .unwrap();
         assert_eq!(next, rev + 1);
         restored.close();
+    }
+
+    #[tokio::test]
+    async fn keys_written_at_one_revision_get_new_ones_above_the_rest() {
+        let entry = |key: &str| Entry {
+            key: key.into(),
+            create_revision: 4,
+            mod_revision: 4,
+            value: key.as_bytes().to_vec(),
+        };
+        let snap = Snapshot {
+            header: Header {
+                revision: 9,
+                keys: 2,
+                created_at: "t".into(),
+            },
+            entries: vec![entry("/a"), entry("/b")],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.redb");
+        assert_eq!(crate::redb::restore(&path, &snap, 0).unwrap(), 10);
+        let store = RedbStore::open(RedbConfig::new(&path)).unwrap();
+        assert_eq!(store.get("/a").await.unwrap().unwrap().mod_revision, 4);
+        let b = store.get("/b").await.unwrap().unwrap();
+        assert_eq!((b.mod_revision, &b.value[..]), (10, &b"/b"[..]));
+        store.close();
     }
 
     #[tokio::test]

@@ -257,11 +257,12 @@ impl Store for RedbStore {
 }
 
 /// Writes the keys of `snapshot` into a new store file at `path`, which must not exist (nor
-/// its write-ahead log). Revisions start `bump` above the snapshot's, and everything up to
-/// the last one is compacted, as etcd's `snapshot restore --bump-revision --mark-compacted`:
-/// a client that read the old store (a kubelet's informer, a controller) and resumes a watch
-/// from its resourceVersion gets 410 Gone and relists, instead of waiting for revisions the
-/// restored store would only reach later. Returns the restored store's revision.
+/// its write-ahead log). Keys keep their revisions (their objects' resourceVersions); the
+/// store's revision is set `bump` above the snapshot's and everything below it is compacted,
+/// as etcd's `snapshot restore --bump-revision --mark-compacted`: a client that read the old
+/// store (a kubelet's informer, a controller) and resumes a watch from its resourceVersion
+/// gets 410 Gone and relists, instead of waiting for revisions the restored store would only
+/// reach later. Returns the restored store's revision.
 pub fn restore(
     path: &Path,
     snapshot: &crate::snapshot::Snapshot,
@@ -279,22 +280,29 @@ pub fn restore(
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|source| io_error(dir, source))?;
     }
-    let base = snapshot.header.revision.max(1).saturating_add(bump.max(0));
+    let mut revision = snapshot.header.revision.max(1).saturating_add(bump.max(0));
     let db = Database::create(path).at(path)?;
     let mut txn = db.begin_write().at(path)?;
     txn.set_durability(redb::Durability::Immediate).at(path)?;
-    let mut revision = base;
     {
         let mut kv = txn.open_table(KV).at(path)?;
         let mut log = txn.open_table(LOG).at(path)?;
-        for (key, value) in &snapshot.entries {
-            crate::check_key(key)?;
-            revision += 1;
-            let rec = codec::encode_log(crate::EventKind::Put, key, revision, value, None);
-            log.insert(revision as u64, rec.as_slice()).at(path)?;
+        let mut taken = std::collections::HashSet::new();
+        for e in &snapshot.entries {
+            crate::check_key(&e.key)?;
+            // A revision holds one write here; keys that share one (an etcd transaction
+            // wrote them) get new revisions above the rest.
+            let (create, modified) = if taken.insert(e.mod_revision) {
+                (e.create_revision, e.mod_revision)
+            } else {
+                revision += 1;
+                (revision, revision)
+            };
+            let rec = codec::encode_log(crate::EventKind::Put, &e.key, create, &e.value, None);
+            log.insert(modified as u64, rec.as_slice()).at(path)?;
             kv.insert(
-                key.as_str(),
-                codec::encode_kv(revision, revision).as_slice(),
+                e.key.as_str(),
+                codec::encode_kv(create, modified).as_slice(),
             )
             .at(path)?;
         }
