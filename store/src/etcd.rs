@@ -208,7 +208,13 @@ impl EtcdStore {
     }
 
     async fn txn(&self, txn: Txn) -> Result<(Revision, TxnResponse)> {
-        let resp = self.kv.clone().txn(txn).await.map_err(|e| self.err(&e))?;
+        // A write is sent again only when it reached no member (never applied).
+        let resp = retry(Unreached::Member, || {
+            let (mut kv, txn) = (self.kv.clone(), txn.clone());
+            async move { kv.txn(txn).await }
+        })
+        .await
+        .map_err(|e| self.err(&e))?;
         Ok((header_revision(resp.header(), &self.endpoints)?, resp))
     }
 
@@ -241,11 +247,12 @@ impl EtcdStore {
     }
 
     async fn range(&self, key: Vec<u8>, options: GetOptions) -> Result<GetResponse> {
-        self.kv
-            .clone()
-            .get(key, Some(options))
-            .await
-            .map_err(|e| self.err(&e))
+        retry(Unreached::Answer, || {
+            let (mut kv, key, options) = (self.kv.clone(), key.clone(), options.clone());
+            async move { kv.get(key, Some(options)).await }
+        })
+        .await
+        .map_err(|e| self.err(&e))
     }
 }
 
@@ -307,7 +314,11 @@ impl Store for EtcdStore {
             }
             start
         };
-        let mut resp = match self.kv.clone().get(key, Some(options)).await {
+        let read = retry(Unreached::Answer, || {
+            let (mut kv, key, options) = (self.kv.clone(), key.clone(), options.clone());
+            async move { kv.get(key, Some(options)).await }
+        });
+        let mut resp = match read.await {
             Ok(resp) => resp,
             Err(e) => {
                 let requested = at.unwrap_or(0);
@@ -504,6 +515,71 @@ fn convert_kv(kv: etcd_client::KeyValue, endpoints: &str) -> Result<KeyValue> {
     })
 }
 
+/// Which failures [`retry`] sends a request again after.
+#[derive(Clone, Copy)]
+enum Unreached {
+    /// The request reached no member: the connection to the one the client's balancer picked
+    /// could not be made (that member is down). Safe for writes: nothing was applied.
+    Member,
+    /// No answer came (reads: asking again changes nothing).
+    Answer,
+}
+
+/// How often a request is sent again: with one of three members down, the balancer picks the
+/// dead one about one time in three, so six more tries miss about once in a thousand.
+const RETRIES: u32 = 6;
+
+/// Runs `op`, and again (up to [`RETRIES`] times, 20 ms apart and more) after a failure of
+/// the kind `when`. etcd-client's channel balances over every endpoint and does not set a
+/// dead one aside, so without this a member down fails a share of all requests.
+async fn retry<T, F, Fut>(when: Unreached, mut op: F) -> std::result::Result<T, etcd_client::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, etcd_client::Error>>,
+{
+    let mut attempt = 0;
+    loop {
+        match op().await {
+            Err(e) if attempt < RETRIES && is_unreached(&e, when) => {
+                attempt += 1;
+                tracing::debug!(attempt, error = %e, "etcd member unreachable; trying again");
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn is_unreached(e: &etcd_client::Error, when: Unreached) -> bool {
+    let etcd_client::Error::GRpcStatus(status) = e else {
+        return matches!(e, etcd_client::Error::TransportError(_))
+            && matches!(when, Unreached::Answer);
+    };
+    if status.code() != tonic::Code::Unavailable {
+        return false;
+    }
+    match when {
+        Unreached::Answer => true,
+        Unreached::Member => connect_failed(status),
+    }
+}
+
+/// Whether the status is a connection that could not be made (tonic's "tcp connect error"
+/// or a `ConnectError` in its sources), as opposed to one lost after sending.
+fn connect_failed(status: &tonic::Status) -> bool {
+    if status.message().contains("tcp connect error") {
+        return true;
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(s) = source {
+        if format!("{s:?}").starts_with("ConnectError") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 fn backend_error(endpoints: &str, e: &etcd_client::Error) -> StoreError {
     let msg = e.to_string();
     if msg.contains("request is too large") {
@@ -666,12 +742,13 @@ impl WatchState {
             // too (every 10 minutes unless the server is configured otherwise).
             options = options.with_progress_notify();
         }
-        let stream = self
-            .client
-            .clone()
-            .watch(self.key.clone(), Some(options))
-            .await
-            .map_err(|e| backend_error(&self.endpoints, &e))?;
+        let stream = retry(Unreached::Answer, || {
+            let (mut client, key, options) =
+                (self.client.clone(), self.key.clone(), options.clone());
+            async move { client.watch(key, Some(options)).await }
+        })
+        .await
+        .map_err(|e| backend_error(&self.endpoints, &e))?;
         let ticker = self.progress_interval.map(|d| {
             let mut t = tokio::time::interval_at(Instant::now() + d, d);
             t.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -960,6 +1037,19 @@ impl LiveWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_requests_that_reached_no_member_are_written_again() {
+        let e = |s: tonic::Status| etcd_client::Error::GRpcStatus(s);
+        let refused = e(tonic::Status::unavailable("tcp connect error"));
+        let timed_out = e(tonic::Status::unavailable("etcdserver: request timed out"));
+        let missing = e(tonic::Status::not_found("nope"));
+        assert!(is_unreached(&refused, Unreached::Member));
+        assert!(is_unreached(&refused, Unreached::Answer));
+        assert!(!is_unreached(&timed_out, Unreached::Member), "may have been applied");
+        assert!(is_unreached(&timed_out, Unreached::Answer));
+        assert!(!is_unreached(&missing, Unreached::Answer));
+    }
 
     #[test]
     fn endpoints_are_split_and_trimmed() {

@@ -1,5 +1,6 @@
 //! Test harness: a throwaway single-member etcd server (Debian's `etcd-server`, etcd 3.4) on
-//! free loopback ports, with its data in a temporary directory. Depends only on std and
+//! free loopback ports, with its data in a temporary directory, or a cluster of several
+//! ([`EtcdCluster`]). Depends only on std and
 //! `tempfile`, so any test file can include it:
 //!
 //! ```ignore
@@ -27,6 +28,10 @@ const START_ATTEMPTS: usize = 3;
 /// A running etcd server; killed (SIGKILL) and its data removed on drop.
 pub struct EtcdServer {
     child: Option<Child>,
+    /// The member name, and the whole cluster's `--initial-cluster` (this member alone by
+    /// default).
+    name: String,
+    initial_cluster: Option<String>,
     bin: PathBuf,
     client_port: u16,
     peer_port: u16,
@@ -107,6 +112,8 @@ impl EtcdServer {
             .unwrap_or_else(|e| panic!("cannot create a temporary directory for etcd: {e}"));
         let mut server = EtcdServer {
             child: None,
+            name: "k1s-test".into(),
+            initial_cluster: None,
             bin,
             client_port: 0,
             peer_port: 0,
@@ -178,6 +185,12 @@ impl EtcdServer {
 
     /// Spawns etcd and waits for it to be healthy.
     fn launch(&mut self) -> Result<(), String> {
+        self.spawn()?;
+        self.wait_healthy()
+    }
+
+    /// Spawns etcd.
+    fn spawn(&mut self) -> Result<(), String> {
         let client_url = self.endpoint();
         let peer_url = format!("http://127.0.0.1:{}", self.peer_port);
         let log = File::options()
@@ -196,7 +209,7 @@ impl EtcdServer {
                 .arg("--client-cert-auth");
         }
         let child = cmd
-            .arg("--name=k1s-test")
+            .arg(format!("--name={}", self.name))
             .arg(format!(
                 "--listen-metrics-urls=http://127.0.0.1:{}",
                 self.metrics_port
@@ -206,7 +219,12 @@ impl EtcdServer {
             .arg(format!("--advertise-client-urls={client_url}"))
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .arg(format!("--initial-cluster=k1s-test={peer_url}"))
+            .arg(format!(
+                "--initial-cluster={}",
+                self.initial_cluster
+                    .clone()
+                    .unwrap_or_else(|| format!("{}={peer_url}", self.name))
+            ))
             .arg("--initial-cluster-state=new")
             .arg("--initial-cluster-token=k1s-test")
             .arg("--logger=zap")
@@ -217,7 +235,12 @@ impl EtcdServer {
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
         self.child = Some(child);
+        Ok(())
+    }
 
+    /// Waits until etcd answers its health check (a member of a cluster: until the cluster
+    /// has a leader).
+    fn wait_healthy(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + START_TIMEOUT;
         let addr = SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
         loop {
@@ -240,6 +263,85 @@ impl EtcdServer {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+/// Three (or `n`) etcd members on loopback forming one cluster, each killable and
+/// restartable on its own data.
+pub struct EtcdCluster {
+    pub members: Vec<EtcdServer>,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members and waits until the cluster is healthy; `None` as
+    /// [`EtcdServer::start_or_skip`].
+    pub fn start_or_skip(n: usize) -> Option<EtcdCluster> {
+        let bin = match etcd_binary() {
+            Some(bin) => bin,
+            None if skip_requested() => {
+                eprintln!("SKIPPED: etcd not installed (K1S_SKIP_ETCD=1)");
+                return None;
+            }
+            None => panic!("{NOT_INSTALLED}"),
+        };
+        let mut members: Vec<EtcdServer> = (0..n)
+            .map(|i| EtcdServer {
+                child: None,
+                name: format!("m{i}"),
+                initial_cluster: None,
+                bin: bin.clone(),
+                client_port: free_port(),
+                peer_port: free_port(),
+                metrics_port: free_port(),
+                tls: None,
+                dir: tempfile::Builder::new()
+                    .prefix("k1s-etcd-")
+                    .tempdir()
+                    .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}")),
+            })
+            .collect();
+        let cluster = members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for m in &mut members {
+            m.initial_cluster = Some(cluster.clone());
+            m.spawn().unwrap_or_else(|e| panic!("etcd {}: {e}", m.name));
+        }
+        for m in &mut members {
+            m.wait_healthy()
+                .unwrap_or_else(|e| panic!("etcd {}: {e}", m.name));
+        }
+        Some(EtcdCluster { members })
+    }
+
+    /// Every member's client URL, comma-separated (as `--datastore-endpoint` takes them).
+    pub fn endpoints(&self) -> String {
+        self.members
+            .iter()
+            .map(EtcdServer::endpoint)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Kills member `i` (SIGKILL).
+    pub fn kill(&mut self, i: usize) {
+        self.members[i].kill();
+    }
+
+    /// Starts member `i` again on its data, without waiting for it to be healthy (alone it
+    /// is not: it needs a quorum).
+    pub fn restart(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        m.spawn().unwrap_or_else(|e| panic!("etcd {}: {e}", m.name));
+    }
+
+    /// Waits until member `i` is healthy (the cluster has a leader again).
+    pub fn wait_healthy(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        m.wait_healthy()
+            .unwrap_or_else(|e| panic!("etcd {}: {e}", m.name));
     }
 }
 
