@@ -2,10 +2,8 @@
 //! it is (the cluster CA, the ServiceAccount signing key) kept in the datastore, encrypted
 //! with a key derived from the join token, as k3s keeps its bootstrap data.
 //!
-//! Not the encryption-at-rest configuration: `k1s secrets-encrypt rotate-keys` changes it on
-//! one server's disk, and a record published once would overwrite the rotated keys at the
-//! next start (secrets written with the new key would become unreadable). Sharing it needs
-//! rotation that republishes first.
+//! The encryption-at-rest configuration is shared the same way, but kept in step both ways
+//! (a rotation on any server's disk is published): `crate::encryption::shared`.
 //!
 //! The first server to start on a datastore writes its files there ([`publish`], create-only,
 //! so two servers starting at once cannot both win); every later one — on etcd, another
@@ -104,6 +102,23 @@ fn derive(password: &str, salt: &[u8], s: &Sealed) -> Result<LessSafeKey, Identi
 }
 
 fn seal(files: &Files, password: &str) -> Result<Vec<u8>, IdentityError> {
+    let data = serde_json::to_vec(files).map_err(|e| IdentityError::Corrupt(e.to_string()))?;
+    seal_record(KEY, &data, password)
+}
+
+fn open(bytes: &[u8], password: &str) -> Result<Files, IdentityError> {
+    let plain = open_record(KEY, bytes, password)?;
+    serde_json::from_slice(&plain).map_err(|e| IdentityError::Corrupt(e.to_string()))
+}
+
+/// Seals `plain` for the datastore key `name` (the associated data: a record cannot be moved
+/// to another key) with a key derived from `password`. Slow on purpose (Argon2id): call it
+/// off the async threads.
+pub(crate) fn seal_record(
+    name: &str,
+    plain: &[u8],
+    password: &str,
+) -> Result<Vec<u8>, IdentityError> {
     let rng = SystemRandom::new();
     let mut salt = [0u8; 16];
     let mut nonce = [0u8; 12];
@@ -121,10 +136,10 @@ fn seal(files: &Files, password: &str) -> Result<Vec<u8>, IdentityError> {
         ciphertext: String::new(),
     };
     let key = derive(password, &salt, &sealed)?;
-    let mut data = serde_json::to_vec(files).map_err(|e| IdentityError::Corrupt(e.to_string()))?;
+    let mut data = plain.to_vec();
     key.seal_in_place_append_tag(
         Nonce::assume_unique_for_key(nonce),
-        Aad::from(KEY.as_bytes()),
+        Aad::from(name.as_bytes()),
         &mut data,
     )
     .map_err(|_| IdentityError::Kdf("sealing failed".into()))?;
@@ -132,7 +147,13 @@ fn seal(files: &Files, password: &str) -> Result<Vec<u8>, IdentityError> {
     serde_json::to_vec(&sealed).map_err(|e| IdentityError::Corrupt(e.to_string()))
 }
 
-fn open(bytes: &[u8], password: &str) -> Result<Files, IdentityError> {
+/// Opens a record [`seal_record`] made for `name`: [`IdentityError::WrongToken`] when
+/// `password` is not the one it was sealed with.
+pub(crate) fn open_record(
+    name: &str,
+    bytes: &[u8],
+    password: &str,
+) -> Result<Vec<u8>, IdentityError> {
     let corrupt = |what: &str| IdentityError::Corrupt(what.to_string());
     let sealed: Sealed = serde_json::from_slice(bytes).map_err(|e| corrupt(&e.to_string()))?;
     if sealed.version != 1 || sealed.kdf != "argon2id" {
@@ -141,7 +162,6 @@ fn open(bytes: &[u8], password: &str) -> Result<Files, IdentityError> {
             sealed.version, sealed.kdf
         )));
     }
-    // Bounds, so that a damaged record cannot make the KDF take a machine's memory.
     if sealed.memory_kib > 1024 * 1024 || sealed.passes > 16 || sealed.lanes > 16 {
         return Err(corrupt("KDF parameters out of range"));
     }
@@ -158,16 +178,14 @@ fn open(bytes: &[u8], password: &str) -> Result<Files, IdentityError> {
     let plain = key
         .open_in_place(
             Nonce::assume_unique_for_key(nonce),
-            Aad::from(KEY.as_bytes()),
+            Aad::from(name.as_bytes()),
             &mut data,
         )
         .map_err(|_| IdentityError::WrongToken)?;
-    serde_json::from_slice(plain).map_err(|e| corrupt(&e.to_string()))
+    Ok(plain.to_vec())
 }
 
-/// Writes `contents` to `path` with `mode`, atomically (temporary file, fsync, rename, fsync
-/// of the directory).
-fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), IdentityError> {
+pub(crate) fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), IdentityError> {
     let io = |op, path: &Path| {
         let path = path.to_owned();
         move |source| IdentityError::Io { op, path, source }

@@ -85,7 +85,7 @@ pub fn run(args: SecretsEncryptArgs) -> anyhow::Result<()> {
                 );
             }
             println!(
-                "A running server loads the file within seconds and re-encrypts stored objects under the new key (watch its log for \"re-encryption sweep done\"); after that the old keys can be removed from the file."
+                "A running server loads the file within seconds and re-encrypts stored objects under the new key (watch its log for \"re-encryption sweep done\"); the other servers of the cluster take the new key too. After that the old keys can be removed from the file (on one running server)."
             );
         }
     }

@@ -318,6 +318,44 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             pki = Pki::load_or_create(&pki_config)?;
         }
     }
+    // The generated configuration (--secrets-encryption) is the cluster's: kept in step with
+    // the datastore's copy. A server started without the flag on a cluster that has one takes
+    // it too, or it could not read the cluster's secrets.
+    let shared_encryption = args.encryption_provider_config.is_none()
+        && (args.secrets_encryption
+            || store
+                .get(k1s_apiserver::encryption::shared::KEY)
+                .await?
+                .is_some());
+    let encryption_config = if shared_encryption {
+        let generated = k1s_apiserver::encryption::config::generated_path(&args.data_dir);
+        if k1s_apiserver::encryption::shared::take_if_absent(&*store, &generated, &password)
+            .await
+            .context("taking the cluster's encryption configuration")?
+        {
+            tracing::info!(path = %generated.display(), "took the cluster's encryption configuration");
+        }
+        let path = crate::secrets_encrypt::server_config_path(&args.data_dir, None, true)?
+            .context("the generated encryption configuration")?;
+        let done = k1s_apiserver::encryption::shared::reconcile(
+            &*store,
+            &path,
+            &password,
+            k1s_apiserver::encryption::shared::Prefer::Newer,
+        )
+        .await
+        .context("sharing the encryption configuration")?;
+        tracing::info!(outcome = ?done, "encryption configuration in step with the cluster's");
+        tasks.spawn(k1s_apiserver::encryption::shared::run(
+            store.clone(),
+            path.clone(),
+            password.clone(),
+            cancel.clone(),
+        ));
+        Some(path)
+    } else {
+        encryption_config
+    };
     let encryption = match &encryption_config {
         Some(path) => {
             let config = EncryptionConfig::load(path).context("--encryption-provider-config")?;

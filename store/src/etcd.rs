@@ -1046,7 +1046,10 @@ mod tests {
         let missing = e(tonic::Status::not_found("nope"));
         assert!(is_unreached(&refused, Unreached::Member));
         assert!(is_unreached(&refused, Unreached::Answer));
-        assert!(!is_unreached(&timed_out, Unreached::Member), "may have been applied");
+        assert!(
+            !is_unreached(&timed_out, Unreached::Member),
+            "may have been applied"
+        );
         assert!(is_unreached(&timed_out, Unreached::Answer));
         assert!(!is_unreached(&missing, Unreached::Answer));
     }

@@ -321,3 +321,94 @@ fn an_agent_fails_over_to_a_surviving_server() {
     });
     assert!(agent.logged("API server reached after failing over"));
 }
+
+/// `k1s secrets-encrypt` on `dir` (a server's data directory): its output.
+fn secrets_encrypt(dir: &std::path::Path, what: &str) -> String {
+    let out = Command::new(k1s_tests::k1s_bin())
+        .args(["secrets-encrypt", what, "--data-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn encryption_keys_are_the_clusters_and_rotate_on_every_server() {
+    let Some(etcd) = etcd_support::EtcdServer::start_or_skip() else {
+        return;
+    };
+    let endpoint = etcd.endpoint();
+    let Some(a) = Cluster::start(&["--datastore-endpoint", &endpoint, "--secrets-encryption"])
+    else {
+        return;
+    };
+    let token = std::fs::read_to_string(a.data_dir().join("server/token")).unwrap();
+    a.ok(&["create", "secret", "generic", "s1", "--from-literal=k=one"]);
+    // The second server is not given --secrets-encryption: it takes the cluster's keys.
+    let a_url = format!("https://127.0.0.1:{}", a.port);
+    let Some(b) = Cluster::start(&["--server", &a_url, "--token", token.trim()]) else {
+        return;
+    };
+    assert_eq!(
+        b.ok(&["get", "secret", "s1", "-o", "jsonpath={.data.k}"]),
+        "b25l"
+    );
+    let keys = |dir: &std::path::Path| {
+        let status = secrets_encrypt(dir, "status");
+        status.lines().skip(1).collect::<Vec<_>>().join("\n")
+    };
+    assert_eq!(keys(&a.data_dir()), keys(&b.data_dir()));
+
+    // Rotated on the second server: the first one writes with the new key too.
+    let rotated = secrets_encrypt(&b.data_dir(), "rotate-keys");
+    let new_key = rotated.split_whitespace().nth(2).unwrap().to_string();
+    eventually("the first server to take the rotated key", 40, || {
+        secrets_encrypt(&a.data_dir(), "status").contains(&format!("keys: {new_key}"))
+    });
+    eventually("the first server to load it", 20, || {
+        a.server.logged("reloaded the encryption configuration")
+    });
+    a.ok(&["create", "secret", "generic", "s2", "--from-literal=k=two"]);
+    for c in [&a, &b] {
+        assert_eq!(
+            c.ok(&["get", "secret", "s1", "-o", "jsonpath={.data.k}"]),
+            "b25l"
+        );
+        assert_eq!(
+            c.ok(&["get", "secret", "s2", "-o", "jsonpath={.data.k}"]),
+            "dHdv"
+        );
+    }
+    // The stored bytes say which key: a snapshot carries them as stored.
+    let snaps = a.dir.path().join("snaps");
+    let saved = Command::new(k1s_tests::k1s_bin())
+        .args(["snapshot", "save", "--kubeconfig"])
+        .arg(&a.kubeconfig)
+        .arg("--dir")
+        .arg(&snaps)
+        .output()
+        .unwrap();
+    assert!(saved.status.success());
+    let file = std::fs::read_dir(&snaps)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let bytes = std::fs::read(file).unwrap();
+    let prefix = format!("k8s:enc:aesgcm:v1:{new_key}:");
+    let written = bytes
+        .windows(prefix.len())
+        .filter(|w| *w == prefix.as_bytes())
+        .count();
+    assert!(written >= 1, "no value under the rotated key");
+    assert!(
+        !bytes.windows(6).any(|w| w == b"\"dHdv\""),
+        "a secret in plaintext"
+    );
+}

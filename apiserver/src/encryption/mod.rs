@@ -4,6 +4,7 @@
 //! - [`config`]: the `EncryptionConfiguration` file (parse, validate, generate, rotate keys).
 //! - [`aesgcm`]: one AES-GCM key and upstream's `k8s:enc:aesgcm:v1:<name>:` value format.
 //! - [`sweep`]: rewrites stored objects that are not under the current write key.
+//! - [`shared`]: one generated configuration for every server, kept in the datastore.
 //!
 //! The [`Transformer`] is built from a configuration and held by the REST layer
 //! ([`crate::rest::Rest`]); every read or write of stored object bytes in this crate goes
@@ -16,6 +17,7 @@
 
 pub mod aesgcm;
 pub mod config;
+pub mod shared;
 pub mod sweep;
 
 use std::borrow::Cow;
