@@ -38,6 +38,9 @@ pub enum BenchCommand {
     /// NetworkPolicy enforcement: the table programmed per change (p50/p99) and whole at 100
     /// and 1,000 policies, and its memory, in a scratch network namespace.
     Netpol(crate::bench_netpol::NetpolBenchArgs),
+    /// The HA control plane: failover time (leader killed → a pod scheduled, p50/p99) and
+    /// create throughput with 1, 2 and 3 servers, on a scratch etcd.
+    Ha(crate::bench_ha::HaBenchArgs),
     /// What an idle server costs: disk writes per second, CPU, memory and binary size, on a
     /// scratch data directory (`--kubelet` to include its node).
     Idle(crate::bench_idle::IdleBenchArgs),
@@ -78,6 +81,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Store(args) => store(args).await,
         BenchCommand::Api(args) => crate::bench_api::run(args).await,
+        BenchCommand::Ha(args) => crate::bench_ha::run(args).await,
         BenchCommand::Pods(args) => crate::bench_pods::run(args).await,
         BenchCommand::Scheduler(args) => crate::bench_scheduler::run(args).await,
         BenchCommand::Proxy(args) => crate::bench_proxy::run(args).await,

@@ -7,6 +7,7 @@ mod agent_servers;
 mod bench;
 mod bench_api;
 mod bench_dns;
+mod bench_ha;
 mod bench_idle;
 mod bench_netpol;
 mod bench_podnet;
