@@ -3,6 +3,7 @@
 #   protobuf-compiler  protoc, for the etcd client's generated gRPC code
 #   libprotobuf-dev    the well-known types (google/protobuf/*.proto) that etcd's protos import
 #   etcd-server        a real etcd 3.4 that the store conformance suite and the bench compare against
+#   etcd-client        etcdctl, which restores etcd's own snapshots in the snapshot test
 #   kubernetes-client  kubectl, where none is installed, for the end-to-end tests
 #   curl               raw HTTPS requests in the end-to-end tests (bad input, headers)
 #   python3-venv       a venv with the official Python client (PyPI `kubernetes`)
@@ -19,6 +20,7 @@ need=()
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 [ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 # kubectl for the end-to-end tests: Debian's kubernetes-client (1.20) where none is installed.
 command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)

@@ -20,6 +20,16 @@ pub async fn open(
     endpoint: Option<&str>,
     tls: &EtcdTls,
 ) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(open_with_etcd(data_dir, endpoint, tls).await?.0)
+}
+
+/// [`open`], and the etcd store itself when the datastore is etcd (for etcd's own
+/// snapshots).
+pub async fn open_with_etcd(
+    data_dir: &Path,
+    endpoint: Option<&str>,
+    tls: &EtcdTls,
+) -> anyhow::Result<(Arc<dyn Store>, Option<Arc<EtcdStore>>)> {
     match endpoint {
         Some(ep) if ep.starts_with("http://") || ep.starts_with("https://") => {
             let endpoints = parse_endpoints(ep);
@@ -27,7 +37,8 @@ pub async fn open(
                 .await
                 .with_context(|| format!("connecting to etcd at {ep}"))?;
             tracing::info!(endpoints = ?endpoints, "using etcd datastore");
-            Ok(Arc::new(store))
+            let store = Arc::new(store);
+            Ok((store.clone(), Some(store)))
         }
         Some(other) => anyhow::bail!(
             "unsupported --datastore-endpoint {other:?}: give etcd client URLs such as http://10.0.0.1:2379 (comma-separated for a cluster), or leave it out for the embedded store"
@@ -36,7 +47,7 @@ pub async fn open(
             let path = redb_path(data_dir);
             let store = tokio::task::spawn_blocking(move || RedbStore::open(RedbConfig::new(path)))
                 .await??;
-            Ok(Arc::new(store))
+            Ok((Arc::new(store), None))
         }
     }
 }

@@ -252,7 +252,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
     let (datastore_endpoint, tls) = crate::server_join::datastore(&args).await?;
     let server_join = crate::server_join::answer(datastore_endpoint.as_deref(), &tls)?;
-    let store = datastore::open(&args.data_dir, datastore_endpoint.as_deref(), &tls).await?;
+    let (store, etcd) =
+        datastore::open_with_etcd(&args.data_dir, datastore_endpoint.as_deref(), &tls).await?;
     let revision = store.current_revision().await?;
     tracing::info!(revision, data_dir = %args.data_dir.display(), "datastore ready");
     // The cluster identity first: a server joining a cluster on etcd takes its CA and its
@@ -283,7 +284,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
     tasks.spawn(compactor::run(store.clone(), policy, cancel.clone()));
     if let Some(schedule) = snapshots {
-        crate::snapshot::spawn(store.clone(), schedule, &tasks, &cancel);
+        crate::snapshot::spawn(store.clone(), etcd, schedule, &tasks, &cancel);
     }
 
     let hostname = crate::host::hostname();

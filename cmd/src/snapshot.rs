@@ -5,10 +5,14 @@
 //! the CLI.
 //!
 //! - `save` asks the running server (`GET /k1s/v1/snapshot` with the admin kubeconfig), so it
-//!   works on either datastore while the server holds the embedded store's file.
-//! - Scheduled snapshots are taken in the server process, straight from its store.
-//! - `restore` writes a new embedded store into `--data-dir` from a file, with the server
-//!   stopped; started with the cluster's original token, the server is the same cluster.
+//!   works on either datastore while the server holds the embedded store's file; with
+//!   `--datastore-endpoint` it takes etcd's own snapshot instead (`NAME-HOST-TIME.etcd.db`,
+//!   what `etcdctl snapshot save` writes).
+//! - Scheduled snapshots are taken in the server process: of the embedded store, a k1s
+//!   snapshot; of etcd, etcd's own (as k3s's `etcd-snapshot`).
+//! - `restore` writes a new embedded store into `--data-dir` from a k1s snapshot, with the
+//!   server stopped; started with the cluster's original token, the server is the same
+//!   cluster. etcd's own snapshots are restored with `etcdctl snapshot restore`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,8 +28,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::cron::Cron;
 
-/// The file name ending of snapshots.
+/// The file name ending of k1s snapshots.
 const EXT: &str = "snap";
+/// The file name ending of etcd's own snapshots (`NAME-HOST-TIME.etcd.db`).
+const ETCD_EXT: &str = "etcd.db";
 /// The name of scheduled snapshots (retention applies to these only).
 const SCHEDULED: &str = "scheduled";
 
@@ -51,6 +57,16 @@ pub enum SnapshotCommand {
         /// The first part of the file name: NAME-HOST-UNIXTIME.snap.
         #[arg(long, default_value = "on-demand")]
         name: String,
+        /// Take etcd's own snapshot from these etcd client URLs instead of asking the server.
+        #[arg(long)]
+        datastore_endpoint: Option<String>,
+        /// TLS to https:// etcd endpoints, as the server's flags.
+        #[arg(long)]
+        datastore_cafile: Option<PathBuf>,
+        #[arg(long)]
+        datastore_certfile: Option<PathBuf>,
+        #[arg(long)]
+        datastore_keyfile: Option<PathBuf>,
     },
     /// List the snapshots in --dir.
     Ls {
@@ -81,9 +97,9 @@ pub fn default_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("server/snapshots")
 }
 
-fn file_name(name: &str, at: OffsetDateTime) -> String {
+fn file_name(name: &str, at: OffsetDateTime, ext: &str) -> String {
     format!(
-        "{name}-{}-{}.{EXT}",
+        "{name}-{}-{}.{ext}",
         crate::host::hostname(),
         at.unix_timestamp()
     )
@@ -119,8 +135,35 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
             dir,
             data_dir,
             name,
+            datastore_endpoint,
+            datastore_cafile,
+            datastore_certfile,
+            datastore_keyfile,
         } => {
             check_name(&name)?;
+            let dir = dir.unwrap_or_else(|| default_dir(&data_dir));
+            if let Some(endpoint) = datastore_endpoint {
+                let tls = k1s_store::etcd::EtcdTls {
+                    ca_file: datastore_cafile,
+                    cert_file: datastore_certfile,
+                    key_file: datastore_keyfile,
+                };
+                let etcd = k1s_store::etcd::EtcdStore::connect_with_tls(
+                    &k1s_store::etcd::parse_endpoints(&endpoint),
+                    &tls,
+                )
+                .await
+                .with_context(|| format!("connecting to etcd at {endpoint}"))?;
+                let mut bytes = Vec::new();
+                let size = etcd.save_native_snapshot(&mut bytes).await?;
+                let at = OffsetDateTime::now_utc();
+                let path = write_file(&dir, &file_name(&name, at, ETCD_EXT), &bytes)?;
+                println!(
+                    "{}: etcd's own snapshot, {size} bytes (restore with etcdctl snapshot restore)",
+                    path.display()
+                );
+                return Ok(());
+            }
             let client = k1s_api::http_client::HttpClient::from_kubeconfig_with(
                 &kubeconfig,
                 None,
@@ -136,8 +179,11 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("the server did not give a snapshot: {e}"))?;
             // Check it before keeping it.
             let snap = k1s_store::snapshot::read(&bytes).context("the server's snapshot")?;
-            let dir = dir.unwrap_or_else(|| default_dir(&data_dir));
-            let path = write_file(&dir, &file_name(&name, OffsetDateTime::now_utc()), &bytes)?;
+            let path = write_file(
+                &dir,
+                &file_name(&name, OffsetDateTime::now_utc(), EXT),
+                &bytes,
+            )?;
             println!(
                 "{}: {} keys at revision {}, {} bytes",
                 path.display(),
@@ -160,6 +206,9 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
                         "{name:<56} {size:>12} {:>8} {:>22} {}",
                         h.keys, h.revision, h.created_at
                     ),
+                    None if name.ends_with(ETCD_EXT) => {
+                        println!("{name:<56} {size:>12} (etcd's own snapshot)")
+                    }
                     None => println!("{name:<56} {size:>12} (not a readable snapshot)"),
                 }
             }
@@ -195,7 +244,11 @@ fn list(dir: &Path) -> anyhow::Result<Vec<(PathBuf, Option<k1s_store::snapshot::
     let mut out = Vec::new();
     for entry in entries {
         let path = entry?.path();
-        if path.extension().and_then(|e| e.to_str()) != Some(EXT) {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if !name.ends_with(&format!(".{EXT}")) && !name.ends_with(&format!(".{ETCD_EXT}")) {
             continue;
         }
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -204,18 +257,31 @@ fn list(dir: &Path) -> anyhow::Result<Vec<(PathBuf, Option<k1s_store::snapshot::
             .and_then(|f| k1s_store::snapshot::read_header(&mut std::io::BufReader::new(f)).ok());
         out.push((path, header, size));
     }
-    out.sort_by(|a, b| {
-        let created = |h: &Option<k1s_store::snapshot::Header>| {
-            h.as_ref().map(|h| h.created_at.clone()).unwrap_or_default()
-        };
-        created(&a.1).cmp(&created(&b.1)).then(a.0.cmp(&b.0))
-    });
+    // Oldest first: by the time in the name (NAME-HOST-UNIXTIME.EXT), then the name.
+    let time = |p: &Path| -> i64 {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        let stem = name.split('.').next().unwrap_or_default();
+        stem.rsplit('-')
+            .next()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0)
+    };
+    out.sort_by(|a, b| time(&a.0).cmp(&time(&b.0)).then(a.0.cmp(&b.0)));
     Ok(out)
 }
 
 fn restore(file: &Path, data_dir: &Path, bump: i64, force: bool) -> anyhow::Result<()> {
     if bump < 0 {
         anyhow::bail!("--bump-revision must not be negative");
+    }
+    if file.to_string_lossy().ends_with(ETCD_EXT) {
+        anyhow::bail!(
+            "{} is etcd's own snapshot: restore it with `etcdctl snapshot restore {} --data-dir \
+             DIR` on each etcd member (see etcd's disaster recovery guide), start etcd on DIR, \
+             then the servers with --datastore-endpoint and the cluster's --token",
+            file.display(),
+            file.display()
+        );
     }
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let snap = k1s_store::snapshot::read(&bytes).with_context(|| format!("{}", file.display()))?;
@@ -271,9 +337,10 @@ pub struct Schedule {
 }
 
 /// Takes a snapshot at every time of `schedule` until `cancel`, keeping the newest
-/// `retention` scheduled ones.
+/// `retention` scheduled ones: of `etcd`'s own when the datastore is etcd.
 pub fn spawn(
     store: Arc<dyn Store>,
+    etcd: Option<Arc<k1s_store::etcd::EtcdStore>>,
     schedule: Schedule,
     tasks: &TaskTracker,
     cancel: &CancellationToken,
@@ -291,10 +358,13 @@ pub fn spawn(
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
             }
-            match take(&*store, &schedule.dir, OffsetDateTime::now_utc()).await {
-                Ok((path, header)) => {
-                    tracing::info!(file = %path.display(), keys = header.keys, revision = header.revision, "scheduled snapshot taken");
-                }
+            let at = OffsetDateTime::now_utc();
+            let taken = match &etcd {
+                Some(etcd) => take_etcd(etcd, &schedule.dir, at).await,
+                None => take(&*store, &schedule.dir, at).await.map(|(p, _)| p),
+            };
+            match taken {
+                Ok(path) => tracing::info!(file = %path.display(), "scheduled snapshot taken"),
                 Err(e) => tracing::warn!(error = %format!("{e:#}"), "scheduled snapshot failed"),
             }
             if let Err(e) = prune(&schedule.dir, schedule.retention) {
@@ -311,8 +381,18 @@ async fn take(
 ) -> anyhow::Result<(PathBuf, k1s_store::snapshot::Header)> {
     let mut bytes = Vec::new();
     let header = k1s_store::snapshot::save(store, &now_rfc3339(at), &mut bytes).await?;
-    let path = write_file(dir, &file_name(SCHEDULED, at), &bytes)?;
+    let path = write_file(dir, &file_name(SCHEDULED, at, EXT), &bytes)?;
     Ok((path, header))
+}
+
+async fn take_etcd(
+    etcd: &k1s_store::etcd::EtcdStore,
+    dir: &Path,
+    at: OffsetDateTime,
+) -> anyhow::Result<PathBuf> {
+    let mut bytes = Vec::new();
+    etcd.save_native_snapshot(&mut bytes).await?;
+    write_file(dir, &file_name(SCHEDULED, at, ETCD_EXT), &bytes)
 }
 
 /// Deletes all but the newest `keep` scheduled snapshots.

@@ -34,7 +34,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, DeleteOptions, GetOptions, GetResponse, KvClient,
-    PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchClient,
+    MaintenanceClient, PutOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchClient,
     WatchOptions as EtcdWatchOptions, WatchResponse as EtcdWatchResponse,
     WatchStream as EtcdWatchStream,
 };
@@ -132,6 +132,7 @@ impl EtcdTls {
 pub struct EtcdStore {
     kv: KvClient,
     watch: WatchClient,
+    maintenance: MaintenanceClient,
     /// The endpoints, comma-separated, for error messages.
     endpoints: Arc<str>,
 }
@@ -190,12 +191,38 @@ impl EtcdStore {
             watch: client
                 .watch_client()
                 .max_decoding_message_size(MAX_DECODING_MESSAGE_SIZE),
+            maintenance: client.maintenance_client(),
             endpoints: joined,
         };
         // The client connects lazily; make sure the cluster answers now, so that a wrong
         // endpoint is reported at startup rather than on the first request.
         store.current_revision().await?;
         Ok(store)
+    }
+
+    /// Writes etcd's own snapshot to `out` — its database file with the checksum etcd appends,
+    /// what `etcdctl snapshot save` writes, restored with `etcdctl snapshot restore` — taken
+    /// by the member the client reaches. Returns its size.
+    pub async fn save_native_snapshot(&self, out: &mut (dyn std::io::Write + Send)) -> Result<u64> {
+        let mut stream = self
+            .maintenance
+            .clone()
+            .snapshot()
+            .await
+            .map_err(|e| self.err(&e))?;
+        let mut size = 0u64;
+        while let Some(chunk) = stream.message().await.map_err(|e| self.err(&e))? {
+            out.write_all(chunk.blob())
+                .map_err(|e| StoreError::Backend(format!("writing the etcd snapshot: {e}")))?;
+            size += chunk.blob().len() as u64;
+        }
+        if size == 0 {
+            return Err(StoreError::Backend(format!(
+                "etcd at {}: the snapshot came back empty",
+                self.endpoints
+            )));
+        }
+        Ok(size)
     }
 
     /// The endpoints this store talks to, comma-separated.

@@ -652,3 +652,26 @@ fn record(
         Err(e) => panic!("watch failed: {e}"),
     }
 }
+
+#[tokio::test]
+async fn a_native_snapshot_restores_with_etcdctl() {
+    let Some((_server, store)) = setup().await else {
+        return;
+    };
+    let a = store.create("/registry/a", b("one")).await.unwrap();
+    let bb = store.create("/registry/b", b("two")).await.unwrap();
+    store.delete("/registry/a", None).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.db");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let size = store.save_native_snapshot(&mut file).await.unwrap();
+    drop(file);
+    assert!(size > 0);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+    let restored = EtcdServer::start_restored(&path);
+    let again = EtcdStore::connect(&[restored.endpoint()]).await.unwrap();
+    let kv = again.get("/registry/b").await.unwrap().unwrap();
+    assert_eq!((&kv.value[..], kv.mod_revision), (&b"two"[..], bb));
+    assert!(again.get("/registry/a").await.unwrap().is_none());
+    assert!(again.current_revision().await.unwrap() > a);
+}

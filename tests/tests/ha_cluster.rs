@@ -233,6 +233,31 @@ fn three_servers_on_three_etcd_members_survive_a_leader_and_a_member() {
         "{}",
         String::from_utf8_lossy(&saved.stderr)
     );
+    // And etcd's own snapshot, straight from etcd (etcdctl restores it; see the store tests).
+    let native = Command::new(k1s_tests::k1s_bin())
+        .args([
+            "snapshot",
+            "save",
+            "--name",
+            "etcd",
+            "--datastore-endpoint",
+            &endpoints,
+        ])
+        .arg("--dir")
+        .arg(&snap_dir)
+        .output()
+        .unwrap();
+    assert!(
+        native.status.success(),
+        "{}",
+        String::from_utf8_lossy(&native.stderr)
+    );
+    let listed = Command::new(k1s_tests::k1s_bin())
+        .args(["snapshot", "ls", "--dir"])
+        .arg(&snap_dir)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("(etcd's own snapshot)"));
 
     // The rollout starts, and the leader dies under it.
     first.ok(&["set", "env", "deployment/web", "V=2"]);
@@ -317,10 +342,9 @@ fn three_servers_on_three_etcd_members_survive_a_leader_and_a_member() {
             .collect();
     let file = std::fs::read_dir(&snap_dir)
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "snap"))
+        .unwrap();
     let restored_dir = tempfile::tempdir().unwrap();
     let restore = Command::new(k1s_tests::k1s_bin())
         .args(["snapshot", "restore"])

@@ -139,6 +139,56 @@ impl EtcdServer {
         panic!("etcd did not start: {last_error}");
     }
 
+    /// Starts an etcd on the data of `snapshot` (an etcd snapshot file), restored with
+    /// `etcdctl snapshot restore` (Debian's `etcd-client`). Panics if that fails.
+    pub fn start_restored(snapshot: &Path) -> EtcdServer {
+        let Some(bin) = etcd_binary() else {
+            panic!("{NOT_INSTALLED}");
+        };
+        let etcdctl = bin.with_file_name("etcdctl");
+        let dir = tempfile::Builder::new()
+            .prefix("k1s-etcd-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temporary directory for etcd: {e}"));
+        let mut server = EtcdServer {
+            child: None,
+            name: "k1s-test".into(),
+            initial_cluster: None,
+            bin,
+            client_port: free_port(),
+            peer_port: free_port(),
+            metrics_port: free_port(),
+            tls: None,
+            dir,
+        };
+        let peer = format!("http://127.0.0.1:{}", server.peer_port);
+        let out = Command::new(&etcdctl)
+            .env("ETCDCTL_API", "3")
+            .arg("snapshot")
+            .arg("restore")
+            .arg(snapshot)
+            .arg(format!("--data-dir={}", server.data_dir().display()))
+            .arg("--name=k1s-test")
+            .arg(format!("--initial-cluster=k1s-test={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .output()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run {}: {e} (apt-get install etcd-client)",
+                    etcdctl.display()
+                )
+            });
+        assert!(
+            out.status.success(),
+            "etcdctl snapshot restore: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if let Err(e) = server.launch() {
+            panic!("the restored etcd did not start: {e}");
+        }
+        server
+    }
+
     /// The client URL, e.g. `http://127.0.0.1:23790` (`https://` with TLS).
     pub fn endpoint(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
