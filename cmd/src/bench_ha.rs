@@ -25,6 +25,8 @@ use k1s_api::http_client::{HttpClient, HttpOptions};
 use k1s_api::kubeconfig::Kubeconfig;
 use serde_json::{Value, json};
 
+use crate::bench_idle::free_port;
+
 #[derive(Args, Debug)]
 pub struct HaBenchArgs {
     /// The etcd binary (default: `etcd` on PATH).
@@ -55,12 +57,6 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 fn etcd_binary(given: Option<&Path>) -> anyhow::Result<PathBuf> {

@@ -52,7 +52,8 @@ impl Drop for Running {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+/// A loopback port nobody listens on now.
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())

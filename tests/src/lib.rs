@@ -416,6 +416,29 @@ impl Cluster {
         self.dir.path().join("data")
     }
 
+    /// A token of the `default` ServiceAccount of `default` (TokenRequest), once it exists.
+    pub fn service_account_token(&self) -> String {
+        eventually("the default ServiceAccount", 30, || {
+            self.run(&["get", "serviceaccount", "default", "-n", "default"])
+                .status
+                .success()
+        });
+        let request = serde_json::json!({"apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest", "spec": {}});
+        let issued: serde_json::Value = serde_json::from_str(&self.ok_stdin(
+            &[
+                "create",
+                "--raw",
+                "/api/v1/namespaces/default/serviceaccounts/default/token",
+                "-f",
+                "-",
+            ],
+            &request.to_string(),
+        ))
+        .unwrap();
+        issued["status"]["token"].as_str().unwrap().to_string()
+    }
+
     /// Runs `kubectl` (or another client binary) with this cluster's kubeconfig and a private
     /// cache directory.
     pub fn run_with(

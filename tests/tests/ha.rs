@@ -101,26 +101,7 @@ fn servers_on_one_etcd_share_one_identity_and_one_scheduler() {
     );
     assert!(String::from_utf8_lossy(&nodes.stdout).contains("namespace/default"));
     // A ServiceAccount token issued by the first server, reviewed by the second.
-    eventually("the default ServiceAccount", 30, || {
-        first
-            .run(&["get", "serviceaccount", "default", "-n", "default"])
-            .status
-            .success()
-    });
-    let request =
-        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
-    let issued: Value = serde_json::from_str(&first.ok_stdin(
-        &[
-            "create",
-            "--raw",
-            "/api/v1/namespaces/default/serviceaccounts/default/token",
-            "-f",
-            "-",
-        ],
-        &request.to_string(),
-    ))
-    .unwrap();
-    let sa_token = issued["status"]["token"].as_str().unwrap();
+    let sa_token = first.service_account_token();
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
         "spec": {"token": sa_token}});
     let reviewed: Value = serde_json::from_str(

@@ -126,20 +126,7 @@ fn three_servers_on_three_etcd_members_survive_a_leader_and_a_member() {
     });
 
     // Credentials from one server are good on every server.
-    let request =
-        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}});
-    let issued: Value = serde_json::from_str(&first.ok_stdin(
-        &[
-            "create",
-            "--raw",
-            "/api/v1/namespaces/default/serviceaccounts/default/token",
-            "-f",
-            "-",
-        ],
-        &request.to_string(),
-    ))
-    .unwrap();
-    let sa_token = issued["status"]["token"].as_str().unwrap().to_string();
+    let sa_token = first.service_account_token();
     let pki = agent_dir.join("agent/pki");
     let ca = pki.join("ca.crt");
     let bearer = format!("Authorization: Bearer {sa_token}");

@@ -105,22 +105,27 @@ impl EtcdServer {
         }
     }
 
-    fn start_with(bin: PathBuf, tls: Option<ServerTls>) -> EtcdServer {
+    /// A member named `name` on fresh ports and an empty temporary directory, not started.
+    fn new(bin: PathBuf, name: &str, tls: Option<ServerTls>) -> EtcdServer {
         let dir = tempfile::Builder::new()
             .prefix("k1s-etcd-")
             .tempdir()
             .unwrap_or_else(|e| panic!("cannot create a temporary directory for etcd: {e}"));
-        let mut server = EtcdServer {
+        EtcdServer {
             child: None,
-            name: "k1s-test".into(),
+            name: name.into(),
             initial_cluster: None,
             bin,
-            client_port: 0,
-            peer_port: 0,
-            metrics_port: 0,
+            client_port: free_port(),
+            peer_port: free_port(),
+            metrics_port: free_port(),
             tls,
             dir,
-        };
+        }
+    }
+
+    fn start_with(bin: PathBuf, tls: Option<ServerTls>) -> EtcdServer {
+        let mut server = Self::new(bin, "k1s-test", tls);
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             server.client_port = free_port();
@@ -146,21 +151,7 @@ impl EtcdServer {
             panic!("{NOT_INSTALLED}");
         };
         let etcdctl = bin.with_file_name("etcdctl");
-        let dir = tempfile::Builder::new()
-            .prefix("k1s-etcd-")
-            .tempdir()
-            .unwrap_or_else(|e| panic!("cannot create a temporary directory for etcd: {e}"));
-        let mut server = EtcdServer {
-            child: None,
-            name: "k1s-test".into(),
-            initial_cluster: None,
-            bin,
-            client_port: free_port(),
-            peer_port: free_port(),
-            metrics_port: free_port(),
-            tls: None,
-            dir,
-        };
+        let mut server = Self::new(bin, "k1s-test", None);
         let peer = format!("http://127.0.0.1:{}", server.peer_port);
         let out = Command::new(&etcdctl)
             .env("ETCDCTL_API", "3")
@@ -335,20 +326,7 @@ impl EtcdCluster {
             None => panic!("{NOT_INSTALLED}"),
         };
         let mut members: Vec<EtcdServer> = (0..n)
-            .map(|i| EtcdServer {
-                child: None,
-                name: format!("m{i}"),
-                initial_cluster: None,
-                bin: bin.clone(),
-                client_port: free_port(),
-                peer_port: free_port(),
-                metrics_port: free_port(),
-                tls: None,
-                dir: tempfile::Builder::new()
-                    .prefix("k1s-etcd-")
-                    .tempdir()
-                    .unwrap_or_else(|e| panic!("cannot create a temporary directory: {e}")),
-            })
+            .map(|i| EtcdServer::new(bin.clone(), &format!("m{i}"), None))
             .collect();
         let cluster = members
             .iter()
