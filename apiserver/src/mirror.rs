@@ -21,15 +21,22 @@ use crate::encryption::Transformer;
 use crate::registry::ResourceType;
 use crate::rest::Rest;
 
-/// How often an idle mirror learns the store's revision (bounds how long [`Mirror::sync`]
-/// waits when nothing under its prefix changed).
+/// How often a mirror learns the store's revision while someone waits in [`Mirror::sync`]
+/// (bounds how long that wait is when nothing under its prefix changed)...
 const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+/// ... and for how long after the last wait it keeps doing so.
+const FAST_PROGRESS_FOR: Duration = Duration::from_secs(30);
+/// How often an idle mirror learns it: each progress is a wake-up, and five mirrors at 100 ms
+/// were most of an idle server's CPU (issue #31).
+const IDLE_PROGRESS_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A projection of every object under a prefix, keyed by store key.
 pub struct Mirror<T> {
     objects: RwLock<HashMap<String, T>>,
     /// The store revision the mirror reflects; 0 until the first list.
     revision: watch::Sender<Revision>,
+    /// Rung by a [`Mirror::sync`] that has to wait: the watch switches to fast progress.
+    wanted: tokio::sync::Notify,
 }
 
 impl<T> Mirror<T> {
@@ -37,6 +44,7 @@ impl<T> Mirror<T> {
         Arc::new(Self {
             objects: RwLock::default(),
             revision: watch::Sender::new(0),
+            wanted: tokio::sync::Notify::new(),
         })
     }
 
@@ -57,6 +65,9 @@ impl<T> Mirror<T> {
             return false;
         };
         let mut rx = self.revision.subscribe();
+        if *rx.borrow() < target {
+            self.wanted.notify_one();
+        }
         tokio::time::timeout(timeout, rx.wait_for(|r| *r >= target))
             .await
             .is_ok_and(|r| r.is_ok())
@@ -204,43 +215,64 @@ pub async fn run<T: Send + Sync + 'static>(
         };
         *mirror.write() = fresh;
         mirror.revision.send_replace(at);
-        let mut stream = store.watch(
-            &prefix,
-            at,
-            WatchOptions {
-                progress_interval: Some(PROGRESS_INTERVAL),
-            },
-        );
-        loop {
-            let item = tokio::select! {
-                () = cancel.cancelled() => return,
-                item = stream.next() => item,
-            };
-            match item {
-                Some(Ok(WatchItem::Event(ev))) => {
-                    at = ev.revision();
-                    let projected = match ev.kind {
-                        EventKind::Put => read.read(&ev.kv).and_then(|v| project(&v)),
-                        EventKind::Delete => None,
-                    };
-                    {
-                        let mut objects = mirror.write();
-                        match projected {
-                            Some(t) => objects.insert(ev.kv.key, t),
-                            None => objects.remove(&ev.kv.key),
-                        };
+        // Progress comes every IDLE_PROGRESS_INTERVAL, or every PROGRESS_INTERVAL for a while
+        // after a sync had to wait; switching restarts the watch from where it was.
+        let mut fast_until: Option<tokio::time::Instant> = None;
+        'watch: loop {
+            let fast = fast_until.is_some_and(|t| tokio::time::Instant::now() < t);
+            let mut stream = store.watch(
+                &prefix,
+                at,
+                WatchOptions {
+                    progress_interval: Some(if fast {
+                        PROGRESS_INTERVAL
+                    } else {
+                        IDLE_PROGRESS_INTERVAL
+                    }),
+                },
+            );
+            loop {
+                let item = tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = mirror.wanted.notified() => {
+                        fast_until = Some(tokio::time::Instant::now() + FAST_PROGRESS_FOR);
+                        if fast {
+                            continue;
+                        }
+                        continue 'watch;
                     }
-                    mirror.revision.send_replace(at);
+                    item = stream.next() => item,
+                };
+                match item {
+                    Some(Ok(WatchItem::Event(ev))) => {
+                        at = ev.revision();
+                        let projected = match ev.kind {
+                            EventKind::Put => read.read(&ev.kv).and_then(|v| project(&v)),
+                            EventKind::Delete => None,
+                        };
+                        {
+                            let mut objects = mirror.write();
+                            match projected {
+                                Some(t) => objects.insert(ev.kv.key, t),
+                                None => objects.remove(&ev.kv.key),
+                            };
+                        }
+                        mirror.revision.send_replace(at);
+                    }
+                    Some(Ok(WatchItem::Progress(rev))) => {
+                        at = at.max(rev);
+                        mirror.revision.send_replace(at);
+                        if fast && fast_until.is_some_and(|t| tokio::time::Instant::now() >= t) {
+                            fast_until = None;
+                            continue 'watch;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        tracing::debug!(%prefix, error = %e, "mirror: watch ended; relisting");
+                        break 'watch;
+                    }
+                    None => break 'watch,
                 }
-                Some(Ok(WatchItem::Progress(rev))) => {
-                    at = at.max(rev);
-                    mirror.revision.send_replace(at);
-                }
-                Some(Err(e)) => {
-                    tracing::debug!(%prefix, error = %e, "mirror: watch ended; relisting");
-                    break;
-                }
-                None => break,
             }
         }
     }
@@ -365,6 +397,37 @@ mod tests {
             .await
             .unwrap();
         assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        cancel.cancel();
+    }
+
+    #[tokio::test]
+    async fn an_idle_mirror_catches_up_with_writes_elsewhere_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(RedbStore::open(RedbConfig::new(dir.path().join("s.redb"))).unwrap());
+        let m: Arc<Mirror<i64>> = Mirror::new();
+        let cancel = CancellationToken::new();
+        tokio::spawn(run(
+            m.clone(),
+            store.clone(),
+            Read::Skim(Arc::new(Transformer::identity())),
+            "/p/".into(),
+            |v| v["n"].as_i64(),
+            cancel.clone(),
+        ));
+        assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
+        // Writes outside the prefix move the store on; the idle mirror hears of it only every
+        // IDLE_PROGRESS_INTERVAL, unless a sync asks: then well within it.
+        for i in 0..3 {
+            store
+                .create(&format!("/q/{i}"), b"{}".to_vec().into())
+                .await
+                .unwrap();
+        }
+        assert!(
+            m.sync(store.as_ref(), IDLE_PROGRESS_INTERVAL / 2).await,
+            "a waiting sync switches the mirror to fast progress"
+        );
         cancel.cancel();
     }
 
