@@ -18,9 +18,7 @@
 //! a random nonce; the record is versioned JSON. Nothing of it is ever logged.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -186,29 +184,11 @@ pub(crate) fn open_record(
 }
 
 pub(crate) fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), IdentityError> {
-    let io = |op, path: &Path| {
-        let path = path.to_owned();
-        move |source| IdentityError::Io { op, path, source }
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(io("create", dir))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".k1s-")
-        .tempfile_in(dir)
-        .map_err(io("create a temporary file in", dir))?;
-    let file = tmp.as_file_mut();
-    file.set_permissions(fs::Permissions::from_mode(mode))
-        .and_then(|()| file.write_all(contents))
-        .and_then(|()| file.sync_all())
-        .map_err(io("write", path))?;
-    tmp.persist(path).map_err(|e| IdentityError::Io {
-        op: "rename into place",
-        path: path.to_owned(),
-        source: e.error,
-    })?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync", dir))
+    crate::files::write_atomic(path, contents, mode).map_err(|e| IdentityError::Io {
+        op: e.op,
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// What [`fetch`] found.
@@ -291,6 +271,7 @@ pub async fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn files() -> Files {
         Files {

@@ -13,6 +13,7 @@
 //! - [`datastore_snapshot`]: `GET /k1s/v1/snapshot`, the datastore in one file, for admins.
 //! - [`encryption`]: encryption at rest (`EncryptionConfiguration`, AES-GCM, key rotation).
 //! - [`event_ttl`]: expiry of events after `--event-ttl`.
+//! - [`files`]: writing files atomically (keys, certificates, snapshots).
 //! - [`pki`]: the cluster CA, the serving and admin certificates, the admin kubeconfig.
 //! - [`server`]: the HTTPS listener (HTTP/1.1 and h2 by ALPN) and request routing.
 //! - [`status`]: `metav1.Status` errors as kube-apiserver writes them.
@@ -39,6 +40,7 @@ pub mod datastore_snapshot;
 pub mod encryption;
 pub mod endpoint_leases;
 pub mod event_ttl;
+pub mod files;
 pub mod http;
 pub mod kubelet_client;
 pub mod kubelet_server;

@@ -358,6 +358,21 @@ mod tests {
     }
     use k1s_store::redb::{RedbConfig, RedbStore};
 
+    /// A mirror of `/p/` projecting each object's `n`, running until the token fires.
+    fn mirror_of_p(store: &Arc<dyn Store>) -> (Arc<Mirror<i64>>, CancellationToken) {
+        let m: Arc<Mirror<i64>> = Mirror::new();
+        let cancel = CancellationToken::new();
+        tokio::spawn(run(
+            m.clone(),
+            store.clone(),
+            Read::Skim(Arc::new(Transformer::identity())),
+            "/p/".into(),
+            |v| v["n"].as_i64(),
+            cancel.clone(),
+        ));
+        (m, cancel)
+    }
+
     #[tokio::test]
     async fn follows_puts_and_deletes_and_syncs() {
         let dir = tempfile::tempdir().unwrap();
@@ -371,16 +386,7 @@ mod tests {
             .create("/q/x", br#"{"n":9}"#.to_vec().into())
             .await
             .unwrap();
-        let m: Arc<Mirror<i64>> = Mirror::new();
-        let cancel = CancellationToken::new();
-        tokio::spawn(run(
-            m.clone(),
-            store.clone(),
-            Read::Skim(Arc::new(Transformer::identity())),
-            "/p/".into(),
-            |v| v["n"].as_i64(),
-            cancel.clone(),
-        ));
+        let (m, cancel) = mirror_of_p(&store);
         assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
         assert_eq!(m.read(|o| o.get("/p/a").copied()), Some(1));
         assert_eq!(m.read(|o| o.len()), 1);
@@ -405,16 +411,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> =
             Arc::new(RedbStore::open(RedbConfig::new(dir.path().join("s.redb"))).unwrap());
-        let m: Arc<Mirror<i64>> = Mirror::new();
-        let cancel = CancellationToken::new();
-        tokio::spawn(run(
-            m.clone(),
-            store.clone(),
-            Read::Skim(Arc::new(Transformer::identity())),
-            "/p/".into(),
-            |v| v["n"].as_i64(),
-            cancel.clone(),
-        ));
+        let (m, cancel) = mirror_of_p(&store);
         assert!(m.sync(store.as_ref(), Duration::from_secs(10)).await);
         // Writes outside the prefix move the store on; the idle mirror hears of it only every
         // IDLE_PROGRESS_INTERVAL, unless a sync asks: then well within it.

@@ -25,8 +25,8 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::fs::{self, DirBuilder, File};
-use std::io::{self, Write};
+use std::fs::{self, DirBuilder};
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -1024,28 +1024,12 @@ fn tighten_key_mode(path: &Path) -> Result<(), PkiError> {
     Ok(())
 }
 
-/// Writes `contents` to `path` with `mode`: a temporary file beside it, fsync, rename, fsync
-/// of the directory. Readers see the old file or the new one, never a torn one.
 fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), PkiError> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // Created 0600; then exactly `mode`, whatever the umask.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".k1s-")
-        .tempfile_in(dir)
-        .map_err(io_err("create a temporary file in", dir))?;
-    let file = tmp.as_file_mut();
-    file.set_permissions(fs::Permissions::from_mode(mode))
-        .and_then(|()| file.write_all(contents))
-        .and_then(|()| file.sync_all())
-        .map_err(io_err("write", tmp.path()))?;
-    tmp.persist(path)
-        .map_err(|e| io_err("rename into place", path)(e.error))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err("fsync directory", dir))
+    crate::files::write_atomic(path, contents, mode).map_err(|e| PkiError::Io {
+        op: e.op,
+        path: e.path,
+        source: e.source,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

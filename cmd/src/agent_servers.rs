@@ -42,12 +42,10 @@ pub fn load(path: &Path) -> Vec<SocketAddr> {
         .collect()
 }
 
-fn save(path: &Path, servers: &[SocketAddr]) -> std::io::Result<()> {
+fn save(path: &Path, servers: &[SocketAddr]) -> anyhow::Result<()> {
     let list: Vec<String> = servers.iter().map(SocketAddr::to_string).collect();
     let body = serde_json::to_vec_pretty(&json!({ "servers": list }))?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, body)?;
-    std::fs::rename(&tmp, path)
+    Ok(k1s_apiserver::files::write_atomic(path, &body, 0o644)?)
 }
 
 /// The API server addresses of the `kubernetes` Endpoints: every address with the `https`
@@ -101,7 +99,7 @@ pub fn spawn(
             if pool.set(servers.clone()) {
                 tracing::info!(servers = ?servers, "API servers of the cluster");
                 if let Err(e) = save(&path, &servers) {
-                    tracing::warn!(path = %path.display(), error = %e, "cannot save the server list");
+                    tracing::warn!(path = %path.display(), error = %format!("{e:#}"), "cannot save the server list");
                 }
             }
         }

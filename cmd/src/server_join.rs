@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use k1s_apiserver::auth::join::ServerJoin;
+use k1s_apiserver::files::write_atomic;
 use k1s_store::etcd::EtcdTls;
 use serde_json::{Value, json};
 
@@ -38,9 +39,9 @@ pub async fn datastore(args: &ServerArgs) -> anyhow::Result<(Option<String>, Etc
         return Ok((args.datastore_endpoint.clone(), given));
     }
     let dir = join_dir(&args.data_dir);
-    if let Some(saved) = load(&dir)? {
-        tracing::info!(endpoint = ?saved.0, "the cluster's datastore, as given when this server joined");
-        return Ok(saved);
+    if let Some((endpoint, tls)) = load(&dir)? {
+        tracing::info!(%endpoint, "the cluster's datastore, as given when this server joined");
+        return Ok((Some(endpoint), tls));
     }
     let token = args.token.as_deref().context(
         "--server needs --token: the full join token (K10…) from the first server's \
@@ -51,7 +52,8 @@ pub async fn datastore(args: &ServerArgs) -> anyhow::Result<(Option<String>, Etc
         .with_context(|| format!("joining the cluster at {url}"))?;
     save(&dir, &answer)?;
     tracing::info!(server = %url, "joined: took the cluster's datastore");
-    load(&dir)?.context("the joined datastore could not be read back")
+    let (endpoint, tls) = load(&dir)?.context("the joined datastore could not be read back")?;
+    Ok((Some(endpoint), tls))
 }
 
 /// Writes the answer of `/k1s/v1/server-join`: `datastore.json` (the endpoint) and the TLS
@@ -61,37 +63,20 @@ fn save(dir: &Path, answer: &Value) -> anyhow::Result<()> {
         .as_str()
         .filter(|e| !e.is_empty())
         .context("the server's answer names no datastore")?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for (key, file, mode) in [
         ("datastoreCA", "etcd-ca.crt", 0o644),
         ("datastoreCert", "etcd-client.crt", 0o644),
         ("datastoreKey", "etcd-client.key", 0o600),
     ] {
         if let Some(pem) = answer[key].as_str() {
-            write(&dir.join(file), pem.as_bytes(), mode)?;
+            write_atomic(&dir.join(file), pem.as_bytes(), mode)?;
         }
     }
     let body = serde_json::to_vec_pretty(&json!({ "datastoreEndpoint": endpoint }))?;
-    write(&dir.join("datastore.json"), &body, 0o600)
+    Ok(write_atomic(&dir.join("datastore.json"), &body, 0o600)?)
 }
 
-fn write(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
-}
-
-fn load(dir: &Path) -> anyhow::Result<Option<(Option<String>, EtcdTls)>> {
+fn load(dir: &Path) -> anyhow::Result<Option<(String, EtcdTls)>> {
     let path = dir.join("datastore.json");
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -109,7 +94,7 @@ fn load(dir: &Path) -> anyhow::Result<Option<(Option<String>, EtcdTls)>> {
         .with_context(|| format!("{} names no datastoreEndpoint", path.display()))?;
     let file = |name: &str| Some(dir.join(name)).filter(|p| p.exists());
     Ok(Some((
-        Some(endpoint.to_owned()),
+        endpoint.to_owned(),
         EtcdTls {
             ca_file: file("etcd-ca.crt"),
             cert_file: file("etcd-client.crt"),
@@ -149,7 +134,7 @@ mod tests {
             "datastoreCA": "CA", "datastoreKey": "KEY"});
         save(&d, &answer).unwrap();
         let (endpoint, tls) = load(&d).unwrap().unwrap();
-        assert_eq!(endpoint.as_deref(), Some("https://10.0.0.1:2379"));
+        assert_eq!(endpoint, "https://10.0.0.1:2379");
         assert_eq!(std::fs::read_to_string(tls.ca_file.unwrap()).unwrap(), "CA");
         assert!(tls.cert_file.is_none());
         let key = tls.key_file.unwrap();
@@ -167,7 +152,7 @@ mod tests {
 
     fn answer_of(d: &Path) -> ServerJoin {
         let (endpoint, tls) = load(d).unwrap().unwrap();
-        answer(endpoint.as_deref(), &tls).unwrap().unwrap()
+        answer(Some(&endpoint), &tls).unwrap().unwrap()
     }
 
     #[test]

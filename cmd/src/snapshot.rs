@@ -14,7 +14,6 @@
 //!   server stopped; started with the cluster's original token, the server is the same
 //!   cluster. etcd's own snapshots are restored with `etcdctl snapshot restore`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -109,22 +108,10 @@ fn now_rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
 }
 
-/// Writes `bytes` to `dir/name` (0600, synced) without ever leaving a partial file there.
+/// Writes `bytes` to `dir/name` (0600) without ever leaving a partial file there.
 fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(name);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+    k1s_apiserver::files::write_atomic(&path, bytes, 0o600)?;
     Ok(path)
 }
 

@@ -254,14 +254,7 @@ async fn join(
             Some(serde_json::to_vec(&body).unwrap_or_default()),
         )
         .await?;
-    let reply: Value = serde_json::from_slice(&reply)
-        .unwrap_or_else(|_| json!({"message": String::from_utf8_lossy(&reply).trim().to_owned()}));
-    if code != 201 {
-        return Err(BootstrapError::Refused {
-            code,
-            message: reply["message"].as_str().unwrap_or_default().to_owned(),
-        });
-    }
+    let reply = answer(code, &reply, 201)?;
     let field = |k: &str| {
         reply[k]
             .as_str()
@@ -319,9 +312,15 @@ pub async fn server_join(server: &str, token: &str) -> Result<Value, BootstrapEr
             None,
         )
         .await?;
-    let reply: Value = serde_json::from_slice(&reply)
-        .unwrap_or_else(|_| json!({"message": String::from_utf8_lossy(&reply).trim().to_owned()}));
-    if code != 200 {
+    answer(code, &reply, 200)
+}
+
+/// A JSON answer with status `code`: the object if `code` is `expected`, else the refusal with
+/// the server's message (a `Status` or plain text).
+fn answer(code: u16, body: &[u8], expected: u16) -> Result<Value, BootstrapError> {
+    let reply: Value = serde_json::from_slice(body)
+        .unwrap_or_else(|_| json!({"message": String::from_utf8_lossy(body).trim().to_owned()}));
+    if code != expected {
         return Err(BootstrapError::Refused {
             code,
             message: reply["message"].as_str().unwrap_or_default().to_owned(),

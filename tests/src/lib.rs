@@ -15,6 +15,23 @@ pub mod registry;
 
 pub use build::k1s_bin;
 
+/// Runs the `k1s` binary with `args` (a command such as `snapshot save`, not a server): its
+/// output.
+pub fn k1s(args: &[&str]) -> std::process::Output {
+    Command::new(k1s_bin()).args(args).output().unwrap()
+}
+
+/// [`k1s`], which must succeed: its stdout.
+pub fn k1s_ok(args: &[&str]) -> String {
+    let out = k1s(args);
+    assert!(
+        out.status.success(),
+        "k1s {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Polls `f` every 300 ms until it holds; panics naming `what` after `secs` seconds.
 pub fn eventually(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k1s_tests::host::{HostCleanup, Images};
-use k1s_tests::{Cluster, Server, eventually, free_port};
+use k1s_tests::{Cluster, Server, eventually, free_port, k1s_ok};
 use serde_json::{Value, json};
 
 fn json_of(c: &Cluster, args: &[&str]) -> Value {
@@ -24,9 +24,10 @@ fn json_of(c: &Cluster, args: &[&str]) -> Value {
 }
 
 fn lease_holder(c: &Cluster, name: &str) -> String {
-    let out = c.run(&["get", "lease", name, "-n", "kube-system", "-o", "json"]);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["spec"]["holderIdentity"]
+    json_of(
+        c,
+        &["get", "lease", name, "-n", "kube-system", "-o", "json"],
+    )["spec"]["holderIdentity"]
         .as_str()
         .unwrap_or_default()
         .to_string()
@@ -305,17 +306,7 @@ fn an_agent_fails_over_to_a_surviving_server() {
 
 /// `k1s secrets-encrypt` on `dir` (a server's data directory): its output.
 fn secrets_encrypt(dir: &std::path::Path, what: &str) -> String {
-    let out = Command::new(k1s_tests::k1s_bin())
-        .args(["secrets-encrypt", what, "--data-dir"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    k1s_ok(&["secrets-encrypt", what, "--data-dir", dir.to_str().unwrap()])
 }
 
 #[test]
@@ -367,14 +358,14 @@ fn encryption_keys_are_the_clusters_and_rotate_on_every_server() {
     }
     // The stored bytes say which key: a snapshot carries them as stored.
     let snaps = a.dir.path().join("snaps");
-    let saved = Command::new(k1s_tests::k1s_bin())
-        .args(["snapshot", "save", "--kubeconfig"])
-        .arg(&a.kubeconfig)
-        .arg("--dir")
-        .arg(&snaps)
-        .output()
-        .unwrap();
-    assert!(saved.status.success());
+    k1s_ok(&[
+        "snapshot",
+        "save",
+        "--kubeconfig",
+        a.kubeconfig.to_str().unwrap(),
+        "--dir",
+        snaps.to_str().unwrap(),
+    ]);
     let file = std::fs::read_dir(&snaps)
         .unwrap()
         .next()

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use k1s_tests::host::{HostCleanup, Images};
-use k1s_tests::{Cluster, Server, eventually};
+use k1s_tests::{Cluster, Server, eventually, k1s_ok};
 use serde_json::{Value, json};
 
 fn json_of(c: &Cluster, args: &[&str]) -> Value {
@@ -208,43 +208,27 @@ fn three_servers_on_three_etcd_members_survive_a_leader_and_a_member() {
     // A snapshot under that load (through the first server, before it dies).
     let snap_dir = first.dir.path().join("snaps");
     let before_snapshot: Vec<String> = acked.lock().unwrap().clone();
-    let saved = Command::new(k1s_tests::k1s_bin())
-        .args(["snapshot", "save", "--kubeconfig"])
-        .arg(&first.kubeconfig)
-        .arg("--dir")
-        .arg(&snap_dir)
-        .output()
-        .unwrap();
-    assert!(
-        saved.status.success(),
-        "{}",
-        String::from_utf8_lossy(&saved.stderr)
-    );
+    let snaps = snap_dir.to_str().unwrap();
+    k1s_ok(&[
+        "snapshot",
+        "save",
+        "--kubeconfig",
+        first.kubeconfig.to_str().unwrap(),
+        "--dir",
+        snaps,
+    ]);
     // And etcd's own snapshot, straight from etcd (etcdctl restores it; see the store tests).
-    let native = Command::new(k1s_tests::k1s_bin())
-        .args([
-            "snapshot",
-            "save",
-            "--name",
-            "etcd",
-            "--datastore-endpoint",
-            &endpoints,
-        ])
-        .arg("--dir")
-        .arg(&snap_dir)
-        .output()
-        .unwrap();
-    assert!(
-        native.status.success(),
-        "{}",
-        String::from_utf8_lossy(&native.stderr)
-    );
-    let listed = Command::new(k1s_tests::k1s_bin())
-        .args(["snapshot", "ls", "--dir"])
-        .arg(&snap_dir)
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&listed.stdout).contains("(etcd's own snapshot)"));
+    k1s_ok(&[
+        "snapshot",
+        "save",
+        "--name",
+        "etcd",
+        "--datastore-endpoint",
+        &endpoints,
+        "--dir",
+        snaps,
+    ]);
+    assert!(k1s_ok(&["snapshot", "ls", "--dir", snaps]).contains("(etcd's own snapshot)"));
 
     // The rollout starts, and the leader dies under it.
     first.ok(&["set", "env", "deployment/web", "V=2"]);
@@ -333,18 +317,14 @@ fn three_servers_on_three_etcd_members_survive_a_leader_and_a_member() {
         .find(|p| p.extension().is_some_and(|e| e == "snap"))
         .unwrap();
     let restored_dir = tempfile::tempdir().unwrap();
-    let restore = Command::new(k1s_tests::k1s_bin())
-        .args(["snapshot", "restore"])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(restored_dir.path().join("data"))
-        .output()
-        .unwrap();
-    assert!(
-        restore.status.success(),
-        "{}",
-        String::from_utf8_lossy(&restore.stderr)
-    );
+    let restored_data = restored_dir.path().join("data");
+    k1s_ok(&[
+        "snapshot",
+        "restore",
+        file.to_str().unwrap(),
+        "--data-dir",
+        restored_data.to_str().unwrap(),
+    ]);
     {
         let Some(restored) = Cluster::start_in(restored_dir, &["--token", &token]) else {
             return;

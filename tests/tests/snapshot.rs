@@ -5,27 +5,8 @@
 //! snapshot (not the later ones), the same CA (the old admin kubeconfig works), and clients
 //! holding resourceVersions from before are told to relist (410). Real binary, real redb.
 
-use std::process::Command;
-
-use k1s_tests::{Cluster, eventually};
+use k1s_tests::{Cluster, eventually, k1s, k1s_ok as ok};
 use serde_json::Value;
-
-fn k1s(args: &[&str]) -> std::process::Output {
-    Command::new(k1s_tests::k1s_bin())
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = k1s(args);
-    assert!(
-        out.status.success(),
-        "k1s {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn a_snapshot_restores_the_same_cluster_elsewhere() {

@@ -255,27 +255,34 @@ pub async fn reconcile(
     Err(StoreError::Backend(format!("{KEY} kept changing while it was being compared")).into())
 }
 
-/// Keeps the file and the record in step until `cancel`: compares again whenever the file's
-/// bytes or the record's revision changed.
+/// The file's bytes and the record's revision (0: none), or `None` if the store cannot say.
+async fn state(store: &dyn Store, path: &Path) -> Option<(Vec<u8>, i64)> {
+    let rev = match store.get(KEY).await {
+        Ok(kv) => kv.map_or(0, |kv| kv.mod_revision),
+        Err(e) => {
+            tracing::debug!(error = %e, "reading the shared encryption configuration");
+            return None;
+        }
+    };
+    Some((std::fs::read(path).unwrap_or_default(), rev))
+}
+
+/// Keeps the file and the record in step until `cancel`, after a [`reconcile`] at start made
+/// them agree: compares again whenever the file's bytes or the record's revision changed.
 pub async fn run(
     store: std::sync::Arc<dyn Store>,
     path: PathBuf,
     password: String,
     cancel: CancellationToken,
 ) {
-    let mut seen: Option<(Vec<u8>, i64)> = None;
+    let mut seen = state(&*store, &path).await;
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(SYNC_INTERVAL) => {}
         }
-        let file = std::fs::read(&path).unwrap_or_default();
-        let rev = match store.get(KEY).await {
-            Ok(kv) => kv.map_or(0, |kv| kv.mod_revision),
-            Err(e) => {
-                tracing::debug!(error = %e, "reading the shared encryption configuration");
-                continue;
-            }
+        let Some((file, rev)) = state(&*store, &path).await else {
+            continue;
         };
         let prefer = match &seen {
             Some((f, r)) if *f == file && *r == rev => continue,
@@ -288,14 +295,7 @@ pub async fn run(
                 if done != Reconciled::Unchanged {
                     tracing::info!(outcome = ?done, path = %path.display(), "encryption configuration shared with the cluster");
                 }
-                let file = std::fs::read(&path).unwrap_or_default();
-                let rev = store
-                    .get(KEY)
-                    .await
-                    .ok()
-                    .flatten()
-                    .map_or(0, |kv| kv.mod_revision);
-                seen = Some((file, rev));
+                seen = state(&*store, &path).await;
             }
             Err(e) => {
                 tracing::error!(error = %e, "cannot keep the encryption configuration in step with the cluster")
