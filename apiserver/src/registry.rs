@@ -86,6 +86,13 @@ const STATUS: Subresource = Subresource {
     verbs: &["get", "patch", "update"],
     kind: None,
 };
+/// CertificateSigningRequests' `approval`: writes `status.conditions` only (see
+/// [`crate::rest::strategy`]).
+const APPROVAL: Subresource = Subresource {
+    name: "approval",
+    verbs: &["get", "patch", "update"],
+    kind: None,
+};
 const SCALE: Subresource = Subresource {
     name: "scale",
     verbs: &["get", "patch", "update"],
@@ -246,11 +253,14 @@ where
     r
 }
 
+/// The verbs of the `proxy` subresources, as upstream's discovery lists them.
+const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
+
 /// Every built-in resource k1s serves, in discovery order.
 pub fn builtin() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        apps, authentication, authorization, batch, coordination, core, discovery, events,
-        networking, policy, rbac, scheduling, storage,
+        apps, authentication, authorization, batch, certificates, coordination, core, discovery,
+        events, networking, node, policy, rbac, scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
     let pod_subresources = [
@@ -285,7 +295,17 @@ pub fn builtin() -> Vec<ResourceType> {
             verbs: &["create", "get"],
             kind: Some(("", "v1", "PodPortForwardOptions")),
         },
+        Subresource {
+            name: "proxy",
+            verbs: PROXY_VERBS,
+            kind: Some(("", "v1", "PodProxyOptions")),
+        },
     ];
+    let service_proxy = Subresource {
+        name: "proxy",
+        verbs: PROXY_VERBS,
+        kind: Some(("", "v1", "ServiceProxyOptions")),
+    };
     let sa_token = Subresource {
         name: "token",
         verbs: &["create"],
@@ -317,7 +337,7 @@ pub fn builtin() -> Vec<ResourceType> {
         res::<core::v1::ResourceQuota>(&["quota"], &[], &[STATUS], false),
         res::<core::v1::Secret>(&[], &[], &[], false),
         res::<core::v1::ServiceAccount>(&["sa"], &[], &[sa_token], false),
-        res::<core::v1::Service>(&["svc"], &["all"], &[STATUS], false),
+        res::<core::v1::Service>(&["svc"], &["all"], &[service_proxy, STATUS], false),
         // apps/v1
         res::<apps::v1::ControllerRevision>(&[], &[], &[], false),
         res::<apps::v1::DaemonSet>(&["ds"], &["all"], &[STATUS], true),
@@ -337,6 +357,13 @@ pub fn builtin() -> Vec<ResourceType> {
         // batch/v1
         res::<batch::v1::CronJob>(&["cj"], &["all"], &[STATUS], true),
         res::<batch::v1::Job>(&[], &["all"], &[STATUS], true),
+        // certificates.k8s.io/v1
+        res::<certificates::v1::CertificateSigningRequest>(
+            &["csr"],
+            &[],
+            &[APPROVAL, STATUS],
+            false,
+        ),
         // networking.k8s.io/v1
         res::<networking::v1::IngressClass>(&[], &[], &[], true),
         res::<networking::v1::Ingress>(&["ing"], &[], &[STATUS], true),
@@ -365,6 +392,8 @@ pub fn builtin() -> Vec<ResourceType> {
         res::<scheduling::v1::PriorityClass>(&["pc"], &[], &[], false),
         // coordination.k8s.io/v1
         res::<coordination::v1::Lease>(&[], &[], &[], false),
+        // node.k8s.io/v1
+        res::<node::v1::RuntimeClass>(&[], &[], &[], false),
         // discovery.k8s.io/v1
         res::<discovery::v1::EndpointSlice>(&[], &[], &[], false),
     ]

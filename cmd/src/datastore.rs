@@ -45,8 +45,13 @@ pub async fn open_with_etcd(
         ),
         None => {
             let path = redb_path(data_dir);
-            let store = tokio::task::spawn_blocking(move || RedbStore::open(RedbConfig::new(path)))
-                .await??;
+            let store = tokio::task::spawn_blocking(move || {
+                RedbStore::open(RedbConfig {
+                    on_idle: Some(crate::allocator::on_park),
+                    ..RedbConfig::new(path)
+                })
+            })
+            .await??;
             Ok((Arc::new(store), None))
         }
     }

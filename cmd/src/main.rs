@@ -4,6 +4,7 @@
 mod agent;
 mod agent_cmd;
 mod agent_servers;
+mod allocator;
 mod bench;
 mod bench_api;
 mod bench_dns;
@@ -93,11 +94,6 @@ fn init_logging(format: &str) {
     }
 }
 
-/// mimalloc: with glibc's malloc a quarter of the API server's and scheduler's CPU went to
-/// malloc/free under load; see README "Dependencies and why" and docs/benchmarks.md.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The shim forks: it must run before any thread (tokio's included) exists.
@@ -125,8 +121,12 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("k1s")
+        .on_thread_park(allocator::on_park)
         .build()?;
-    runtime.block_on(async move {
+    // The command runs on a worker thread, not on this one: a worker hands memory back to
+    // the system when it parks (`allocator::on_park`); this thread, blocked here until the
+    // command ends, would keep what start-up freed.
+    let command = runtime.spawn(async move {
         match cli.command {
             Command::Server(args) => server::run(*args).await,
             Command::Agent(args) => agent_cmd::run(*args).await,
@@ -137,5 +137,10 @@ fn main() -> anyhow::Result<()> {
                 unreachable!("handled before the runtime starts")
             }
         }
-    })
+    });
+    match runtime.block_on(command) {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -3,11 +3,17 @@
 //! expansion), the environment (image env, `env` with every `valueFrom`, `envFrom`, the
 //! service links), the working directory, user and groups, capabilities and the other
 //! securityContext fields.
+//!
+//! As upstream's kubelet (`makeEnvironmentVariables`), `status.podIP(s)` and
+//! `status.hostIP(s)` are the sandbox's and the node's addresses, known before the first
+//! container starts (the pod's reported status does not have them yet then), and a
+//! `resourceFieldRef` to a limit the container does not set reads the node's allocatable.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k1s_api::client::{Client, ListParams, ResourceRef};
+use k1s_api::quantity::ResourceList;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::Value;
 
@@ -68,8 +74,18 @@ pub fn command_line(
     }
 }
 
-/// Reads a pod field for `fieldRef` (downward API env).
-pub fn pod_field(pod: &Pod, path: &str) -> Option<String> {
+/// The pod's and the node's addresses, for `status.podIP(s)` and `status.hostIP(s)`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Addresses<'a> {
+    /// The sandbox's addresses, the primary first.
+    pub pod_ips: &'a [String],
+    /// The node's addresses, the primary first.
+    pub host_ips: &'a [String],
+}
+
+/// Reads a pod field for `fieldRef` (downward API env); the IPs come from `addrs` (falling
+/// back to the pod's status when `addrs` has none).
+pub fn pod_field(pod: &Pod, path: &str, addrs: Addresses<'_>) -> Option<String> {
     let m = &pod.metadata;
     let s = pod.spec.as_ref();
     let st = pod.status.as_ref();
@@ -78,28 +94,40 @@ pub fn pod_field(pod: &Pod, path: &str) -> Option<String> {
             .and_then(|r| r.strip_suffix("']"))
             .map(String::from)
     };
+    // The addresses the caller knows, else what the pod's status says.
+    let or_reported = |known: &[String], reported: Vec<String>| {
+        if known.is_empty() {
+            reported
+        } else {
+            known.to_vec()
+        }
+    };
+    let host_ips = || {
+        let reported = st.and_then(|st| st.host_ips.as_ref());
+        let reported = reported.into_iter().flatten().map(|i| i.ip.clone());
+        or_reported(addrs.host_ips, reported.collect())
+    };
+    let pod_ips = || {
+        let reported = st.and_then(|st| st.pod_ips.as_ref());
+        let reported = reported.into_iter().flatten().map(|i| i.ip.clone());
+        or_reported(addrs.pod_ips, reported.collect())
+    };
     Some(match path {
         "metadata.name" => m.name.clone()?,
         "metadata.namespace" => m.namespace.clone()?,
         "metadata.uid" => m.uid.clone()?,
         "spec.nodeName" => s?.node_name.clone()?,
         "spec.serviceAccountName" => s?.service_account_name.clone()?,
-        "status.hostIP" => st?.host_ip.clone()?,
-        "status.hostIPs" => st?
-            .host_ips
-            .as_ref()?
-            .iter()
-            .map(|i| i.ip.clone())
-            .collect::<Vec<_>>()
-            .join(","),
-        "status.podIP" => st?.pod_ip.clone()?,
-        "status.podIPs" => st?
-            .pod_ips
-            .as_ref()?
-            .iter()
-            .map(|i| i.ip.clone())
-            .collect::<Vec<_>>()
-            .join(","),
+        "status.hostIP" => host_ips()
+            .into_iter()
+            .next()
+            .or_else(|| st?.host_ip.clone())?,
+        "status.hostIPs" => host_ips().join(","),
+        "status.podIP" => pod_ips()
+            .into_iter()
+            .next()
+            .or_else(|| st?.pod_ip.clone())?,
+        "status.podIPs" => pod_ips().join(","),
         _ => {
             if let Some(k) = map_key("metadata.labels['") {
                 m.labels.as_ref()?.get(&k)?.clone()
@@ -112,28 +140,15 @@ pub fn pod_field(pod: &Pod, path: &str) -> Option<String> {
     })
 }
 
-/// `resourceFieldRef`: a container's request or limit in units of `divisor`, rounded up.
-pub fn resource_field(c: &Container, resource: &str, divisor: Option<&str>) -> Option<String> {
-    use k1s_api::quantity::Quantity;
-    let (kind, name) = resource.split_once('.')?;
-    let r = c.resources.as_ref();
-    let list = match kind {
-        "limits" => r.and_then(|r| r.limits.as_ref()),
-        "requests" => r.and_then(|r| r.requests.as_ref()),
-        _ => return None,
-    };
-    let q = list
-        .and_then(|l| l.get(name))
-        .and_then(|q| Quantity::parse(&q.0).ok())
-        .unwrap_or_default();
-    let d = divisor
-        .and_then(|d| Quantity::parse(d).ok())
-        .filter(|d| !d.is_zero())
-        .unwrap_or_else(|| Quantity::from_value(1, k1s_api::quantity::Format::DecimalSI));
-    let v = q.nanos();
-    let dv = d.nanos();
-    let n = (v + dv - 1).div_euclid(dv).max(if v > 0 { 1 } else { 0 });
-    Some(n.to_string())
+/// `resourceFieldRef`: a container's request or limit in units of `divisor`, rounded up; a
+/// limit it does not set is the node's `allocatable` one.
+pub fn resource_field(
+    c: &Container,
+    resource: &str,
+    divisor: Option<&str>,
+    allocatable: &ResourceList,
+) -> Result<String, ConfigError> {
+    crate::volumes::container_resource_value(c, resource, divisor, allocatable).map_err(ConfigError)
 }
 
 /// What the environment needs from the API.
@@ -141,6 +156,8 @@ pub struct EnvContext<'a> {
     pub client: &'a Arc<dyn Client>,
     pub pod: &'a Pod,
     pub hostname: &'a str,
+    /// The sandbox's and the node's addresses.
+    pub addresses: Addresses<'a>,
 }
 
 /// The data of ConfigMap or Secret `name` (secret values decoded); None when it is missing
@@ -290,6 +307,8 @@ pub async fn environment(
     // Ordered with later entries overriding earlier ones.
     let mut order: Vec<String> = Vec::new();
     let mut vals: BTreeMap<String, String> = BTreeMap::new();
+    // The node's allocatable, read once and only if a resourceFieldRef needs it.
+    let mut allocatable: Option<ResourceList> = None;
     fn put(order: &mut Vec<String>, vals: &mut BTreeMap<String, String>, k: String, v: String) {
         if !vals.contains_key(&k) {
             order.push(k.clone());
@@ -381,18 +400,31 @@ pub async fn environment(
             Some(expand(v, &defined))
         } else if let Some(from) = &e.value_from {
             if let Some(f) = &from.field_ref {
-                Some(pod_field(pod, &f.field_path).unwrap_or_default())
+                Some(pod_field(pod, &f.field_path, ctx.addresses).unwrap_or_default())
             } else if let Some(r) = &from.resource_field_ref {
-                let target = r
-                    .container_name
-                    .as_deref()
-                    .and_then(|n| pod.spec.as_ref()?.containers.iter().find(|x| x.name == n))
-                    .unwrap_or(c);
-                resource_field(
+                let target = match r.container_name.as_deref().filter(|n| !n.is_empty()) {
+                    None => c,
+                    Some(n) => pod
+                        .spec
+                        .iter()
+                        .flat_map(crate::pod_worker::all_containers)
+                        .map(|(_, x)| x)
+                        .find(|x| x.name == n)
+                        .ok_or_else(|| ConfigError(format!("container {n} not found")))?,
+                };
+                if allocatable.is_none()
+                    && crate::volumes::needs_node_allocatable(target, &r.resource)
+                    && let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
+                {
+                    allocatable =
+                        Some(crate::node::reported_allocatable(ctx.client.as_ref(), node).await);
+                }
+                Some(resource_field(
                     target,
                     &r.resource,
                     r.divisor.as_ref().map(|d| d.0.as_str()),
-                )
+                    allocatable.as_ref().unwrap_or(&ResourceList::new()),
+                )?)
             } else if let Some(k) = &from.config_map_key_ref {
                 key_of(
                     ctx.client,
@@ -665,30 +697,61 @@ mod tests {
             "status": {"podIP": "10.42.0.5"}
         }))
         .unwrap();
+        let none = Addresses::default();
         assert_eq!(
-            pod_field(&pod, "metadata.labels['app']").as_deref(),
+            pod_field(&pod, "metadata.labels['app']", none).as_deref(),
             Some("web")
         );
+        // Without known addresses, the reported ones.
         assert_eq!(
-            pod_field(&pod, "status.podIP").as_deref(),
+            pod_field(&pod, "status.podIP", none).as_deref(),
             Some("10.42.0.5")
         );
-        assert_eq!(pod_field(&pod, "spec.nodeName").as_deref(), Some("n1"));
-        assert_eq!(pod_field(&pod, "bogus"), None);
+        assert_eq!(
+            pod_field(&pod, "spec.nodeName", none).as_deref(),
+            Some("n1")
+        );
+        assert_eq!(pod_field(&pod, "bogus", none), None);
         let c = &pod.spec.as_ref().unwrap().containers[0];
-        assert_eq!(resource_field(c, "limits.cpu", None).as_deref(), Some("1"));
-        assert_eq!(
-            resource_field(c, "limits.cpu", Some("1m")).as_deref(),
-            Some("250")
-        );
-        assert_eq!(
-            resource_field(c, "limits.memory", Some("1Mi")).as_deref(),
-            Some("64")
-        );
-        assert_eq!(
-            resource_field(c, "requests.memory", None).as_deref(),
-            Some("0")
-        );
+        let alloc = ResourceList::from_json(&json!({"cpu": "4", "memory": "8Gi"})).unwrap();
+        let rf = |r: &str, d: Option<&str>| resource_field(c, r, d, &alloc).unwrap();
+        assert_eq!(rf("limits.cpu", None), "1");
+        assert_eq!(rf("limits.cpu", Some("1m")), "250");
+        assert_eq!(rf("limits.memory", Some("1Mi")), "64");
+        assert_eq!(rf("requests.memory", None), "0");
+        assert!(resource_field(c, "limits.gpu", None, &alloc).is_err());
+        // Issue #29: a container without limits reads the node's allocatable.
+        let bare = Container::default();
+        let rf = |r: &str, d: Option<&str>| resource_field(&bare, r, d, &alloc).unwrap();
+        assert_eq!(rf("limits.cpu", None), "4");
+        assert_eq!(rf("limits.cpu", Some("1m")), "4000");
+        assert_eq!(rf("limits.memory", None), "8589934592");
+        assert_eq!(rf("limits.memory", Some("1Gi")), "8");
+        assert_eq!(rf("requests.cpu", None), "0");
+    }
+
+    /// Issue #29: the pod's IPs are the sandbox's and the host's the node's, known before the
+    /// first container starts, when the pod's status has none yet.
+    #[test]
+    fn ips_from_the_sandbox_and_the_node() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"}, "spec": {"containers": []}, "status": {}
+        }))
+        .unwrap();
+        let none = Addresses::default();
+        assert_eq!(pod_field(&pod, "status.podIP", none), None);
+        assert_eq!(pod_field(&pod, "status.podIPs", none).as_deref(), Some(""));
+        let pod_ips = ["10.42.0.9".to_string(), "fd00::9".to_string()];
+        let host_ips = ["192.168.1.2".to_string()];
+        let addrs = Addresses {
+            pod_ips: &pod_ips,
+            host_ips: &host_ips,
+        };
+        let f = |path: &str| pod_field(&pod, path, addrs).unwrap();
+        assert_eq!(f("status.podIP"), "10.42.0.9");
+        assert_eq!(f("status.podIPs"), "10.42.0.9,fd00::9");
+        assert_eq!(f("status.hostIP"), "192.168.1.2");
+        assert_eq!(f("status.hostIPs"), "192.168.1.2");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Container logs for `kubectl logs`: reads the CRI-format files the shims write
 //! (`pod-logs/NS_NAME_UID/CONTAINER/ATTEMPT.log`, rotated as `.log.1`, `.log.2`, …), with
 //! `--previous`, `--tail`, `--since`/`--since-time`, `--timestamps`, `--limit-bytes` and
-//! `--follow` (which ends when the container does, as upstream).
+//! `--follow` (which ends when the container does, as upstream); and the tail of a failed
+//! container's log that `terminationMessagePolicy: FallbackToLogsOnError` reports.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -88,6 +89,44 @@ pub fn render(lines: &[Line], o: &LogOptions, now: time::OffsetDateTime) -> Vec<
         out.truncate(limit as usize);
     }
     out
+}
+
+/// Upstream's bounds on a termination message read from the log: its last 80 lines, at most
+/// 2048 bytes of them.
+const TERMINATION_LOG_LINES: usize = 80;
+const TERMINATION_LOG_BYTES: usize = 2048;
+
+/// The termination message of a container whose message file stayed empty, from its CRI log
+/// text: the last 80 records, each as printed (a full record with its newline, a partial one
+/// without), cut to their last 2048 bytes (upstream's `readLastStringFromContainerLogs`).
+pub fn termination_tail(data: &[u8]) -> String {
+    let records: Vec<&[u8]> = data
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    let start = records.len().saturating_sub(TERMINATION_LOG_LINES);
+    let mut out = Vec::new();
+    for raw in &records[start..] {
+        let mut parts = raw.splitn(4, |b| *b == b' ');
+        let (Some(_), Some(_), Some(tag)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        out.extend_from_slice(parts.next().unwrap_or(b""));
+        if tag != b"P" {
+            out.push(b'\n');
+        }
+    }
+    let cut = out.len().saturating_sub(TERMINATION_LOG_BYTES);
+    String::from_utf8_lossy(&out[cut..]).into_owned()
+}
+
+/// [`termination_tail`] of the log at `path` and its rotated files.
+pub fn termination_tail_of(path: &Path) -> String {
+    let mut data = Vec::new();
+    for f in files_of(path) {
+        data.extend(std::fs::read(&f).unwrap_or_default());
+    }
+    termination_tail(&data)
 }
 
 /// The attempts whose logs are in `dir`, oldest first.
@@ -277,5 +316,22 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(render(&lines, &lim, now), b"one\np");
+    }
+
+    #[test]
+    fn termination_tail_keeps_80_lines_and_2048_bytes() {
+        // `echo -n DONE; false`: the partial record without a newline.
+        let log = b"2026-11-22T10:00:00Z stdout P DONE\n";
+        assert_eq!(termination_tail(log), "DONE");
+        assert_eq!(termination_tail(LOG.as_bytes()), "one\npartial\nthree\n");
+        let many: String = (0..100)
+            .map(|i| format!("2026-11-22T10:00:00Z stdout F line {i}\n"))
+            .collect();
+        let tail = termination_tail(many.as_bytes());
+        assert!(tail.starts_with("line 20\n"), "{tail}");
+        assert!(tail.ends_with("line 99\n"));
+        let long = format!("2026-11-22T10:00:00Z stderr F {}\n", "x".repeat(5000));
+        assert_eq!(termination_tail(long.as_bytes()).len(), 2048);
+        assert_eq!(termination_tail(b""), "");
     }
 }

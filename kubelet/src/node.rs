@@ -169,6 +169,21 @@ pub fn allocatable(capacity: &ResourceList, config: &Config) -> ResourceList {
     a
 }
 
+/// The allocatable this node reports in its Node's status, read back from the API: what the
+/// downward API gives a container for the limits it does not set (upstream reads its node
+/// informer's copy the same way). Empty when the Node cannot be read (the caller then falls
+/// back to zero, and a log line says why).
+pub async fn reported_allocatable(client: &dyn Client, node_name: &str) -> ResourceList {
+    let r = ResourceRef::new("", "v1", "nodes", None);
+    match client.get(&r, node_name).await {
+        Ok(node) => ResourceList::from_json_lenient(&node["status"]["allocatable"]),
+        Err(e) => {
+            tracing::warn!(node = node_name, error = %e, "reading the node's allocatable");
+            ResourceList::new()
+        }
+    }
+}
+
 fn parse_taint(s: &str) -> Option<Value> {
     let (kv, effect) = s.rsplit_once(':')?;
     let (key, value) = kv.split_once('=').unwrap_or((kv, ""));

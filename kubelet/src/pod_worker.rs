@@ -25,6 +25,7 @@
 //! active longer than `activeDeadlineSeconds` (`DeadlineExceeded`).
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +76,12 @@ impl Record {
         }
     }
 }
+
+/// The file in a container's bundle that is bind-mounted at its `terminationMessagePath`.
+const TERMINATION_LOG: &str = "termination-log";
+
+/// Upstream's cap on a termination message read from the file (its last 4 KiB).
+const MAX_TERMINATION_MESSAGE: usize = 4096;
 
 /// Upstream's minimum time between SIGTERM and SIGKILL, whatever preStop took.
 const MIN_GRACE: Duration = Duration::from_secs(2);
@@ -473,13 +480,17 @@ impl PodWorker {
     }
 
     fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
-        let bundle = self.bundle(&e.name, e.attempt);
+        if self
+            .records
+            .get(&e.name)
+            .is_none_or(|r| r.attempt != Some(e.attempt))
+        {
+            return;
+        }
+        let message = self.termination_message(pod, &e.name, e.attempt, e.exit.exit_code);
         let Some(rec) = self.records.get_mut(&e.name) else {
             return;
         };
-        if rec.attempt != Some(e.attempt) {
-            return;
-        }
         rec.running = false;
         rec.view.ready = false;
         rec.view.started = false;
@@ -513,9 +524,6 @@ impl PodWorker {
         } else {
             "Error"
         };
-        let message = std::fs::read_to_string(bundle.join("termination-log"))
-            .ok()
-            .filter(|m| !m.is_empty());
         rec.view.state = ContainerState::Terminated(Terminated {
             exit_code: e.exit.exit_code,
             signal: e.exit.signal,
@@ -525,6 +533,43 @@ impl PodWorker {
             finished_at: e.exit.finished_at,
             container_id: id,
         });
+    }
+
+    /// The termination message of instance `attempt` of `key`, as upstream's kubelet: the
+    /// last 4 KiB of its message file; if that is empty, the container failed and its
+    /// `terminationMessagePolicy` is `FallbackToLogsOnError`, the tail of its log
+    /// ([`crate::logs::termination_tail`]).
+    fn termination_message(
+        &self,
+        pod: Option<&Pod>,
+        key: &str,
+        attempt: i32,
+        exit_code: i32,
+    ) -> Option<String> {
+        let file = self.bundle(key, attempt).join(TERMINATION_LOG);
+        let data = std::fs::read(file).unwrap_or_default();
+        let from_file = &data[data.len().saturating_sub(MAX_TERMINATION_MESSAGE)..];
+        if !from_file.is_empty() {
+            return Some(String::from_utf8_lossy(from_file).into_owned());
+        }
+        let pod = pod?;
+        let c = spec_container(pod, key)?;
+        let fallback = c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
+        if !fallback || exit_code == 0 {
+            return None;
+        }
+        let m = &pod.metadata;
+        let log = self
+            .deps
+            .config
+            .container_logs_dir(
+                m.namespace.as_deref().unwrap_or(""),
+                m.name.as_deref().unwrap_or(""),
+                &self.uid,
+                &c.name,
+            )
+            .join(format!("{attempt}.log"));
+        Some(crate::logs::termination_tail_of(&log)).filter(|t| !t.is_empty())
     }
 
     /// Brings the pod's containers to where they should be.
@@ -929,7 +974,10 @@ impl PodWorker {
             return;
         }
         let _ = std::fs::create_dir_all(&bundle);
-        let _ = std::fs::write(bundle.join("termination-log"), b"");
+        // Writable by whatever user the container runs as (upstream: 0666), umask or not.
+        let term_log = bundle.join(TERMINATION_LOG);
+        let _ = std::fs::write(&term_log, b"");
+        let _ = std::fs::set_permissions(&term_log, std::fs::Permissions::from_mode(0o666));
         match self.deps.runtime.start(&bundle, &spec).await {
             Ok(state) => {
                 let rec = self.records.entry(key.to_string()).or_default();
@@ -1022,10 +1070,18 @@ impl PodWorker {
             .sandbox
             .as_ref()
             .ok_or_else(|| "the pod sandbox is not ready".to_string())?;
+        // The sandbox has its address before any container starts; the env gets it (and the
+        // node's) from here, not from the pod's status, which may not show them yet.
+        let pod_ips: Vec<String> = sb.ip.iter().cloned().collect();
+        let host_ips = [self.deps.config.node_ip.to_string()];
         let ctx = crate::container::EnvContext {
             client: &self.deps.client,
             pod,
             hostname: &sb.hostname,
+            addresses: crate::container::Addresses {
+                pod_ips: &pod_ips,
+                host_ips: &host_ips,
+            },
         };
         let mut process = crate::container::process(&ctx, c, &image.config, &image.layers)
             .await
@@ -1051,7 +1107,7 @@ impl PodWorker {
             .clone()
             .unwrap_or_else(|| "/dev/termination-log".into());
         mounts.push(Mount {
-            source: bundle.join("termination-log"),
+            source: bundle.join(TERMINATION_LOG),
             destination: term_path,
             kind: "bind".into(),
             data: String::new(),
@@ -1119,24 +1175,18 @@ impl PodWorker {
         };
         list.into_iter()
             .map(|c| {
+                // A container not created yet is `Unknown`: the status says how it waits
+                // (`PodInitializing` in a pod with init containers).
                 let mut view = self
                     .records
                     .get(&container_key(init, &c.name))
                     .map(|r| r.view.clone())
-                    .unwrap_or_else(|| ContainerView {
-                        name: c.name.clone(),
-                        image: c.image.clone().unwrap_or_default(),
-                        state: ContainerState::Waiting {
-                            reason: if init {
-                                "PodInitializing"
-                            } else {
-                                "ContainerCreating"
-                            }
-                            .into(),
-                            message: None,
-                        },
-                        ..Default::default()
-                    });
+                    .unwrap_or_default();
+                // A record made before its first start (a back-off) has no name yet.
+                if view.name.is_empty() {
+                    view.name = c.name.clone();
+                    view.image = c.image.clone().unwrap_or_default();
+                }
                 view.sidecar = init && crate::status::is_sidecar(c);
                 view
             })

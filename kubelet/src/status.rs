@@ -3,6 +3,13 @@
 //! kubelet evicts; conditions others own kept), container statuses, pod and host IPs, start
 //! time, and the reason and message of a pod the kubelet failed. Pure: built from the pod
 //! worker's view of its containers.
+//!
+//! As upstream's kubelet: a container not created yet waits with `PodInitializing` in a pod
+//! with init containers (`ContainerCreating` otherwise), so app containers say
+//! `PodInitializing` while init containers run or have failed; an init container that
+//! exited 0 is `ready`; `Initialized` is False with `ContainersNotInitialized` and
+//! "containers with incomplete status: [...]" until every init container has succeeded
+//! (sidecars: started); a Succeeded pod's conditions carry the reason `PodCompleted`.
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -79,8 +86,28 @@ fn terminated_json(t: &Terminated) -> Value {
 }
 
 pub fn container_status(c: &ContainerView) -> Value {
+    container_status_waiting(c, "ContainerCreating")
+}
+
+/// The reason a container that is not created yet waits with: `PodInitializing` in a pod
+/// with init containers, else `ContainerCreating` (upstream's default waiting state).
+pub fn default_waiting_reason(pod: &Pod) -> &'static str {
+    let has_init = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .is_some_and(|i| !i.is_empty());
+    if has_init {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
+    }
+}
+
+/// A container's status; one not created yet waits with `default_reason`.
+fn container_status_waiting(c: &ContainerView, default_reason: &str) -> Value {
     let state = match &c.state {
-        ContainerState::Unknown => json!({"waiting": {"reason": "ContainerCreating"}}),
+        ContainerState::Unknown => json!({"waiting": {"reason": default_reason}}),
         ContainerState::Waiting { reason, message } => {
             let mut w = json!({"reason": reason});
             if let Some(m) = message {
@@ -287,6 +314,18 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
         .terminal
         .unwrap_or_else(|| phase(v.pod, v.init, v.containers));
     let init_ok = initialized(v.init, v.containers);
+    let completed = phase == "Succeeded";
+    // Upstream: "containers with incomplete status: [a b]".
+    let incomplete: Vec<&str> = v
+        .init
+        .iter()
+        .filter(|c| if c.sidecar { !c.started } else { !succeeded(c) })
+        .map(|c| c.name.as_str())
+        .collect();
+    let incomplete_msg = format!(
+        "containers with incomplete status: [{}]",
+        incomplete.join(" ")
+    );
     // Sidecars count for readiness (first, as upstream lists them).
     let counted = || v.init.iter().filter(|c| c.sidecar).chain(v.containers);
     let all_ready = !v.containers.is_empty() && counted().all(|c| c.ready);
@@ -310,7 +349,7 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
             "Initialized",
             init_ok,
             Some("ContainersNotInitialized"),
-            None,
+            Some(&incomplete_msg),
             v.now,
             &old,
         ),
@@ -343,6 +382,16 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
             &old,
         ),
     });
+    if completed {
+        // Upstream: a Succeeded pod is Initialized, and neither Ready nor ContainersReady,
+        // for the reason PodCompleted (without a list of containers).
+        for c in &mut conditions[1..] {
+            c["reason"] = json!("PodCompleted");
+            if let Some(o) = c.as_object_mut() {
+                o.remove("message");
+            }
+        }
+    }
     if let Some(cs) = old["conditions"].as_array() {
         let others = cs.iter().filter(|c| {
             let t = c["type"].as_str().unwrap_or_default();
@@ -359,16 +408,26 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
         c["message"] = json!(v.rejected.map(|r| r.1).unwrap_or_default());
         conditions.push(c);
     }
+    let waiting = default_waiting_reason(v.pod);
+    let status_of = |c: &ContainerView| container_status_waiting(c, waiting);
     let mut s = json!({
         "phase": phase,
         "conditions": conditions,
         "hostIP": v.host_ip,
         "hostIPs": [{"ip": v.host_ip}],
         "startTime": v.start_time,
-        "containerStatuses": v.containers.iter().map(container_status).collect::<Vec<_>>(),
+        "containerStatuses": v.containers.iter().map(status_of).collect::<Vec<_>>(),
     });
     if !v.init.is_empty() {
-        s["initContainerStatuses"] = json!(v.init.iter().map(container_status).collect::<Vec<_>>());
+        // An init container that exited 0 is ready (upstream's prober manager says so).
+        let init = v.init.iter().map(|c| {
+            let mut st = status_of(c);
+            if !c.sidecar {
+                st["ready"] = json!(succeeded(c));
+            }
+            st
+        });
+        s["initContainerStatuses"] = json!(init.collect::<Vec<_>>());
     }
     if let Some(ip) = &v.pod_ip {
         s["podIP"] = json!(ip);
@@ -387,6 +446,17 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The pod condition of type `t` in status `s` (`Null` when absent).
+    fn condition_of(s: &Value, t: &str) -> Value {
+        s["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == t)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
 
     fn pod(policy: &str) -> Pod {
         serde_json::from_value(json!({"metadata": {"name": "p"},
@@ -620,15 +690,7 @@ mod tests {
                 now: "t1",
             })
         };
-        let cond = |s: &Value, t: &str| {
-            s["conditions"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["type"] == t)
-                .cloned()
-                .unwrap_or(Value::Null)
-        };
+        let cond = condition_of;
         // The gate's condition is missing: not Ready, with upstream's reason and message.
         let s = status(&with(json!([])), None, false);
         let ready = cond(&s, "Ready");
@@ -669,6 +731,108 @@ mod tests {
                 .filter(|c| c["type"] == "DisruptionTarget")
                 .count(),
             1
+        );
+    }
+
+    /// Issue #29: upstream's InitContainer conformance tests read these.
+    #[test]
+    fn init_containers_as_upstream_reports_them() {
+        let with_init = |policy: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p"},
+                "spec": {"restartPolicy": policy,
+                         "initContainers": [{"name": "init1"}, {"name": "init2"}],
+                         "containers": [{"name": "run1"}]}}))
+            .unwrap()
+        };
+        let named = |name: &str, v: ContainerView| ContainerView {
+            name: name.into(),
+            ..v
+        };
+        let not_created = |name: &str| named(name, ContainerView::default());
+        let status = |p: &Pod, init: &[ContainerView], cs: &[ContainerView]| {
+            pod_status(&PodView {
+                pod: p,
+                init,
+                containers: cs,
+                sandbox_ready: true,
+                pod_ip: None,
+                host_ip: "192.168.1.2".into(),
+                start_time: "t0",
+                terminal: None,
+                rejected: None,
+                disrupted: false,
+                now: "t1",
+            })
+        };
+        let cond = condition_of;
+        // RestartAlways, init1 failed and backs off: everything else waits PodInitializing.
+        let p = with_init("Always");
+        let init = [named("init1", backing_off()), not_created("init2")];
+        let cs = [not_created("run1")];
+        let s = status(&p, &init, &cs);
+        assert_eq!(s["phase"], "Pending");
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "PodInitializing"
+        );
+        assert_eq!(
+            s["initContainerStatuses"][1]["state"]["waiting"]["reason"],
+            "PodInitializing"
+        );
+        assert_eq!(s["initContainerStatuses"][0]["ready"], false);
+        let c = cond(&s, "Initialized");
+        assert_eq!(c["status"], "False");
+        assert_eq!(c["reason"], "ContainersNotInitialized");
+        assert_eq!(
+            c["message"],
+            "containers with incomplete status: [init1 init2]"
+        );
+        assert_eq!(cond(&s, "Ready")["reason"], "ContainersNotReady");
+        assert_eq!(
+            cond(&s, "Ready")["message"],
+            "containers with unready status: [run1]"
+        );
+        // RestartNever, init2 failed: Failed, only init2 incomplete, init1 ready.
+        let p = with_init("Never");
+        let init = [named("init1", exited(0)), named("init2", exited(1))];
+        let s = status(&p, &init, &cs);
+        assert_eq!(s["phase"], "Failed");
+        assert_eq!(
+            cond(&s, "Initialized")["message"],
+            "containers with incomplete status: [init2]"
+        );
+        assert_eq!(s["initContainerStatuses"][0]["ready"], true);
+        assert_eq!(s["initContainerStatuses"][1]["ready"], false);
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "PodInitializing"
+        );
+        // Succeeded: Initialized True, the others PodCompleted, completed inits ready.
+        let init = [named("init1", exited(0)), named("init2", exited(0))];
+        let s = status(&p, &init, &[named("run1", exited(0))]);
+        assert_eq!(s["phase"], "Succeeded");
+        let c = cond(&s, "Initialized");
+        assert_eq!(
+            (&c["status"], &c["reason"]),
+            (&json!("True"), &json!("PodCompleted"))
+        );
+        assert!(c.get("message").is_none());
+        for t in ["ContainersReady", "Ready"] {
+            let c = cond(&s, t);
+            assert_eq!(
+                (&c["status"], &c["reason"]),
+                (&json!("False"), &json!("PodCompleted"))
+            );
+            assert!(c.get("message").is_none(), "{c}");
+        }
+        for i in 0..2 {
+            assert_eq!(s["initContainerStatuses"][i]["ready"], true);
+        }
+        // Without init containers a container not created yet is ContainerCreating.
+        let s = status(&pod("Always"), &[], &[not_created("c")]);
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["waiting"]["reason"],
+            "ContainerCreating"
         );
     }
 }

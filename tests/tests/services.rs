@@ -157,6 +157,39 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
         ready_endpoints(&c, "web") == 2
     });
 
+    // The API server's proxy subresources (`kubectl get --raw`, as the conformance suite
+    // reads pods' answers): a pod by name and port, trailing slash kept; the Service by port
+    // name, by port number and without a port; the client's query passed on.
+    let raw = |path: &str| c.ok(&["get", "--raw", path]).trim().to_string();
+    assert_eq!(
+        raw(&format!(
+            "/api/v1/namespaces/default/pods/{}:8080/proxy/",
+            pods[0]
+        )),
+        pods[0]
+    );
+    assert_eq!(
+        raw(&format!(
+            "/api/v1/namespaces/default/pods/http:{}:8080/proxy/index.html?x=1",
+            pods[0]
+        )),
+        pods[0]
+    );
+    for id in ["web", "web:80", "http:web:80"] {
+        let body = raw(&format!("/api/v1/namespaces/default/services/{id}/proxy/"));
+        assert!(pods.contains(&body), "{id}: {body:?}");
+    }
+    let missing = c.run(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/services/web:9999/proxy/",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("ServiceUnavailable")
+            || String::from_utf8_lossy(&missing.stderr).contains("no service port 9999"),
+        "{missing:?}"
+    );
+
     // ClusterIP from the host: both pods answer (random choice among ready endpoints).
     let mut seen = std::collections::BTreeSet::new();
     eventually("the ClusterIP to reach both pods", 30, || {

@@ -3,12 +3,14 @@
 //! the object; validating ones refuse it with upstream's 403 message.
 //!
 //! Order, as upstream's: NamespaceLifecycle (in [`crate::rest`]), LimitRanger, ServiceAccount,
-//! NodeRestriction, Priority, DefaultTolerationSeconds, DefaultStorageClass,
-//! PersistentVolumeClaimResize, StorageObjectInUseProtection, the RBAC escalation checks (upstream does them in the RBAC
-//! storage), PodSecurity (defaults and exemptions from [`config`]), ResourceQuota.
+//! NodeRestriction, CertificateApproval, Priority, DefaultTolerationSeconds,
+//! DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection, the RBAC
+//! escalation checks (upstream does them in the RBAC storage), PodSecurity (defaults and
+//! exemptions from [`config`]), ResourceQuota.
 //! Requests without a user (the server's own components) skip the user-based checks only.
 //! Each plugin but the RBAC checks can be turned off by name ([`plugins`]).
 
+pub mod certificate_approval;
 pub mod config;
 pub mod default_storage_class;
 pub mod default_tolerations;
@@ -154,6 +156,11 @@ impl Admission for Chain {
             && self.enabled(Plugin::NodeRestriction)
         {
             node_restriction::admit(req, user, obj, old)?;
+        }
+        if let Some(user) = req.user
+            && self.enabled(Plugin::CertificateApproval)
+        {
+            certificate_approval::admit(&self.authz, req, user, obj).await?;
         }
         if pod_create && self.enabled(Plugin::Priority) {
             priority::admit(rest, req, obj).await?;

@@ -15,6 +15,7 @@ pub enum Plugin {
     LimitRanger,
     ServiceAccount,
     NodeRestriction,
+    CertificateApproval,
     Priority,
     DefaultTolerationSeconds,
     DefaultStorageClass,
@@ -26,11 +27,12 @@ pub enum Plugin {
 
 impl Plugin {
     /// Every plugin k1s runs, in the chain's order.
-    pub const ALL: [Plugin; 11] = [
+    pub const ALL: [Plugin; 12] = [
         Plugin::NamespaceLifecycle,
         Plugin::LimitRanger,
         Plugin::ServiceAccount,
         Plugin::NodeRestriction,
+        Plugin::CertificateApproval,
         Plugin::Priority,
         Plugin::DefaultTolerationSeconds,
         Plugin::DefaultStorageClass,
@@ -47,6 +49,7 @@ impl Plugin {
             Plugin::LimitRanger => "LimitRanger",
             Plugin::ServiceAccount => "ServiceAccount",
             Plugin::NodeRestriction => "NodeRestriction",
+            Plugin::CertificateApproval => "CertificateApproval",
             Plugin::Priority => "Priority",
             Plugin::DefaultTolerationSeconds => "DefaultTolerationSeconds",
             Plugin::DefaultStorageClass => "DefaultStorageClass",
@@ -70,7 +73,6 @@ const NOT_IN_K1S: &[&str] = &[
     "AlwaysAdmit",
     "AlwaysDeny",
     "AlwaysPullImages",
-    "CertificateApproval",
     "CertificateSigning",
     "CertificateSubjectRestriction",
     "ClusterTrustBundleAttest",

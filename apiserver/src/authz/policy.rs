@@ -409,6 +409,11 @@ pub fn cluster_roles() -> Vec<Value> {
                 rule(READ, &["storage.k8s.io"], &["csidrivers"]),
                 rule(ALL_RW, &["storage.k8s.io"], &["csinodes"]),
                 rule(READ, &["node.k8s.io"], &["runtimeclasses"]),
+                rule(
+                    &["create", "get", "list", "watch"],
+                    &["certificates.k8s.io"],
+                    &["certificatesigningrequests"],
+                ),
             ],
         ),
         // What the service proxy in each node's process reads (k1s's own; narrower than

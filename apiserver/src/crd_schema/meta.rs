@@ -415,7 +415,7 @@ pub(crate) fn is_dns1035_label(v: &str) -> Vec<String> {
     errs
 }
 
-fn is_dns1123_label(v: &str) -> Vec<String> {
+pub(crate) fn is_dns1123_label(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
         errs.push(max_len_error(63));
@@ -430,7 +430,7 @@ fn is_dns1123_label(v: &str) -> Vec<String> {
     errs
 }
 
-fn is_dns1123_subdomain(v: &str) -> Vec<String> {
+pub(crate) fn is_dns1123_subdomain(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 253 {
         errs.push(max_len_error(253));

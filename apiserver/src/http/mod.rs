@@ -5,6 +5,7 @@ pub mod body;
 pub mod discovery;
 pub mod negotiate;
 pub mod openapi;
+pub mod proxy;
 pub mod request;
 pub mod resources;
 pub mod streaming;

@@ -33,13 +33,26 @@ fn media_ranges(accept: &str) -> impl Iterator<Item = MediaRange<'_>> {
 
 /// Picks the representation for `Accept`; `None` when nothing offered is servable (406).
 pub fn output(accept: Option<&str>) -> Option<Output> {
+    output_among(accept, true)
+}
+
+/// Picks the representation for `Accept` at an endpoint that cannot print tables (upstream:
+/// a storage without a table convertor, such as the reviews): Table ranges are passed over, so
+/// `None` (406) when nothing else is offered.
+pub fn output_without_table(accept: Option<&str>) -> Option<Output> {
+    output_among(accept, false)
+}
+
+fn output_among(accept: Option<&str>, table: bool) -> Option<Output> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Some(Output::Json);
     };
     for r in media_ranges(accept) {
         let param = |k: &str| r.params.iter().find(|(pk, _)| *pk == k).map(|(_, v)| *v);
         match (r.essence, param("as"), param("g")) {
-            ("application/json", Some("Table"), Some("meta.k8s.io")) => return Some(Output::Table),
+            ("application/json", Some("Table"), Some("meta.k8s.io")) if table => {
+                return Some(Output::Table);
+            }
             (
                 "application/json",
                 Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
@@ -178,6 +191,19 @@ mod tests {
         let disc = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
         assert_eq!(aggregated_discovery(Some(disc)), Some("v2"));
         assert_eq!(aggregated_discovery(Some("application/json, */*")), None);
+    }
+
+    #[test]
+    fn endpoints_without_tables_pass_table_ranges_over() {
+        let table = "application/json;as=Table;v=v1;g=meta.k8s.io";
+        assert_eq!(output_without_table(Some(table)), None);
+        let with_fallback = format!("{table}, application/json");
+        assert_eq!(
+            output_without_table(Some(&with_fallback)),
+            Some(Output::Json)
+        );
+        assert_eq!(output(Some(&with_fallback)), Some(Output::Table));
+        assert_eq!(output_without_table(None), Some(Output::Json));
     }
 
     #[test]

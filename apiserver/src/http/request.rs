@@ -53,7 +53,16 @@ pub fn parse(path: &str) -> ApiPath {
         t.watch_path = true;
         rest = &rest[1..];
     }
-    if rest.iter().any(|s| s.is_empty()) {
+    // Empty segments are no path of the API's, except in what a `proxy` subresource forwards.
+    let proxy_at = rest
+        .iter()
+        .enumerate()
+        .skip(2)
+        .find_map(|(i, s)| (*s == "proxy").then_some(i));
+    if rest[..proxy_at.unwrap_or(rest.len())]
+        .iter()
+        .any(|s| s.is_empty())
+    {
         return ApiPath::Unknown;
     }
     let tail = match rest {
@@ -71,14 +80,25 @@ pub fn parse(path: &str) -> ApiPath {
     match tail {
         [] => {}
         [name] => t.name = Some((*name).to_owned()),
+        [name, "proxy", ..] => {
+            t.name = Some((*name).to_owned());
+            t.subresource = Some("proxy".to_owned());
+            // What follows `NAME/proxy` in the path as sent, trailing slash included
+            // (`pods/web/proxy/` asks for `/`, `.../proxy/a/` for `/a/`).
+            let marker = format!("/{}/{name}/proxy", t.resource);
+            let after = path
+                .find(&marker)
+                .map(|i| &path[i + marker.len()..])
+                .unwrap_or_default();
+            t.proxy_path = Some(if after.is_empty() {
+                "/".to_owned()
+            } else {
+                after.to_owned()
+            });
+        }
         [name, sub] => {
             t.name = Some((*name).to_owned());
             t.subresource = Some((*sub).to_owned());
-        }
-        [name, "proxy", rest @ ..] => {
-            t.name = Some((*name).to_owned());
-            t.subresource = Some("proxy".to_owned());
-            t.proxy_path = Some(format!("/{}", rest.join("/")));
         }
         _ => return ApiPath::Unknown,
     }
@@ -138,6 +158,39 @@ mod tests {
             ApiPath::Resource(t) => t,
             other => panic!("{path}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn proxy_paths_keep_what_follows_as_sent() {
+        let proxy = |p: &str| match parse(p) {
+            ApiPath::Resource(t) => (t.name, t.subresource, t.proxy_path),
+            other => panic!("{p}: {other:?}"),
+        };
+        assert_eq!(
+            proxy("/api/v1/namespaces/d/pods/https:web:443/proxy/a//b/"),
+            (
+                Some("https:web:443".into()),
+                Some("proxy".into()),
+                Some("/a//b/".into())
+            )
+        );
+        assert_eq!(
+            proxy("/api/v1/namespaces/d/services/web/proxy")
+                .2
+                .as_deref(),
+            Some("/")
+        );
+        assert_eq!(
+            proxy("/api/v1/namespaces/proxy/pods/web/proxy/")
+                .2
+                .as_deref(),
+            Some("/")
+        );
+        assert_eq!(
+            proxy("/api/v1/nodes/n1/proxy/stats/summary").2.as_deref(),
+            Some("/stats/summary")
+        );
+        assert_eq!(parse("/api/v1/namespaces/d/pods//x"), ApiPath::Unknown);
     }
 
     #[test]

@@ -52,6 +52,27 @@ pub async fn handle(
 ) -> Result<Response<Body>, ApiError> {
     let (rest, metrics, cancel) = (&state.rest, &state.metrics, &state.cancel);
     let t = call.target;
+    // Proxied requests carry the client's own media types: no negotiation of ours applies.
+    if let (Some(id), Some("proxy"), Some(ns)) = (
+        t.name.as_deref(),
+        t.subresource.as_deref(),
+        t.namespace.as_deref(),
+    ) && res.group.is_empty()
+        && matches!(res.kind.as_str(), "Pod" | "Service")
+    {
+        let forward = super::proxy::Forward {
+            method: call.method,
+            path: t.proxy_path.as_deref().unwrap_or("/"),
+            query: call.raw_query,
+            headers: call.headers,
+            body: call.body.clone(),
+        };
+        return if res.kind == "Pod" {
+            super::proxy::pod(rest, &res, ns, id, forward).await
+        } else {
+            super::proxy::service(rest, &res, ns, id, forward).await
+        };
+    }
     let out = negotiate::output(header(call.headers, header::ACCEPT)).ok_or_else(|| {
         ApiError::new(406, "NotAcceptable", "only the following media types are accepted: application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io")
     })?;
@@ -73,7 +94,10 @@ pub async fn handle(
             ))
         }
         (&Method::POST, None, None) if res.verbs.contains(&"create") && res.verbs.len() == 1 => {
-            // Reviews: stored nowhere, answered at once.
+            // Reviews: stored nowhere, answered at once, and never as a table (upstream's
+            // review storages have no table convertor: a request for one alone is a 406).
+            let out = negotiate::output_without_table(header(call.headers, header::ACCEPT))
+                .ok_or_else(not_acceptable_without_table)?;
             let obj = decode_body(&call)?;
             let answered = crate::authz::reviews::answer(
                 &state.authz,
@@ -121,7 +145,9 @@ pub async fn handle(
                 &[],
             ))
         }
-        (&Method::GET, Some(name), None | Some("status")) => {
+        (&Method::GET, Some(name), sub @ (None | Some("status") | Some("approval")))
+            if sub.is_none_or(|s| s == "status" || res.subresource(s).is_some()) =>
+        {
             let obj = rest.get(&res, ns, name).await?;
             Ok(encode(StatusCode::OK, out, &single(&res, obj, out, q), &[]))
         }
@@ -134,9 +160,11 @@ pub async fn handle(
                 &[],
             ))
         }
-        (&Method::PUT, Some(name), sub @ (None | Some("status") | Some("finalize")))
-            if sub.is_none_or(|s| res.subresource(s).is_some()) =>
-        {
+        (
+            &Method::PUT,
+            Some(name),
+            sub @ (None | Some("status") | Some("finalize") | Some("approval")),
+        ) if sub.is_none_or(|s| res.subresource(s).is_some()) => {
             let obj = decode_body(&call)?;
             let w = rest
                 .update(
@@ -165,7 +193,7 @@ pub async fn handle(
         }
         (&Method::PATCH, Some(name), sub)
             if sub.is_none_or(|s| {
-                matches!(s, "status" | "scale") && res.subresource(s).is_some()
+                matches!(s, "status" | "scale" | "approval") && res.subresource(s).is_some()
             }) =>
         {
             let ct = header(call.headers, header::CONTENT_TYPE).unwrap_or("");
@@ -272,6 +300,15 @@ pub async fn handle(
         )),
         (m, _, None) => Err(ApiError::method_not_allowed(m)),
     }
+}
+
+/// Upstream's 406 where no table can be printed: the media types its serializers offer.
+fn not_acceptable_without_table() -> ApiError {
+    ApiError::new(
+        406,
+        "NotAcceptable",
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    )
 }
 
 /// `GET pods/NAME/log`: the container's log from the kubelet of the pod's node, as text

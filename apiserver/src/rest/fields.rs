@@ -86,7 +86,12 @@ pub fn value(res: &ResourceType, obj: &Value, field: &str) -> String {
             None => return String::new(),
         },
     };
-    let v = path.iter().fold(obj, |v, k| &v[*k]);
+    let mut v = path.iter().fold(obj, |v, k| &v[*k]);
+    // A core Event's `source` is its reporting component when it has no source (an event
+    // written through events.k8s.io), as upstream's event strategy selects it.
+    if field == "source" && res.group.is_empty() && v.as_str().is_none_or(str::is_empty) {
+        v = &obj["reportingComponent"];
+    }
     match v {
         Value::String(s) => s.clone(),
         Value::Bool(b) => b.to_string(),
@@ -107,6 +112,18 @@ mod tests {
     use super::*;
     use crate::registry::Registry;
     use serde_json::json;
+
+    #[test]
+    fn an_event_without_a_source_is_selected_by_its_reporting_component() {
+        let reg = Registry::new();
+        let events = reg.get("", "v1", "events").unwrap();
+        let sel = FieldSelector::parse("source=test-controller").unwrap();
+        let from_events_api = json!({"reportingComponent": "test-controller"});
+        assert!(matches(&events, &sel, &from_events_api));
+        let both =
+            json!({"source": {"component": "kubelet"}, "reportingComponent": "test-controller"});
+        assert!(!matches(&events, &sel, &both));
+    }
 
     #[test]
     fn pod_and_event_fields() {

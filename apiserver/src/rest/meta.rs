@@ -80,8 +80,11 @@ pub fn generate_name(prefix: &str) -> String {
 
 /// Checks a name as upstream validates names of this resource; returns the error text.
 pub fn validate_name(res: &ResourceType, name: &str) -> Option<String> {
-    if res.group == "rbac.authorization.k8s.io" {
-        // Path-segment names: RBAC names such as `system:node` contain colons.
+    if res.group == "rbac.authorization.k8s.io"
+        || (res.group == "certificates.k8s.io" && res.plural == "certificatesigningrequests")
+    {
+        // Path-segment names: RBAC names such as `system:node` contain colons, and upstream
+        // does not care what certificate requests are called.
         return if name == "." || name == ".." {
             Some(format!("may not be '{name}'"))
         } else if name.contains('/') || name.contains('%') {

@@ -10,6 +10,7 @@
 //! This layer knows nothing of HTTP: the HTTP handlers in [`crate::http`] and the in-process
 //! client both call it.
 
+mod certificates;
 mod config_data;
 mod decoded;
 mod events;
@@ -20,6 +21,7 @@ mod network_policy;
 mod overlay;
 pub mod patch;
 mod remembered;
+mod runtime_class;
 mod services;
 pub(crate) mod strategy;
 mod subresources;

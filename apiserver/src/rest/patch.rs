@@ -161,7 +161,7 @@ impl Rest {
         let mut opts = opts.clone();
         opts.fields_tracked = true;
         let schema = res.apply_schema();
-        let sub = subresource.filter(|s| *s == "status");
+        let sub = subresource.filter(|s| matches!(*s, "status" | "approval"));
         let merge = |live: Option<&Value>| {
             crate::apply::apply(
                 schema,

@@ -5,7 +5,8 @@
 
 use serde_json::{Value, json};
 
-use super::{config_data, meta, network_policy, validation};
+use super::{certificates, config_data, meta, network_policy, runtime_class, validation};
+use crate::auth::UserInfo;
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
@@ -155,7 +156,9 @@ fn default_spec(res: &ResourceType, spec: &mut Value) {
             set_default(spec, "sessionAffinity", json!("None"));
             for p in spec["ports"].as_array_mut().into_iter().flatten() {
                 set_default(p, "protocol", json!("TCP"));
-                if p["targetPort"].is_null() {
+                // Upstream defaults a zero target port too: client-go's protobuf encoding
+                // always sends the field, as the integer 0 when the user set none.
+                if p["targetPort"].is_null() || p["targetPort"] == 0 || p["targetPort"] == "" {
                     p["targetPort"] = p["port"].clone();
                 }
             }
@@ -255,9 +258,21 @@ fn default_job_spec(spec: &mut Value) {
     default_pod_spec(&mut spec["template"]["spec"]);
 }
 
-/// Keeps what an update may not change, and defaults the new object.
-pub fn prepare_update(res: &ResourceType, old: &Value, new: &mut Value) {
+/// What a create takes from the requesting user (`None`: the server itself): the requestor
+/// of a CertificateSigningRequest.
+pub fn set_requestor(res: &ResourceType, obj: &mut Value, user: Option<&UserInfo>) {
+    if kind_of(res) == ("certificates.k8s.io", "CertificateSigningRequest") {
+        certificates::set_requestor(obj, user);
+    }
+}
+
+/// Keeps what an update may not change, and defaults the new object. `subresource` is the
+/// write path (`status`, `approval`, ...; `None` for the object itself).
+pub fn prepare_update(res: &ResourceType, old: &Value, new: &mut Value, subresource: Option<&str>) {
     apply_defaults(res, new);
+    if kind_of(res) == ("certificates.k8s.io", "CertificateSigningRequest") {
+        certificates::prepare_update(old, new, subresource, &meta::now());
+    }
     if kind_of(res) == ("", "Pod") {
         // The node a pod is bound to changes only through the binding subresource.
         if !old["spec"]["nodeName"].is_null() {
@@ -287,6 +302,13 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
         ("apps", "Deployment") => validation::deployment(obj, old, &mut causes),
         ("", "ReplicationController") => validation::replication_controller(obj, &mut causes),
         ("networking.k8s.io", "NetworkPolicy") => network_policy::validate(obj, old, &mut causes),
+        ("node.k8s.io", "RuntimeClass") => runtime_class::validate(obj, old, &mut causes),
+        ("scheduling.k8s.io", "PriorityClass") => {
+            validation::priority_class(obj, old, &mut causes);
+        }
+        ("certificates.k8s.io", "CertificateSigningRequest") => {
+            certificates::validate(obj, old, &mut causes);
+        }
         ("apps", "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
             validation::selector_immutable(obj, old, &mut causes);
         }
@@ -531,6 +553,19 @@ mod tests {
         let mut sec = json!({});
         apply_defaults(&secret, &mut sec);
         assert_eq!(sec["type"], "Opaque");
+        // A Service port's target port defaults to its port when absent, 0 (what client-go's
+        // protobuf sends for an unset IntOrString) or "".
+        let svc = reg.get("", "v1", "services").unwrap();
+        let mut sv = json!({"spec": {"ports": [{"port": 80}, {"port": 81, "targetPort": 0},
+            {"port": 82, "targetPort": ""}, {"port": 83, "targetPort": "http"}]}});
+        apply_defaults(&svc, &mut sv);
+        let targets: Vec<_> = sv["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["targetPort"].clone())
+            .collect();
+        assert_eq!(targets, [json!(80), json!(81), json!(82), json!("http")]);
     }
 
     #[test]

@@ -351,6 +351,29 @@ pub fn deployment(obj: &Value, old: Option<&Value>, out: &mut Causes) {
     selector_immutable(obj, old, out);
 }
 
+/// A PriorityClass's `value` and `preemptionPolicy` cannot change (upstream's
+/// `ValidatePriorityClassUpdate`).
+pub fn priority_class(obj: &Value, old: Option<&Value>, out: &mut Causes) {
+    let Some(old) = old else {
+        return;
+    };
+    if old["value"] != obj["value"] {
+        out.push((
+            "value".into(),
+            "Forbidden: may not be changed in an update.".into(),
+        ));
+    }
+    if old["preemptionPolicy"] != obj["preemptionPolicy"] {
+        out.push((
+            "preemptionPolicy".into(),
+            format!(
+                "Invalid value: {}: field is immutable",
+                quoted(&obj["preemptionPolicy"])
+            ),
+        ));
+    }
+}
+
 /// apps/v1 selectors cannot change.
 pub fn selector_immutable(obj: &Value, old: Option<&Value>, out: &mut Causes) {
     if let Some(old) = old
@@ -478,6 +501,79 @@ pub fn pvc(obj: &Value, old: Option<&Value>, out: &mut Causes) {
         }
         if without_nulls(&a) != without_nulls(b) {
             out.push(("spec".into(), "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims".into()));
+        }
+    }
+}
+
+/// Upstream's `ValidateTolerations`: a key is a label name, an empty key needs `Exists`,
+/// `tolerationSeconds` only with `NoExecute`, values are label values and empty under
+/// `Exists`, and operator and effect are known ones.
+pub fn tolerations(path: &str, list: &Value, out: &mut Causes) {
+    for (i, t) in list.as_array().into_iter().flatten().enumerate() {
+        let at = format!("{path}[{i}]");
+        let key = t["key"].as_str().unwrap_or("");
+        if !key.is_empty() {
+            for msg in crate::crd_schema::is_qualified_name(key) {
+                out.push((
+                    format!("{at}.key"),
+                    format!("Invalid value: {}: {msg}", quoted(&t["key"])),
+                ));
+            }
+        }
+        let op = t["operator"].as_str().unwrap_or("");
+        if key.is_empty() && op != "Exists" {
+            out.push((
+                format!("{at}.operator"),
+                format!("Invalid value: {}: operator must be Exists when `key` is empty, which means \"match all values and all keys\"", quoted(&Value::from(op))),
+            ));
+        }
+        let effect = t["effect"].as_str().unwrap_or("");
+        if !t["tolerationSeconds"].is_null() && effect != "NoExecute" {
+            out.push((
+                format!("{at}.effect"),
+                format!(
+                    "Invalid value: {}: effect must be 'NoExecute' when `tolerationSeconds` is set",
+                    quoted(&Value::from(effect))
+                ),
+            ));
+        }
+        let value = t["value"].as_str().unwrap_or("");
+        match op {
+            "Equal" | "" => {
+                let errs = crate::crd_schema::is_label_value(value);
+                if !errs.is_empty() {
+                    out.push((
+                        format!("{at}.operator"),
+                        format!(
+                            "Invalid value: {}: {}",
+                            quoted(&Value::from(value)),
+                            errs.join(";")
+                        ),
+                    ));
+                }
+            }
+            "Exists" if !value.is_empty() => out.push((
+                format!("{at}.operator"),
+                format!(
+                    "Invalid value: {}: value must be empty when `operator` is 'Exists'",
+                    quoted(t)
+                ),
+            )),
+            "Exists" => {}
+            _ => out.push((
+                format!("{at}.operator"),
+                unsupported(&t["operator"], &["Equal", "Exists"]),
+            )),
+        }
+        if !effect.is_empty() && !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute")
+        {
+            out.push((
+                format!("{at}.effect"),
+                unsupported(
+                    &t["effect"],
+                    &["NoSchedule", "PreferNoSchedule", "NoExecute"],
+                ),
+            ));
         }
     }
 }
@@ -614,5 +710,25 @@ mod tests {
         changed["spec"]["accessModes"] = json!(["ReadWriteMany"]);
         pvc(&changed, Some(&claim), &mut c);
         assert_eq!(fields(&c), ["spec"]);
+    }
+
+    #[test]
+    fn priority_class_value_and_policy_are_immutable() {
+        let old = json!({"value": 10, "preemptionPolicy": "PreemptLowerPriority"});
+        let mut out = Vec::new();
+        priority_class(
+            &json!({"value": 10, "preemptionPolicy": "PreemptLowerPriority", "description": "x"}),
+            Some(&old),
+            &mut out,
+        );
+        assert!(out.is_empty(), "{out:?}");
+        priority_class(
+            &json!({"value": 11, "preemptionPolicy": "Never"}),
+            Some(&old),
+            &mut out,
+        );
+        let fields: Vec<_> = out.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(fields, ["value", "preemptionPolicy"]);
+        assert!(out[0].1.contains("may not be changed in an update"));
     }
 }

@@ -165,6 +165,7 @@ impl Rest {
         let mut warnings = Vec::new();
         let mut obj = self.decode_body(res, body, opts.field_validation, &mut warnings)?;
         self.prepare_create(res, ns, &mut obj)?;
+        strategy::set_requestor(res, &mut obj, opts.user.as_deref());
         let lifecycle = self
             .admission
             .get()
@@ -232,7 +233,7 @@ impl Rest {
         if opts.fields_tracked {
             return Ok(());
         }
-        let sub = subresource.filter(|s| matches!(*s, "status" | "scale"));
+        let sub = subresource.filter(|s| matches!(*s, "status" | "scale" | "approval"));
         crate::apply::record_update(
             res.apply_schema(),
             old,
@@ -419,6 +420,16 @@ impl Rest {
                 }
                 o
             }
+            Some("approval") => {
+                // Approvals write the conditions only (which of them count is the kind's
+                // strategy).
+                let mut o = old.clone();
+                if !o["status"].is_object() {
+                    o["status"] = json!({});
+                }
+                o["status"]["conditions"] = new["status"]["conditions"].clone();
+                o
+            }
             Some("finalize") => {
                 // Namespaces: the finalize subresource changes spec.finalizers only.
                 let mut o = old.clone();
@@ -499,7 +510,7 @@ impl Rest {
             let g = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             meta::metadata_mut(&mut obj).insert("generation".into(), json!(g));
         }
-        strategy::prepare_update(res, old, &mut obj);
+        strategy::prepare_update(res, old, &mut obj, subresource);
         let req = AdmissionRequest {
             res,
             operation: Operation::Update,

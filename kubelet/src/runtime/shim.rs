@@ -314,10 +314,7 @@ fn relay_and_wait(bundle: &Path, spec: &ContainerSpec, running: Running) -> i32 
                         // EIO: every holder of the terminal's slave has closed it.
                         Ok(0) | Err(_) => {
                             open[*i] = false;
-                            if !partial[*i].is_empty() {
-                                log.line(stream, "F", &partial[*i]);
-                                partial[*i].clear();
-                            }
+                            log.finish(stream, &mut partial[*i]);
                         }
                         Ok(n) => {
                             log.feed(stream, &mut partial[*i], &buf[..n]);
@@ -395,6 +392,16 @@ impl LogWriter {
         while partial.len() >= MAX_LINE {
             let chunk: Vec<u8> = partial.drain(..MAX_LINE).collect();
             self.line(stream, "P", &chunk);
+        }
+    }
+
+    /// The stream ended: output without a final newline is written as a partial (`P`)
+    /// record, as CRI runtimes do, so readers that keep newlines (the termination message
+    /// from the log) do not add one it never printed.
+    fn finish(&mut self, stream: &str, partial: &mut Vec<u8>) {
+        if !partial.is_empty() {
+            self.line(stream, "P", partial);
+            partial.clear();
         }
     }
 
@@ -477,11 +484,16 @@ mod tests {
         w.feed("stdout", &mut partial, b"hello\nwor");
         assert_eq!(partial, b"wor");
         w.feed("stdout", &mut partial, b"ld\n");
+        w.feed("stdout", &mut partial, b"DONE");
+        w.finish("stdout", &mut partial);
+        assert!(partial.is_empty());
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2);
+        assert_eq!(lines.len(), 3);
         assert!(lines[0].ends_with(" stdout F hello"), "{}", lines[0]);
         assert!(lines[1].ends_with(" stdout F world"));
+        // The output ended without a newline: a partial record.
+        assert!(lines[2].ends_with(" stdout P DONE"), "{}", lines[2]);
         for _ in 0..10 {
             w.feed(
                 "stderr",

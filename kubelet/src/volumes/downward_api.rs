@@ -3,22 +3,27 @@
 //! `metadata.labels['k']` / `metadata.annotations['k']`) and container resources
 //! (`limits.*` / `requests.*` with a divisor) as files.
 //!
-//! Gap: a `limits.*` value the container does not set is written as `0`; upstream falls back
-//! to the node's allocatable there.
+//! A `limits.cpu`, `limits.memory` or `limits.ephemeral-storage` the container does not set
+//! (or sets to zero) reads the node's allocatable instead, as upstream's kubelet
+//! (`MergeContainerResourceLimits`); the caller fetches that only when
+//! [`needs_node_allocatable`] says so. The same resolution serves `resourceFieldRef` env
+//! vars ([`container_resource_value`]).
 
 use std::collections::BTreeMap;
 
-use k1s_api::quantity::Quantity;
+use k1s_api::quantity::{Quantity, ResourceList};
 use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, Pod, ResourceFieldSelector};
 
 use super::atomic_writer::{FileProjection, Payload};
 use super::configmap_secret::file_mode;
 
-/// The files of a downwardAPI volume or projection.
+/// The files of a downwardAPI volume or projection; `allocatable` is the node's, for the
+/// limits a container does not set.
 pub(crate) fn make_payload(
     pod: &Pod,
     items: &[DownwardAPIVolumeFile],
     default_mode: i32,
+    allocatable: &ResourceList,
 ) -> Result<Payload, String> {
     let mut payload = Payload::new();
     let mut errors = Vec::new();
@@ -26,7 +31,7 @@ pub(crate) fn make_payload(
         let value = if let Some(f) = &item.field_ref {
             field_value(pod, &f.field_path)
         } else if let Some(r) = &item.resource_field_ref {
-            resource_value(pod, r)
+            resource_value(pod, r, allocatable)
         } else {
             Err(format!(
                 "downwardAPI item {:?} has neither fieldRef nor resourceFieldRef",
@@ -137,26 +142,77 @@ fn parse(q: &str, what: &str) -> Result<Quantity, String> {
     Quantity::parse(q).map_err(|e| format!("invalid {what} {q:?}: {e}"))
 }
 
-/// A container resource, as upstream's `ExtractContainerResourceValue`: CPU rounded up to
-/// whole divisors of its milli value, everything else of its value.
-pub(crate) fn resource_value(pod: &Pod, r: &ResourceFieldSelector) -> Result<String, String> {
+/// The limits that default to the node's allocatable when a container leaves them unset or
+/// zero (hugepages never do: they are never overcommitted).
+const DEFAULTED_LIMITS: &[&str] = &["cpu", "memory", "ephemeral-storage"];
+
+/// Whether reading `resource` (`limits.cpu`, ...) of `c` needs the node's allocatable: a
+/// defaulted limit the container does not set, or sets to zero.
+pub(crate) fn needs_node_allocatable(c: &Container, resource: &str) -> bool {
+    let Some(name) = resource.strip_prefix("limits.") else {
+        return false;
+    };
+    DEFAULTED_LIMITS.contains(&name)
+        && c.resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|l| l.get(name))
+            .and_then(|q| Quantity::parse(&q.0).ok())
+            .is_none_or(|q| q.is_zero())
+}
+
+/// Whether any item of a downwardAPI volume or projection needs the node's allocatable.
+pub(crate) fn items_need_node_allocatable(pod: &Pod, items: &[DownwardAPIVolumeFile]) -> bool {
+    items
+        .iter()
+        .filter_map(|i| i.resource_field_ref.as_ref())
+        .any(|r| {
+            find_container(pod, r.container_name.as_deref().unwrap_or_default())
+                .is_some_and(|c| needs_node_allocatable(c, &r.resource))
+        })
+}
+
+/// A container resource of the pod, as upstream's
+/// `ExtractResourceValueByContainerNameAndNodeAllocatable`.
+pub(crate) fn resource_value(
+    pod: &Pod,
+    r: &ResourceFieldSelector,
+    allocatable: &ResourceList,
+) -> Result<String, String> {
     let name = r.container_name.as_deref().unwrap_or_default();
     let container =
         find_container(pod, name).ok_or_else(|| format!("container {name} not found"))?;
+    container_resource_value(
+        container,
+        &r.resource,
+        r.divisor.as_ref().map(|d| d.0.as_str()),
+        allocatable,
+    )
+}
+
+/// A resource of `container`, as upstream's `ExtractContainerResourceValue`: CPU rounded up
+/// to whole divisors of its milli value, everything else of its value; a defaulted limit the
+/// container does not set is the node's `allocatable` one.
+pub(crate) fn container_resource_value(
+    container: &Container,
+    resource: &str,
+    divisor: Option<&str>,
+    allocatable: &ResourceList,
+) -> Result<String, String> {
     // No divisor, or a zero one (client-go sends its zero Quantity, "0", when none is
     // set), means 1, as upstream's kubelet reads it.
-    let divisor = match &r.divisor {
-        Some(d) if !d.0.is_empty() => Some(parse(&d.0, "divisor")?),
+    let divisor = match divisor {
+        Some(d) if !d.is_empty() => Some(parse(d, "divisor")?),
         _ => None,
     }
     .filter(|d| !d.is_zero())
     .unwrap_or_else(|| Quantity::from_value(1, k1s_api::quantity::Format::DecimalSI));
-    let (list, resource) = if let Some(n) = r.resource.strip_prefix("limits.") {
+    let (list, name) = if let Some(n) = resource.strip_prefix("limits.") {
         (
             container.resources.as_ref().and_then(|r| r.limits.as_ref()),
             n,
         )
-    } else if let Some(n) = r.resource.strip_prefix("requests.") {
+    } else if let Some(n) = resource.strip_prefix("requests.") {
         (
             container
                 .resources
@@ -165,27 +221,27 @@ pub(crate) fn resource_value(pod: &Pod, r: &ResourceFieldSelector) -> Result<Str
             n,
         )
     } else {
-        return Err(format!("unsupported container resource : {}", r.resource));
+        return Err(format!("unsupported container resource : {resource}"));
     };
-    if !matches!(resource, "cpu" | "memory" | "ephemeral-storage")
-        && !resource.starts_with("hugepages-")
-    {
-        return Err(format!("unsupported container resource : {}", r.resource));
+    if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !name.starts_with("hugepages-") {
+        return Err(format!("unsupported container resource : {resource}"));
     }
-    let value = match list.and_then(|l| l.get(resource)) {
-        Some(q) => parse(&q.0, resource)?,
+    let mut value = match list.and_then(|l| l.get(name)) {
+        Some(q) => parse(&q.0, name)?,
         None => Quantity::default(),
     };
-    let (v, d) = if resource == "cpu" {
+    if needs_node_allocatable(container, resource)
+        && let Some(a) = allocatable.get(name)
+    {
+        value = *a;
+    }
+    let (v, d) = if name == "cpu" {
         (value.milli_value(), divisor.milli_value())
     } else {
         (value.value(), divisor.value())
     };
     if d <= 0 {
-        return Err(format!(
-            "invalid divisor for {}: must be positive",
-            r.resource
-        ));
+        return Err(format!("invalid divisor for {resource}: must be positive"));
     }
     let (v, d) = (i128::from(v), i128::from(d));
     // Ceiling division, as upstream's math.Ceil on the quotient.
@@ -270,44 +326,39 @@ mod tests {
         );
     }
 
+    fn value_of(p: &Pod, r: &ResourceFieldSelector) -> Result<String, String> {
+        resource_value(p, r, &ResourceList::new())
+    }
+
     #[test]
     fn resources_with_divisors() {
         let p = pod();
-        assert_eq!(resource_value(&p, &res("limits.cpu", None)).unwrap(), "1");
+        assert_eq!(value_of(&p, &res("limits.cpu", None)).unwrap(), "1");
+        assert_eq!(value_of(&p, &res("limits.cpu", Some("1m"))).unwrap(), "500");
         assert_eq!(
-            resource_value(&p, &res("limits.cpu", Some("1m"))).unwrap(),
-            "500"
-        );
-        assert_eq!(
-            resource_value(&p, &res("requests.cpu", Some("1m"))).unwrap(),
+            value_of(&p, &res("requests.cpu", Some("1m"))).unwrap(),
             "250"
         );
         assert_eq!(
-            resource_value(&p, &res("limits.memory", Some("1Mi"))).unwrap(),
+            value_of(&p, &res("limits.memory", Some("1Mi"))).unwrap(),
             "128"
         );
         assert_eq!(
-            resource_value(&p, &res("limits.memory", None)).unwrap(),
+            value_of(&p, &res("limits.memory", None)).unwrap(),
             "134217728"
         );
-        assert_eq!(
-            resource_value(&p, &res("requests.memory", None)).unwrap(),
-            "0"
-        );
+        assert_eq!(value_of(&p, &res("requests.memory", None)).unwrap(), "0");
         // client-go's zero Quantity: read as 1 (issue #29: every downward API volume case of
         // the conformance suite sent it).
+        assert_eq!(value_of(&p, &res("limits.cpu", Some("0"))).unwrap(), "1");
         assert_eq!(
-            resource_value(&p, &res("limits.cpu", Some("0"))).unwrap(),
-            "1"
-        );
-        assert_eq!(
-            resource_value(&p, &res("limits.memory", Some("0"))).unwrap(),
+            value_of(&p, &res("limits.memory", Some("0"))).unwrap(),
             "134217728"
         );
         let mut other = res("limits.cpu", None);
         other.container_name = Some("nope".into());
         assert_eq!(
-            resource_value(&p, &other).unwrap_err(),
+            value_of(&p, &other).unwrap_err(),
             "container nope not found"
         );
     }
@@ -317,9 +368,65 @@ mod tests {
         let p = pod();
         let mut f = field("name", "metadata.name");
         f.mode = Some(0o600);
-        let payload = make_payload(&p, &[f, field("ns", "metadata.namespace")], 0o644).unwrap();
+        let payload = make_payload(
+            &p,
+            &[f, field("ns", "metadata.namespace")],
+            0o644,
+            &ResourceList::new(),
+        )
+        .unwrap();
         assert_eq!(payload["name"].data, b"web");
         assert_eq!(payload["name"].mode, 0o600);
         assert_eq!(payload["ns"].mode, 0o644);
+    }
+
+    /// Issue #29: limits a container does not set read the node's allocatable, CPU in the
+    /// divisor's units rounded up, memory in bytes over the divisor; set limits and requests
+    /// do not.
+    #[test]
+    fn unset_limits_default_to_node_allocatable() {
+        let mut p = pod();
+        p.spec.as_mut().unwrap().containers.push(Container {
+            name: "bare".into(),
+            ..Default::default()
+        });
+        let alloc = ResourceList::from_json(&serde_json::json!({
+            "cpu": "2", "memory": "4012345Ki", "ephemeral-storage": "10Gi", "pods": "110"
+        }))
+        .unwrap();
+        let bare = |resource: &str, divisor: Option<&str>| {
+            let mut r = res(resource, divisor);
+            r.container_name = Some("bare".into());
+            resource_value(&p, &r, &alloc).unwrap()
+        };
+        assert_eq!(bare("limits.cpu", None), "2");
+        assert_eq!(bare("limits.cpu", Some("1m")), "2000");
+        assert_eq!(bare("limits.memory", None), (4012345i64 * 1024).to_string());
+        assert_eq!(bare("limits.memory", Some("1Mi")), "3919");
+        assert_eq!(bare("limits.ephemeral-storage", Some("1Gi")), "10");
+        assert_eq!(bare("requests.cpu", None), "0");
+        // The container's own limits win.
+        assert_eq!(
+            resource_value(&p, &res("limits.cpu", Some("1m")), &alloc).unwrap(),
+            "500"
+        );
+        let bare_c = &p.spec.as_ref().unwrap().containers[1];
+        assert!(needs_node_allocatable(bare_c, "limits.memory"));
+        assert!(!needs_node_allocatable(bare_c, "requests.memory"));
+        assert!(!needs_node_allocatable(bare_c, "limits.hugepages-2Mi"));
+        let main = &p.spec.as_ref().unwrap().containers[0];
+        assert!(!needs_node_allocatable(main, "limits.cpu"));
+        assert!(needs_node_allocatable(main, "limits.ephemeral-storage"));
+        let mut item = field("cpu", "metadata.name");
+        item.field_ref = None;
+        item.resource_field_ref = Some(res("limits.cpu", None));
+        assert!(!items_need_node_allocatable(
+            &p,
+            std::slice::from_ref(&item)
+        ));
+        item.resource_field_ref.as_mut().unwrap().container_name = Some("bare".into());
+        assert!(items_need_node_allocatable(&p, std::slice::from_ref(&item)));
+        let payload = make_payload(&p, &[item], 0o644, &alloc).unwrap();
+        assert_eq!(payload["cpu"].data, b"2");
     }
 }

@@ -24,8 +24,7 @@
 //! Gaps (documented where they live): disk emptyDir sizeLimit is reported, not enforced;
 //! mount propagation (`mountPropagation`) and `recursiveReadOnly` are ignored (all mounts are
 //! private); fsGroup ownership is applied to volumes the kubelet writes, without
-//! `fsGroupChangePolicy`; downwardAPI `limits.*` of a container without limits read `0`
-//! instead of the node's allocatable.
+//! `fsGroupChangePolicy`.
 
 mod atomic_writer;
 mod configmap_secret;
@@ -38,6 +37,8 @@ mod projected;
 mod subpath;
 #[cfg(test)]
 mod tests;
+
+pub(crate) use downward_api::{container_resource_value, needs_node_allocatable};
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -59,6 +60,24 @@ pub const EMPTY_DIR: &str = "kubernetes.io~empty-dir";
 pub fn pod_volumes_dir(pods_dir: &Path, pod_uid: &str) -> PathBuf {
     pods_dir.join(pod_uid).join("volumes")
 }
+/// Whether a downwardAPI volume or projection of `pod` reads a limit one of its containers
+/// does not set (the node's allocatable then stands in).
+fn needs_node_allocatable_for(pod: &Pod) -> bool {
+    let volumes = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten());
+    volumes.into_iter().any(|v| {
+        let direct = v.downward_api.iter().map(|d| d.items.as_deref());
+        let projected = v
+            .projected
+            .iter()
+            .flat_map(|p| p.sources.iter().flatten())
+            .filter_map(|s| s.downward_api.as_ref())
+            .map(|d| d.items.as_deref());
+        direct
+            .chain(projected)
+            .any(|items| downward_api::items_need_node_allocatable(pod, items.unwrap_or_default()))
+    })
+}
+
 pub const CONFIGMAP: &str = "kubernetes.io~configmap";
 pub const SECRET: &str = "kubernetes.io~secret";
 pub const PROJECTED: &str = "kubernetes.io~projected";
@@ -206,11 +225,20 @@ impl VolumeManager {
             .and_then(|s| s.security_context.as_ref())
             .and_then(|s| s.fs_group)
             .and_then(|g| u32::try_from(g).ok());
+        // The node's allocatable, only when a downwardAPI item reads a limit a container
+        // does not set.
+        let node_allocatable = match spec.and_then(|s| s.node_name.as_deref()) {
+            Some(node) if needs_node_allocatable_for(pod) => {
+                crate::node::reported_allocatable(self.client.as_ref(), node).await
+            }
+            _ => k1s_api::quantity::ResourceList::new(),
+        };
         let ctx = PodCtx {
             pod,
             namespace,
             uid,
             fs_group,
+            node_allocatable,
         };
         let now = self.now();
         let mut out = PodVolumes::default();
@@ -304,6 +332,7 @@ impl VolumeManager {
                 ctx.pod,
                 dapi.items.as_deref().unwrap_or_default(),
                 dapi.default_mode.unwrap_or(DEFAULT_MODE),
+                &ctx.node_allocatable,
             )
             .map_err(fail)?;
             let d = dir(DOWNWARD_API);

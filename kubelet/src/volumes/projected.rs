@@ -83,6 +83,9 @@ pub(crate) struct PodCtx<'a> {
     pub namespace: &'a str,
     pub uid: &'a str,
     pub fs_group: Option<u32>,
+    /// The node's allocatable, for downwardAPI limits a container does not set; read only
+    /// when an item needs it (else empty).
+    pub node_allocatable: k1s_api::quantity::ResourceList,
 }
 
 /// How long before expiry a token of `lifetime` is replaced, given `remaining` of it, as
@@ -233,6 +236,7 @@ pub(crate) async fn make_payload(
                 ctx.pod,
                 d.items.as_deref().unwrap_or_default(),
                 default_mode,
+                &ctx.node_allocatable,
             ) {
                 Ok(p) => payload.extend(p),
                 Err(e) => errors.push(e),

@@ -464,6 +464,38 @@ async fn downward_api_labels_and_resources() {
     assert_eq!(read(&v.path.join("mem")), "64");
 }
 
+/// Issue #29: a limit the container does not set reads the allocatable its Node reports, in
+/// downwardAPI and projected volumes alike.
+#[tokio::test]
+async fn downward_api_limits_default_to_node_allocatable() {
+    let e = env();
+    e.client.put(
+        "nodes",
+        "",
+        json!({"metadata": {"name": "n1"},
+               "status": {"allocatable": {"cpu": "3", "memory": "2Gi"}}}),
+    );
+    let items = json!([
+        {"path": "cpu", "resourceFieldRef": {"containerName": "main",
+            "resource": "limits.cpu", "divisor": "1m"}},
+        {"path": "mem", "resourceFieldRef": {"containerName": "main",
+            "resource": "limits.memory", "divisor": "1Mi"}},
+    ]);
+    let mut p = pod(
+        "u1",
+        json!([{"name": "d", "downwardAPI": {"items": items}},
+               {"name": "p", "projected": {"sources": [{"downwardAPI": {"items": items}}]}}]),
+    );
+    p.spec.as_mut().unwrap().node_name = Some("n1".into());
+    let vols = e.vm.setup(&p).await.unwrap();
+    for v in ["d", "p"] {
+        let path = &vols.volumes[v].path;
+        assert_eq!(read(&path.join("cpu")), "3000", "{v}");
+        // The container's own memory limit wins.
+        assert_eq!(read(&path.join("mem")), "64", "{v}");
+    }
+}
+
 #[tokio::test]
 async fn empty_dirs_on_disk_and_in_memory() {
     let e = env();

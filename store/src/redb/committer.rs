@@ -24,7 +24,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -56,8 +56,12 @@ const BUSY_BATCHES: u64 = 32;
 const CHECKPOINT_IDLE: Duration = Duration::from_millis(50);
 /// A log this large is checkpointed once the writer is idle.
 const IDLE_CHECKPOINT_BYTES: u64 = 256 << 10;
-/// Nothing stays in the log longer than this.
-const CHECKPOINT_MAX_AGE: Duration = Duration::from_secs(300);
+/// Nothing stays in the log longer than this. An idle node's heartbeats fill the log by
+/// ~8 KiB a minute and each checkpoint writes ~150 KiB of redb pages, so at 5 minutes the
+/// checkpoints were half of an idle server's disk writes (issue #31); at 15 they are a sixth,
+/// and recovery replays at most a few hundred KiB. The price: redb cannot reuse pages freed
+/// between checkpoints, so the file holds ~3 MiB more at idle.
+const CHECKPOINT_MAX_AGE: Duration = Duration::from_secs(15 * 60);
 
 pub enum Op {
     Create {
@@ -112,21 +116,32 @@ pub struct Committer {
     /// When the first batch since the last checkpoint went to the log, and how many did.
     pub logged_since: Option<Instant>,
     pub logged_batches: u64,
+    /// Called before the thread blocks with nothing queued ([`super::RedbConfig::on_idle`]).
+    pub on_idle: Option<fn()>,
 }
 
 impl Committer {
     pub fn run(mut self) {
         loop {
-            let first = if let Some(wait) = self.idle_wait() {
-                match self.rx.recv_timeout(wait) {
-                    Ok(r) => Some(r),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            } else {
-                match self.rx.recv() {
-                    Ok(r) => Some(r),
-                    Err(_) => break,
+            let first = match self.rx.try_recv() {
+                Ok(r) => Some(r),
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
+                    if let Some(on_idle) = self.on_idle {
+                        on_idle();
+                    }
+                    if let Some(wait) = self.idle_wait() {
+                        match self.rx.recv_timeout(wait) {
+                            Ok(r) => Some(r),
+                            Err(RecvTimeoutError::Timeout) => None,
+                            Err(RecvTimeoutError::Disconnected) => break,
+                        }
+                    } else {
+                        match self.rx.recv() {
+                            Ok(r) => Some(r),
+                            Err(_) => break,
+                        }
+                    }
                 }
             };
             let mut batch: Vec<Request> = first.into_iter().collect();

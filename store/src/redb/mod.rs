@@ -61,6 +61,10 @@ pub struct RedbConfig {
     pub watch_buffer: usize,
     /// The most write requests one transaction takes.
     pub max_batch: usize,
+    /// Called on the committer thread each time it is about to wait for writes with none
+    /// queued, as tokio's `on_thread_park` is for runtime threads: the binary hands the
+    /// thread's freed memory back to the system there (see `cmd/src/allocator.rs`).
+    pub on_idle: Option<fn()>,
 }
 
 impl RedbConfig {
@@ -69,6 +73,7 @@ impl RedbConfig {
             path: path.into(),
             watch_buffer: 1024,
             max_batch: 1024,
+            on_idle: None,
         }
     }
 }
@@ -125,6 +130,7 @@ impl RedbStore {
             logged_since: (wal.len() > 0).then(std::time::Instant::now),
             logged_batches: 0,
             wal,
+            on_idle: config.on_idle,
         };
         let handle = std::thread::Builder::new()
             .name("k1s-store-commit".into())

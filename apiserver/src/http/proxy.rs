@@ -1,0 +1,370 @@
+//! The `proxy` subresources of pods and services: `pods/[SCHEME:]NAME[:PORT]/proxy/PATH` and
+//! `services/[SCHEME:]NAME[:PORT]/proxy/PATH`, an HTTP request forwarded by the API server to
+//! the pod, or to one ready endpoint of the service, and its answer passed back, as
+//! kube-apiserver does (`kubectl proxy` users, dashboards, and the conformance suite read pods'
+//! answers this way).
+//!
+//! - Where: a pod's `status.podIP`, at PORT if given (else the scheme's default port); a
+//!   service's `Endpoints`: PORT is a service port's name or number (a number is mapped to its
+//!   port's name), one subset holding that port is picked at random and one of its ready
+//!   addresses at random; ExternalName services are not proxied (upstream proxies them to the
+//!   external name; k1s answers 503 with why).
+//! - How: HTTP/1.1 over TCP, or TLS for `https:` **without verifying the pod's certificate**,
+//!   as upstream (pods serve self-signed certificates; the API server has nothing to check them
+//!   against). The request's method, query, body and headers go along, without the client's
+//!   `Authorization` (upstream's authentication filter removes it) and hop-by-hop headers.
+//! - Errors: a pod without an IP, an unknown service port or no ready endpoint is 503
+//!   ServiceUnavailable, as upstream; a connection that fails is 503 "error trying to reach
+//!   service: …".
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, Method, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use rand::Rng;
+use serde_json::Value;
+use tokio::net::TcpStream;
+
+use super::body::Body;
+use crate::registry::ResourceType;
+use crate::rest::Rest;
+use crate::status::ApiError;
+
+/// Limit for connecting to the pod.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Limit for the whole answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Limit for an answer's body.
+const MAX_BODY: usize = 64 << 20;
+
+/// One proxied request: what the client sent beyond the target.
+pub struct Forward<'a> {
+    pub method: &'a Method,
+    /// What follows `.../proxy`, starting with `/`.
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+/// `[SCHEME:]NAME[:PORT]` split as upstream's `SplitSchemeNamePort`: one part is a name, two
+/// are name and port, three are scheme, name and port; the scheme is `http`, `https` or empty.
+fn split_scheme_name_port(id: &str) -> Option<(&str, &str, &str)> {
+    let parts: Vec<&str> = id.split(':').collect();
+    let (scheme, name, port) = match parts.as_slice() {
+        [name] => ("", *name, ""),
+        [name, port] => ("", *name, *port),
+        [scheme, name, port] => (*scheme, *name, *port),
+        _ => return None,
+    };
+    (!name.is_empty() && matches!(scheme, "" | "http" | "https")).then_some((scheme, name, port))
+}
+
+fn invalid_id(kind: &str, id: &str) -> ApiError {
+    ApiError::bad_request(format!("invalid {kind} request {id:?}"))
+}
+
+/// `pods/ID/proxy/PATH`.
+pub async fn pod(
+    rest: &Rest,
+    res: &ResourceType,
+    ns: &str,
+    id: &str,
+    forward: Forward<'_>,
+) -> Result<Response<Body>, ApiError> {
+    let (scheme, name, port) = split_scheme_name_port(id).ok_or_else(|| invalid_id("pod", id))?;
+    let pod = rest.get(res, Some(ns), name).await?;
+    let ip = pod["status"]["podIP"].as_str().unwrap_or_default();
+    if ip.is_empty() {
+        return Err(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("pod {name} does not have an IP address yet"),
+        ));
+    }
+    let port = if port.is_empty() {
+        default_port(scheme)
+    } else {
+        port.parse::<u16>()
+            .map_err(|_| ApiError::bad_request(format!("invalid port {port:?} for pod {name}")))?
+    };
+    send(scheme, ip, port, forward).await
+}
+
+/// `services/ID/proxy/PATH`.
+pub async fn service(
+    rest: &Rest,
+    res: &ResourceType,
+    ns: &str,
+    id: &str,
+    forward: Forward<'_>,
+) -> Result<Response<Body>, ApiError> {
+    let (scheme, name, port) =
+        split_scheme_name_port(id).ok_or_else(|| invalid_id("service", id))?;
+    let svc = rest.get(res, Some(ns), name).await?;
+    let unavailable = |message: String| ApiError::new(503, "ServiceUnavailable", message);
+    if svc["spec"]["type"] == "ExternalName" {
+        return Err(unavailable(format!(
+            "service {name:?} is of type ExternalName, which this server does not proxy"
+        )));
+    }
+    let port_name = service_port_name(&svc, port)
+        .ok_or_else(|| unavailable(format!("no service port {port} found for service {name:?}")))?;
+    let endpoints_type = rest
+        .registry
+        .builtin_kind("", "Endpoints")
+        .ok_or_else(|| ApiError::new(500, "InternalError", "no Endpoints resource"))?;
+    let endpoints = rest.get(&endpoints_type, Some(ns), name).await.ok();
+    let (ip, port) = endpoints
+        .as_ref()
+        .and_then(|eps| pick_endpoint(eps, &port_name, &mut rand::rng()))
+        .ok_or_else(|| unavailable(format!("no endpoints available for service {name:?}")))?;
+    send(scheme, &ip, port, forward).await
+}
+
+/// The name of the service port `port` names: a number is mapped to its port's name; empty
+/// means the service's only (unnamed) port, named `""`.
+fn service_port_name(svc: &Value, port: &str) -> Option<String> {
+    let Ok(number) = port.parse::<i64>() else {
+        return Some(port.to_owned());
+    };
+    svc["spec"]["ports"]
+        .as_array()?
+        .iter()
+        .find(|p| p["port"].as_i64() == Some(number))
+        .map(|p| p["name"].as_str().unwrap_or_default().to_owned())
+}
+
+/// A ready address and port of `endpoints` for the port named `port_name`: a subset holding
+/// that port picked at random, then one of its addresses at random (upstream's choice).
+fn pick_endpoint(endpoints: &Value, port_name: &str, rng: &mut impl Rng) -> Option<(String, u16)> {
+    let subsets = endpoints["subsets"].as_array()?;
+    if subsets.is_empty() {
+        return None;
+    }
+    let start = rng.random_range(0..subsets.len());
+    for i in 0..subsets.len() {
+        let subset = &subsets[(start + i) % subsets.len()];
+        let addresses = subset["addresses"].as_array().filter(|a| !a.is_empty());
+        let port = subset["ports"].as_array().and_then(|ports| {
+            ports
+                .iter()
+                .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
+        });
+        if let (Some(addresses), Some(port)) = (addresses, port) {
+            let address = &addresses[rng.random_range(0..addresses.len())];
+            let ip = address["ip"].as_str()?.to_owned();
+            let port = u16::try_from(port["port"].as_i64()?).ok()?;
+            return Some((ip, port));
+        }
+    }
+    None
+}
+
+fn default_port(scheme: &str) -> u16 {
+    if scheme == "https" { 443 } else { 80 }
+}
+
+/// Headers that belong to one connection and are not forwarded (RFC 9110 §7.6.1), and the
+/// client's credentials.
+fn forwarded(name: &header::HeaderName) -> bool {
+    !matches!(
+        name.as_str(),
+        "authorization"
+            | "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+            | "content-length"
+    )
+}
+
+/// Sends the request to `ip:port` and passes the answer back.
+async fn send(
+    scheme: &str,
+    ip: &str,
+    port: u16,
+    forward: Forward<'_>,
+) -> Result<Response<Body>, ApiError> {
+    let host = if ip.contains(':') {
+        format!("[{ip}]:{port}")
+    } else {
+        format!("{ip}:{port}")
+    };
+    let unreachable = |e: &dyn std::fmt::Display| {
+        ApiError::new(
+            503,
+            "ServiceUnavailable",
+            format!("error trying to reach service: {e}"),
+        )
+    };
+    let path_and_query = match forward.query {
+        Some(q) if !q.is_empty() => format!("{}?{q}", forward.path),
+        _ => forward.path.to_owned(),
+    };
+    let mut request = http::Request::builder()
+        .method(forward.method.clone())
+        .uri(path_and_query)
+        .header(header::HOST, &host);
+    for (name, value) in forward.headers {
+        if forwarded(name) {
+            request = request.header(name, value);
+        }
+    }
+    let request = request
+        .body(Full::new(forward.body))
+        .map_err(|e| ApiError::bad_request(format!("cannot forward this request: {e}")))?;
+    let answer = async {
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&host))
+            .await
+            .map_err(|_| unreachable(&format!("dial tcp {host}: i/o timeout")))?
+            .map_err(|e| unreachable(&format!("dial tcp {host}: {e}")))?;
+        let (parts, body) = if scheme == "https" {
+            let tls =
+                tokio_rustls::TlsConnector::from(unverified_tls().map_err(|e| unreachable(&e))?)
+                    .connect(server_name(ip), tcp)
+                    .await
+                    .map_err(|e| unreachable(&e))?;
+            round_trip(TokioIo::new(tls), request).await
+        } else {
+            round_trip(TokioIo::new(tcp), request).await
+        }
+        .map_err(|e| unreachable(&e))?;
+        let content_type = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("text/plain")
+            .to_owned();
+        let status = StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        Ok(super::body::respond(status, &content_type, body))
+    };
+    tokio::time::timeout(REQUEST_TIMEOUT, answer)
+        .await
+        .unwrap_or_else(|_| Err(unreachable(&"no answer in time")))
+}
+
+/// One HTTP/1.1 exchange on `io`: the answer's head and whole body (up to [`MAX_BODY`]). The
+/// connection is driven here, beside the exchange, and ends with it.
+async fn round_trip<I>(
+    io: I,
+    request: http::Request<Full<bytes::Bytes>>,
+) -> Result<(http::response::Parts, bytes::Bytes), String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    let exchange = async {
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (parts, body) = response.into_parts();
+        let body = http_body_util::Limited::new(body, MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((parts, body))
+    };
+    tokio::pin!(exchange);
+    tokio::select! {
+        answer = &mut exchange => answer,
+        closed = conn => match closed {
+            Ok(()) => exchange.await,
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+fn server_name(ip: &str) -> rustls::pki_types::ServerName<'static> {
+    match ip.parse::<std::net::IpAddr>() {
+        Ok(addr) => rustls::pki_types::ServerName::IpAddress(addr.into()),
+        Err(_) => rustls::pki_types::ServerName::try_from(ip.to_owned()).unwrap_or_else(|_| {
+            rustls::pki_types::ServerName::IpAddress(std::net::Ipv4Addr::UNSPECIFIED.into())
+        }),
+    }
+}
+
+/// A TLS client that accepts any server certificate (see the module docs for why).
+fn unverified_tls() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+    if let Some(config) = CONFIG.get() {
+        return Ok(config.clone());
+    }
+    let config =
+        Arc::new(k1s_api::http_client::unverified_tls_config().map_err(|e| e.to_string())?);
+    Ok(CONFIG.get_or_init(|| config).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ids_split_as_upstream() {
+        assert_eq!(split_scheme_name_port("web"), Some(("", "web", "")));
+        assert_eq!(
+            split_scheme_name_port("web:8080"),
+            Some(("", "web", "8080"))
+        );
+        assert_eq!(
+            split_scheme_name_port("https:web:tls"),
+            Some(("https", "web", "tls"))
+        );
+        assert_eq!(split_scheme_name_port("ftp:web:21"), None);
+        assert_eq!(split_scheme_name_port("a:b:c:d"), None);
+        assert_eq!(split_scheme_name_port(":80"), None);
+    }
+
+    #[test]
+    fn service_ports_by_number_map_to_their_names() {
+        let svc = json!({"spec": {"ports": [
+            {"name": "http", "port": 80}, {"name": "tls", "port": 443}]}});
+        assert_eq!(service_port_name(&svc, "443").as_deref(), Some("tls"));
+        assert_eq!(service_port_name(&svc, "http").as_deref(), Some("http"));
+        assert_eq!(service_port_name(&svc, "8080"), None);
+        let unnamed = json!({"spec": {"ports": [{"port": 80}]}});
+        assert_eq!(service_port_name(&unnamed, "").as_deref(), Some(""));
+        assert_eq!(service_port_name(&unnamed, "80").as_deref(), Some(""));
+    }
+
+    #[test]
+    fn endpoints_are_picked_among_subsets_holding_the_port() {
+        let eps = json!({"subsets": [
+            {"addresses": [{"ip": "10.0.0.1"}], "ports": [{"name": "other", "port": 9}]},
+            {"notReadyAddresses": [{"ip": "10.0.0.9"}], "ports": [{"name": "http", "port": 8080}]},
+            {"addresses": [{"ip": "10.0.0.2"}, {"ip": "10.0.0.3"}],
+             "ports": [{"name": "http", "port": 8080}]},
+        ]});
+        let mut rng = rand::rng();
+        for _ in 0..20 {
+            let (ip, port) = pick_endpoint(&eps, "http", &mut rng).unwrap();
+            assert!(ip == "10.0.0.2" || ip == "10.0.0.3", "{ip}");
+            assert_eq!(port, 8080);
+        }
+        assert_eq!(pick_endpoint(&eps, "nope", &mut rng), None);
+        assert_eq!(
+            pick_endpoint(&json!({"subsets": []}), "http", &mut rng),
+            None
+        );
+    }
+
+    #[test]
+    fn credentials_and_hop_by_hop_headers_stay_behind() {
+        assert!(!forwarded(&header::AUTHORIZATION));
+        assert!(!forwarded(&header::CONNECTION));
+        assert!(forwarded(&header::ACCEPT));
+        assert!(forwarded(&header::CONTENT_TYPE));
+    }
+}
