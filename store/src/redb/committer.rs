@@ -57,10 +57,11 @@ const CHECKPOINT_IDLE: Duration = Duration::from_millis(50);
 /// A log this large is checkpointed once the writer is idle.
 const IDLE_CHECKPOINT_BYTES: u64 = 256 << 10;
 /// Nothing stays in the log longer than this. An idle node's heartbeats fill the log by
-/// ~8 KiB a minute and each checkpoint writes ~150 KiB of redb pages, so at 5 minutes the
-/// checkpoints were half of an idle server's disk writes (issue #31); at 15 they are a sixth,
-/// and recovery replays at most a few hundred KiB. The price: redb cannot reuse pages freed
-/// between checkpoints, so the file holds ~3 MiB more at idle.
+/// ~8 KiB a minute and each checkpoint writes ~150 KiB of redb pages (strace): ~30 KB a
+/// minute at 5 minutes beside the heartbeats' ~45–65 KB of log appends (issue #31), ~10 KB at
+/// 15; recovery replays at most ~120 KiB of log. redb cannot reuse pages freed between
+/// checkpoints; at idle the data directory still stayed at 0.7 MiB over 30 minutes
+/// (`k1s bench idle --kubelet`).
 const CHECKPOINT_MAX_AGE: Duration = Duration::from_secs(15 * 60);
 
 pub enum Op {
