@@ -28,6 +28,18 @@ fn create(c: &Cluster, manifest: &Value) {
     c.ok_stdin(&["create", "-f", "-"], &manifest.to_string());
 }
 
+/// `Initialized` is True and both init containers exited 0 and count as ready.
+fn assert_both_init_containers_done(p: &Value) {
+    assert_eq!(condition(p, "Initialized")["status"], "True", "{p}");
+    for i in 0..2 {
+        assert_eq!(
+            p["status"]["initContainerStatuses"][i]["ready"], true,
+            "{p}"
+        );
+        assert_eq!(terminated(p, "initContainerStatuses", i)["exitCode"], 0);
+    }
+}
+
 /// A pod of busybox containers: `init` and `main` are (name, shell script) pairs.
 fn pod_of(image: &str, name: &str, policy: &str, init: &[(&str, &str)], main: Value) -> Value {
     let init: Vec<Value> = init
@@ -238,14 +250,7 @@ fn kubelet_conformance_causes_of_issue_29() {
         true
     });
     let p = pod(&c, "init-never-ok");
-    assert_eq!(condition(&p, "Initialized")["status"], "True", "{p}");
-    for i in 0..2 {
-        assert_eq!(
-            p["status"]["initContainerStatuses"][i]["ready"], true,
-            "{p}"
-        );
-        assert_eq!(terminated(&p, "initContainerStatuses", i)["exitCode"], 0);
-    }
+    assert_both_init_containers_done(&p);
     // RestartNever, init2 fails: Failed, the app container never started.
     eventually("init-never-fail to fail", 60, || {
         let p = pod(&c, "init-never-fail");
@@ -277,14 +282,7 @@ fn kubelet_conformance_causes_of_issue_29() {
         p["status"]["phase"] == "Running" && p["status"]["containerStatuses"][0]["ready"] == true
     });
     let p = pod(&c, "init-always-ok");
-    assert_eq!(condition(&p, "Initialized")["status"], "True", "{p}");
-    for i in 0..2 {
-        assert_eq!(
-            p["status"]["initContainerStatuses"][i]["ready"], true,
-            "{p}"
-        );
-        assert_eq!(terminated(&p, "initContainerStatuses", i)["exitCode"], 0);
-    }
+    assert_both_init_containers_done(&p);
     assert_eq!(condition(&p, "Ready")["status"], "True", "{p}");
     // RestartAlways, init1 fails: restarted with back-off, the rest waits, Pending.
     eventually("init1 of init-always-fail to restart 3 times", 60, || {
