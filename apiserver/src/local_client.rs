@@ -216,6 +216,7 @@ impl Client for LocalClient {
             precondition_uid: p.precondition_uid.clone(),
             precondition_resource_version: p.precondition_resource_version.clone(),
             dry_run: false,
+            user: None,
         };
         self.rest
             .delete(&res, r.namespace.as_deref(), name, &opts)

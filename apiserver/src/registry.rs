@@ -259,8 +259,8 @@ const PROXY_VERBS: &[&str] = &["create", "delete", "get", "patch", "update"];
 /// Every built-in resource k1s serves, in discovery order.
 pub fn builtin() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        apps, authentication, authorization, batch, certificates, coordination, core, discovery,
-        events, networking, node, policy, rbac, scheduling, storage,
+        admissionregistration, apps, authentication, authorization, batch, certificates,
+        coordination, core, discovery, events, networking, node, policy, rbac, scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
     let pod_subresources = [
@@ -346,6 +346,19 @@ pub fn builtin() -> Vec<ResourceType> {
         res::<apps::v1::StatefulSet>(&["sts"], &["all"], &[SCALE, STATUS], true),
         // events.k8s.io/v1
         res::<events::v1::Event>(&["ev"], &[], &[], false),
+        // admissionregistration.k8s.io/v1
+        res::<admissionregistration::v1::MutatingWebhookConfiguration>(
+            &[],
+            &["api-extensions"],
+            &[],
+            true,
+        ),
+        res::<admissionregistration::v1::ValidatingWebhookConfiguration>(
+            &[],
+            &["api-extensions"],
+            &[],
+            true,
+        ),
         // authorization.k8s.io/v1
         review::<authorization::v1::LocalSubjectAccessReview>(),
         review::<authorization::v1::SelfSubjectAccessReview>(),

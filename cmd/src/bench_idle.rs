@@ -2,7 +2,10 @@
 //! data directory so a user can check the figures on their own box: this binary's size, then
 //! a `k1s server` started from it and left alone — after `--warmup` seconds, its disk writes
 //! (`/proc/PID/io` `write_bytes`, what reaches the block layer), CPU (`/proc/PID/stat`) over
-//! `--seconds`, and its memory at the end (`VmRSS`, anonymous and file-backed parts).
+//! `--seconds`, and its memory at the end (`VmRSS`, anonymous and file-backed parts). Beside
+//! the process's own figure, the writes the data directory's block device saw in the same
+//! window (`/sys/dev/block/MAJ:MIN/stat`: every process's, and the filesystem's journal
+//! that each `fdatasync` commits, which no process is charged for).
 //!
 //! Without `--kubelet` the server runs without its node (`--disable-agent`: no root needed);
 //! with it, as a node, on names of the bench's own (bridge `k1sidle0`, cgroup tree
@@ -86,6 +89,17 @@ fn written(pid: u32) -> anyhow::Result<u64> {
         .find_map(|l| l.strip_prefix("write_bytes:"))
         .and_then(|v| v.trim().parse().ok())
         .context("no write_bytes in /proc/PID/io")
+}
+
+/// Bytes written to the block device that holds `dir` so far (sectors written, field 7 of
+/// its `stat`), if the kernel shows it.
+fn device_written(dir: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(dir).ok()?.dev();
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let stat = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
+    let sectors: u64 = stat.split_whitespace().nth(6)?.parse().ok()?;
+    Some(sectors * 512)
 }
 
 /// utime + stime of `/proc/PID/stat`, in clock ticks.
@@ -389,10 +403,14 @@ pub async fn run(args: IdleBenchArgs) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(args.warmup)).await;
     let t0 = Instant::now();
     let server_before = Sample::take(pid)?;
+    let device_before = device_written(&data);
     let agent_before = agent.as_ref().map(|a| Sample::take(a.0.id())).transpose()?;
     tokio::time::sleep(Duration::from_secs(args.seconds)).await;
     let secs = t0.elapsed().as_secs_f64();
     let mut out = figures(pid, &server_before, secs)?;
+    if let (Some(a), Some(b)) = (device_before, device_written(&data)) {
+        out["device_write_kib_per_s"] = json!(b.saturating_sub(a) as f64 / 1024.0 / secs);
+    }
     if let (Some(a), Some(before)) = (&agent, &agent_before) {
         out["agent"] = figures(a.0.id(), before, secs)?;
     }

@@ -4,8 +4,10 @@
 //!
 //! Admission charges a write to `status.used` with a compare-and-swap on the quota, so usage
 //! only goes up there; this controller brings it back down:
-//! - **replenishment**: a change to a pod, service or PVC (deleted, or a pod turned terminal)
-//!   requeues every quota of its namespace at once;
+//! - **replenishment**: a change to a pod, service or PVC (deleted, or a pod turned terminal),
+//!   and the deletion of a ConfigMap, Secret, ReplicationController or ReplicaSet (the kinds
+//!   upstream's evaluators count besides those), requeues every quota of its namespace at
+//!   once;
 //! - **resync**: every quota is recomputed every [`RESYNC`] (upstream: 5 minutes), which also
 //!   catches `count/<resource>` of other kinds and charges of writes that failed after
 //!   admission.
@@ -15,8 +17,8 @@
 //! charged object is missing from any list; lowering usage then would hand its room to
 //! another create. Charges move the quota's resourceVersion, which restarts the wait.
 //!
-//! Pods, services and PVCs come from watch caches; other counted kinds are listed when a quota
-//! that counts them is reconciled. It writes quota status only, through the `status`
+//! Pods, services, PVCs, ConfigMaps, Secrets and ReplicationControllers come from watch
+//! caches; other counted kinds are listed when a quota that counts them is reconciled. It writes quota status only, through the `status`
 //! subresource with the quota's resourceVersion (a concurrent admission charge makes it retry).
 
 use std::collections::HashMap;
@@ -28,7 +30,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::ResourceCatalog;
-use k1s_runtime::controller::all_in_namespace;
+use k1s_runtime::controller::{Seen, all_in_namespace};
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
@@ -65,6 +67,29 @@ pub async fn run(
     )
     .workers(2);
     let quota_store = ctrl.store();
+    // Only a deletion of these lowers usage (admission charges creates).
+    let on_delete = |primary: Store| -> k1s_runtime::controller::Mapper {
+        let all = all_in_namespace(primary);
+        Arc::new(move |o: &Value, seen| {
+            if seen == Seen::Deleted {
+                all(o, seen)
+            } else {
+                Vec::new()
+            }
+        })
+    };
+    let mut deletions = |group: &str, version: &str, resource: &str| {
+        ctrl.watches(
+            ResourceRef::new(group, version, resource, None),
+            watcher::Config::default(),
+            Vec::new(),
+            on_delete(quota_store.clone()),
+        )
+    };
+    let config_maps = deletions("", "v1", "configmaps");
+    let secrets = deletions("", "v1", "secrets");
+    let rcs = deletions("", "v1", "replicationcontrollers");
+    let _ = deletions("apps", "v1", "replicasets");
     let mut watch = |resource: &str| {
         ctrl.watches(
             ResourceRef::new("", "v1", resource, None),
@@ -77,6 +102,9 @@ pub async fn run(
         ("pods", watch("pods")),
         ("services", watch("services")),
         ("persistentvolumeclaims", watch("persistentvolumeclaims")),
+        ("configmaps", config_maps),
+        ("secrets", secrets),
+        ("replicationcontrollers", rcs),
     ];
     let reconciler = Arc::new(Quotas {
         client,

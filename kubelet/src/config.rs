@@ -45,9 +45,11 @@ pub struct Config {
     /// The host's resolv.conf given to `dnsPolicy: Default` pods (loopback resolvers left
     /// out) and whose search domains `ClusterFirst` pods get too.
     pub resolv_conf: PathBuf,
-    /// How often the Lease is renewed (10 s).
+    /// How often the Lease is renewed and node status computed (10 s, upstream's
+    /// `nodeStatusUpdateFrequency`).
     pub lease_interval: Duration,
-    /// How often node status is reported even when it did not change.
+    /// How often node status is reported even when it did not change (5 min, upstream's
+    /// `nodeStatusReportFrequency`).
     pub status_report_interval: Duration,
     /// Container log rotation: size of a file and how many to keep.
     pub log_max_bytes: u64,
@@ -87,7 +89,7 @@ impl Config {
             cluster_domain: "cluster.local".into(),
             resolv_conf: "/etc/resolv.conf".into(),
             lease_interval: Duration::from_secs(10),
-            status_report_interval: Duration::from_secs(60),
+            status_report_interval: Duration::from_secs(300),
             log_max_bytes: 10 * 1024 * 1024,
             log_max_files: 5,
             backoff_initial: Duration::from_secs(10),

@@ -88,7 +88,7 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     if let Err(e) = deps.network.init().await {
         tracing::error!(error = %e, "setting up the pod network");
     }
-    loop {
+    let reported = loop {
         match node::register(
             deps.client.as_ref(),
             &config,
@@ -98,14 +98,14 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
         )
         .await
         {
-            Ok(()) => break,
+            Ok(status) => break status,
             Err(e) => tracing::warn!(error = %e, "registering the node; retrying"),
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
         }
-    }
+    };
     tracing::info!(node = %config.node_name, "node registered");
     start_csi(&deps, &cancel);
     tokio::spawn(deps.devices.clone().run(cancel.clone()));
@@ -115,6 +115,7 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
         machine,
         deps.images.clone(),
         deps.devices.clone(),
+        reported,
         cancel.clone(),
     ));
     let gc = tokio::spawn(image_gc::run(deps.clone(), cancel.clone()));

@@ -1,6 +1,9 @@
 //! Node registration and heartbeats: the Node object (capacity and allocatable, addresses,
 //! nodeInfo, labels, conditions, images) and its Lease in `kube-node-lease`, renewed every
-//! `lease_interval`. Status is patched when it changes and every `status_report_interval`.
+//! `lease_interval`. Status is computed as often, and patched only when it changed (heartbeat
+//! times aside) or `status_report_interval` passed, as upstream's kubelet does
+//! (`nodeStatusUpdateFrequency` 10 s, `nodeStatusReportFrequency` 5 min): each patch is a
+//! durable write, and an idle node's writes are what wear an SD card (issue #31).
 //!
 //! Machine facts are read from /proc, /sys and statvfs here; nothing else in the kubelet
 //! reads them.
@@ -321,7 +324,7 @@ pub fn node_status(
     let signals = crate::pressure::observe(&config.root_dir, &config.images_dir());
     let pressure = crate::pressure::evaluate(&signals, &config.eviction_hard);
     if pressure != Pressure::default() {
-        tracing::warn!(?pressure, ?signals, "the node is under pressure");
+        tracing::debug!(?pressure, ?signals, "the node is under pressure");
     }
     json!({
         "capacity": capacity.to_json(),
@@ -372,15 +375,18 @@ pub async fn register(
     machine: &Machine,
     images: &dyn ImageService,
     devices: &DeviceManager,
-) -> Result<(), RegisterError> {
+) -> Result<Value, RegisterError> {
     let err = |e: k1s_api::client::ClientError| RegisterError {
         node: config.node_name.clone(),
         message: e.to_string(),
     };
     let nodes = ResourceRef::new("", "v1", "nodes", None);
     let obj = node_object(config, machine);
+    let mut previous = Value::Null;
     match client.get(&nodes, &config.node_name).await {
         Ok(existing) => {
+            // Conditions keep their transition times across kubelet restarts.
+            previous = existing["status"].clone();
             let mut patch = json!({"metadata": {"labels": obj["metadata"]["labels"]}});
             if existing["spec"]["podCIDR"].is_null() {
                 patch["spec"] = obj["spec"].clone();
@@ -404,9 +410,9 @@ pub async fn register(
         }
         Err(e) => return Err(err(e)),
     }
-    report_status(client, config, machine, images, devices)
-        .await
-        .map_err(err)
+    let status = compute_status(config, machine, images, devices, &previous);
+    report_status(client, config, &status).await.map_err(err)?;
+    Ok(status)
 }
 
 /// This node's pod CIDR: `explicit` (`--pod-cidr`) when given, which must match what the
@@ -472,22 +478,101 @@ pub async fn resolve_pod_cidr(
     }
 }
 
-/// Patches `status` of the Node.
-pub async fn report_status(
-    client: &dyn Client,
+/// This node's status now; conditions whose status did not change since `previous` keep its
+/// `lastTransitionTime`.
+pub fn compute_status(
     config: &Config,
     machine: &Machine,
     images: &dyn ImageService,
     devices: &DeviceManager,
-) -> Result<(), k1s_api::client::ClientError> {
-    let nodes = ResourceRef::new("", "v1", "nodes", None);
-    let status = node_status(
+    previous: &Value,
+) -> Value {
+    let mut status = node_status(
         config,
         machine,
         images,
         devices,
         &k1s_api::events::now_rfc3339(),
     );
+    carry_transition_times(&mut status, previous);
+    status
+}
+
+/// Copies `lastTransitionTime` from `previous`'s condition of the same type when its status
+/// is the same (upstream's setters only move it on a transition).
+fn carry_transition_times(status: &mut Value, previous: &Value) {
+    let Some(old) = previous["conditions"].as_array() else {
+        return;
+    };
+    let Some(new) = status["conditions"].as_array_mut() else {
+        return;
+    };
+    for c in new {
+        let same = old
+            .iter()
+            .find(|o| o["type"] == c["type"] && o["status"] == c["status"]);
+        if let Some(t) = same
+            .map(|o| &o["lastTransitionTime"])
+            .filter(|t| t.is_string())
+        {
+            c["lastTransitionTime"] = t.clone();
+        }
+    }
+}
+
+/// Whether `new` says something `old` did not, heartbeat times aside (upstream's
+/// `nodeStatusHasChanged`).
+fn status_changed(new: &Value, old: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(cs) = v["conditions"].as_array_mut() {
+            for c in cs {
+                if let Some(c) = c.as_object_mut() {
+                    c.remove("lastHeartbeatTime");
+                }
+            }
+        }
+        v
+    };
+    strip(new) != strip(old)
+}
+
+/// Logs each condition whose status changed since `old` (a warning when the node comes under
+/// pressure or stops being ready).
+fn log_transitions(old: &Value, new: &Value) {
+    let Some(conditions) = new["conditions"].as_array() else {
+        return;
+    };
+    for c in conditions {
+        let before = old["conditions"]
+            .as_array()
+            .and_then(|o| o.iter().find(|o| o["type"] == c["type"]))
+            .map(|o| &o["status"]);
+        if before == Some(&c["status"]) {
+            continue;
+        }
+        let (type_, status) = (c["type"].as_str().unwrap_or(""), c["status"].as_str());
+        let bad = if type_ == "Ready" {
+            status != Some("True")
+        } else {
+            status == Some("True")
+        };
+        let reason = c["reason"].as_str().unwrap_or("");
+        if bad {
+            tracing::warn!(condition = type_, ?status, reason, "node condition changed");
+        } else {
+            tracing::info!(condition = type_, ?status, reason, "node condition changed");
+        }
+    }
+}
+
+/// Patches `status` of the Node.
+pub async fn report_status(
+    client: &dyn Client,
+    config: &Config,
+    status: &Value,
+) -> Result<(), k1s_api::client::ClientError> {
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
     client
         .patch(
             &nodes,
@@ -500,19 +585,21 @@ pub async fn report_status(
         .map(|_| ())
 }
 
-/// Renews the node's Lease every `lease_interval` and reports status every
-/// `status_report_interval`, and at once when device plugin resources change, until
-/// cancelled.
+/// Renews the node's Lease every `lease_interval`; computes node status as often (and at
+/// once when device plugin resources change) and reports it when it changed or
+/// `status_report_interval` passed since the last report, until cancelled. `reported` is the
+/// status registration sent.
 pub async fn heartbeat(
     client: Arc<dyn Client>,
     config: Arc<Config>,
     machine: Machine,
     images: Arc<dyn ImageService>,
     devices: Arc<DeviceManager>,
+    reported: Value,
     cancel: CancellationToken,
 ) {
+    let mut reported = reported;
     let mut device_changes = devices.subscribe();
-    let mut report_now = false;
     let leases = ResourceRef::new(
         "coordination.k8s.io",
         "v1",
@@ -549,27 +636,32 @@ pub async fn heartbeat(
             tracing::warn!(error = %e, node = %config.node_name, "renewing the node lease");
         }
         let renew_at = tokio::time::Instant::now() + config.lease_interval;
+        // Each pass: after the Lease, or when device plugin resources changed.
         loop {
-            if report_now || last_status.elapsed() >= config.status_report_interval {
-                report_now = false;
-                last_status = std::time::Instant::now();
-                if let Err(e) = report_status(
-                    client.as_ref(),
-                    &config,
-                    &machine,
-                    images.as_ref(),
-                    devices.as_ref(),
-                )
-                .await
-                {
-                    tracing::warn!(error = %e, "reporting node status");
+            let status = compute_status(
+                &config,
+                &machine,
+                images.as_ref(),
+                devices.as_ref(),
+                &reported,
+            );
+            if status_changed(&status, &reported)
+                || last_status.elapsed() >= config.status_report_interval
+            {
+                match report_status(client.as_ref(), &config, &status).await {
+                    Ok(()) => {
+                        log_transitions(&reported, &status);
+                        reported = status;
+                        last_status = std::time::Instant::now();
+                    }
+                    Err(e) => tracing::warn!(error = %e, "reporting node status"),
                 }
             }
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep_until(renew_at) => break,
                 // The sender lives in `devices`, held here: this never ends in an error.
-                _ = device_changes.changed() => report_now = true,
+                _ = device_changes.changed() => {}
             }
         }
     }
@@ -606,6 +698,53 @@ mod tests {
             .system_reserved
             .insert("cpu", Quantity::parse("8").unwrap());
         assert!(allocatable(&cap, &config).get("cpu").unwrap().is_zero());
+    }
+
+    #[test]
+    fn transitions_kept_and_heartbeats_are_not_a_change() {
+        let old =
+            json!({"conditions": conditions("2026-01-01T00:00:00Z", true, Pressure::default())});
+        let mut new =
+            json!({"conditions": conditions("2026-01-01T00:00:10Z", true, Pressure::default())});
+        carry_transition_times(&mut new, &old);
+        for c in new["conditions"].as_array().unwrap() {
+            assert_eq!(c["lastTransitionTime"], "2026-01-01T00:00:00Z");
+            assert_eq!(c["lastHeartbeatTime"], "2026-01-01T00:00:10Z");
+        }
+        assert!(!status_changed(&new, &old));
+        // A pressure transition is a change, and moves only that condition's time.
+        let disk = Pressure {
+            disk: true,
+            ..Default::default()
+        };
+        let mut pressed = json!({"conditions": conditions("2026-01-01T00:00:20Z", true, disk)});
+        carry_transition_times(&mut pressed, &new);
+        assert!(status_changed(&pressed, &new));
+        let times: Vec<(&str, &str)> = pressed["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["type"].as_str().unwrap(),
+                    c["lastTransitionTime"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert!(times.contains(&("DiskPressure", "2026-01-01T00:00:20Z")));
+        assert!(times.contains(&("Ready", "2026-01-01T00:00:00Z")));
+        // Anything else that differs is a change too.
+        let mut more = new.clone();
+        more["images"] = json!([{"names": ["busybox"], "sizeBytes": 1}]);
+        assert!(status_changed(&more, &new));
+        // No previous status: the times are now's.
+        let mut first =
+            json!({"conditions": conditions("2026-01-01T00:00:30Z", true, Pressure::default())});
+        carry_transition_times(&mut first, &Value::Null);
+        assert_eq!(
+            first["conditions"][0]["lastTransitionTime"],
+            "2026-01-01T00:00:30Z"
+        );
     }
 
     #[test]

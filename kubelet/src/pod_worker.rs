@@ -500,8 +500,10 @@ impl PodWorker {
             .is_some_and(|t| t.elapsed() >= self.deps.config.backoff_reset)
         {
             rec.backoff = Duration::ZERO;
-            rec.not_before = None;
         }
+        // The next start waits the back-off from now, the container's exit, as upstream's
+        // `IsInBackOffSince(finishedAt)`.
+        rec.not_before = Some(Instant::now() + rec.backoff);
         let started_at = match &rec.view.state {
             ContainerState::Running { started_at } => started_at.clone(),
             _ => String::new(),
@@ -986,6 +988,9 @@ impl PodWorker {
                 }
                 if rec.attempt.is_some() {
                     rec.view.restart_count += 1;
+                    // A restart: the next exit waits one step longer (upstream: the first
+                    // restart at once, then 10 s, 20 s, ... up to 5 minutes).
+                    rec.backoff = next_backoff(rec.backoff, &cfg);
                 }
                 rec.attempt = Some(attempt);
                 rec.running = true;
@@ -997,10 +1002,8 @@ impl PodWorker {
                 };
                 rec.view.started = false;
                 rec.view.ready = false;
-                // Back-off doubles on each restart and resets after a long healthy run; the
-                // next restart may come no sooner than the current back-off.
-                rec.backoff = next_backoff(rec.backoff, &cfg);
-                rec.not_before = Some(Instant::now() + rec.backoff);
+                // The back-off runs from the container's exit (`on_exit`), not its start.
+                rec.not_before = None;
                 self.event(
                     pod,
                     Some(c),

@@ -1,4 +1,5 @@
-"""exec and port-forward through k1s with the official Python client (kubernetes.stream).
+"""exec and port-forward through k1s with the official Python client (kubernetes.stream),
+and (MODE "real") a pod's log read over a websocket as upstream's conformance suite reads it.
 
 Usage: streams_test.py KUBECONFIG POD MODE [PORT]
 
@@ -7,9 +8,13 @@ MODE "fake" expects the scripted kubelet of apiserver/tests/streams.rs (commands
 whose port PORT runs an echo server (`nc -lk -p PORT -e cat`).
 """
 
+import base64
 import socket
+import ssl
 import sys
 import time
+
+import websocket
 
 from kubernetes import client, config
 from kubernetes.stream import portforward, stream
@@ -58,7 +63,36 @@ def main():
         got += chunk
     assert got == want, (got, pf.error(port))
     sock.close()
+    if mode == "real":
+        logs_over_websocket(api, pod)
     print("all stream checks passed")
+
+
+def logs_over_websocket(api, pod):
+    """GET pods/POD/log upgraded to a websocket: the log's bytes in binary messages
+    (`binary.k8s.io`) or base64 text (`base64.binary.k8s.io`), then a close."""
+    stream(api.connect_get_namespaced_pod_exec, pod, "default",
+           command=["sh", "-c", "echo from the log > /proc/1/fd/1"],
+           stderr=True, stdin=False, stdout=True, tty=False)
+    cfg = api.api_client.configuration
+    url = cfg.host.replace("https://", "wss://") + \
+        f"/api/v1/namespaces/default/pods/{pod}/log"
+    sslopt = {"cert_reqs": ssl.CERT_REQUIRED, "ca_certs": cfg.ssl_ca_cert,
+              "certfile": cfg.cert_file, "keyfile": cfg.key_file}
+    for protocol in ["binary.k8s.io", "base64.binary.k8s.io"]:
+        ws = websocket.create_connection(url, sslopt=sslopt, subprotocols=[protocol],
+                                         timeout=30)
+        got = b""
+        while True:
+            try:
+                opcode, data = ws.recv_data(control_frame=False)
+            except websocket.WebSocketConnectionClosedException:
+                break
+            if opcode == websocket.ABNF.OPCODE_CLOSE:
+                break
+            got += base64.b64decode(data) if protocol.startswith("base64") else data
+        ws.close()
+        assert b"from the log\n" in got, (protocol, got)
 
 
 if __name__ == "__main__":

@@ -537,7 +537,16 @@ impl Cluster {
 
     /// Runs kubectl, expects failure, and returns stderr.
     pub fn fails(&self, args: &[&str]) -> String {
-        let out = self.run(args);
+        self.fails_with(args, None)
+    }
+
+    /// Runs kubectl with `input` on stdin, expects failure, and returns stderr.
+    pub fn fails_stdin(&self, args: &[&str], input: &str) -> String {
+        self.fails_with(args, Some(input))
+    }
+
+    fn fails_with(&self, args: &[&str], input: Option<&str>) -> String {
+        let out = self.run_with(&self.kubectl, args, input);
         assert!(
             !out.status.success(),
             "kubectl {args:?} succeeded: {}",

@@ -10,17 +10,6 @@ fn parse(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
-/// Runs kubectl with `input` on stdin, expects failure, and returns stderr.
-fn fails_stdin(c: &Cluster, args: &[&str], input: &str) -> String {
-    let out = c.run_with(&c.kubectl, args, Some(input));
-    assert!(
-        !out.status.success(),
-        "kubectl {args:?} succeeded: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn is_hex(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
@@ -168,7 +157,7 @@ fn runtime_classes_are_served() {
     let mut changed = parse(&c.ok(&["get", "runtimeclass", "e2e-rc", "-o", "json"]));
     assert_eq!(changed["metadata"]["annotations"]["updated"], "true");
     changed["handler"] = json!("kata");
-    let err = fails_stdin(&c, &["replace", "-f", "-"], &changed.to_string());
+    let err = c.fails_stdin(&["replace", "-f", "-"], &changed.to_string());
     assert!(
         err.contains("handler: Invalid value: \"kata\": field is immutable"),
         "{err}"
@@ -176,7 +165,7 @@ fn runtime_classes_are_served() {
     let mut bad = manifest.clone();
     bad["metadata"]["name"] = json!("bad-rc");
     bad["handler"] = json!("Not_A_Label");
-    let err = fails_stdin(&c, &["create", "-f", "-"], &bad.to_string());
+    let err = c.fails_stdin(&["create", "-f", "-"], &bad.to_string());
     assert!(
         err.contains("handler: Invalid value: \"Not_A_Label\""),
         "{err}"
@@ -294,10 +283,23 @@ fn certificate_signing_requests_are_served() {
         "{table}"
     );
 
+    // Lists by signer (the field selector the suite lists with).
+    let by_signer = c.get_json(&["csr", "--field-selector", "spec.signerName=k8s.io/e2e-test"]);
+    assert!(
+        !by_signer["items"].as_array().unwrap().is_empty(),
+        "{by_signer}"
+    );
+    let other = c.get_json(&[
+        "csr",
+        "--field-selector",
+        "spec.signerName=example.com/none",
+    ]);
+    assert_eq!(other["items"], json!([]), "{other}");
+
     // Spec validation on create.
     let mut short = csr_manifest("short");
     short["spec"]["expirationSeconds"] = json!(599);
-    let err = fails_stdin(&c, &["create", "-f", "-"], &short.to_string());
+    let err = c.fails_stdin(&["create", "-f", "-"], &short.to_string());
     assert!(
         err.contains("may not specify a duration less than 600 seconds"),
         "{err}"
@@ -305,7 +307,7 @@ fn certificate_signing_requests_are_served() {
     let mut garbage = csr_manifest("garbage");
     garbage["spec"]["request"] = json!("bm90IGEgcmVxdWVzdA==");
     garbage["spec"]["signerName"] = json!("no-slash");
-    let err = fails_stdin(&c, &["create", "-f", "-"], &garbage.to_string());
+    let err = c.fails_stdin(&["create", "-f", "-"], &garbage.to_string());
     assert!(
         err.contains("PEM block type must be CERTIFICATE REQUEST"),
         "{err}"
@@ -501,4 +503,45 @@ fn reviews_refuse_tables() {
     );
     assert_eq!(reply.code, 201, "{}", reply.body);
     assert_eq!(reply.json()["status"]["allowed"], true);
+}
+
+/// A CRD whose version `v1` has `spec.b` defaulted by its schema when `with_default`.
+fn defaulting_crd(with_default: bool) -> String {
+    let mut b = json!({"type": "string"});
+    if with_default {
+        b["default"] = json!("B");
+    }
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.defaults.example.com"},
+        "spec": {"group": "defaults.example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"a": {"type": "string"}, "b": b}}}}}}]}})
+    .to_string()
+}
+
+#[test]
+fn custom_resources_are_defaulted_on_read_from_storage() {
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
+    c.ok_stdin(&["create", "-f", "-"], &defaulting_crd(false));
+    k1s_tests::eventually("the CRD to be served", 30, || {
+        c.run(&["get", "widgets"]).status.success()
+    });
+    c.ok_stdin(
+        &["create", "-f", "-"],
+        r#"{"apiVersion": "defaults.example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w1", "namespace": "default"}, "spec": {"a": "A"}}"#,
+    );
+    assert!(c.get_json(&["widget", "w1"])["spec"].get("b").is_none());
+    // The schema gains a default: the stored object (written without it) reads with it, in
+    // gets and lists alike, as upstream defaults objects read from storage.
+    c.ok_stdin(&["apply", "-f", "-"], &defaulting_crd(true));
+    k1s_tests::eventually("the stored widget to read with the new default", 30, || {
+        c.get_json(&["widget", "w1"])["spec"]["b"] == "B"
+    });
+    assert_eq!(c.get_json(&["widgets"])["items"][0]["spec"]["b"], "B");
+    assert_eq!(c.get_json(&["widget", "w1"])["spec"]["a"], "A");
 }

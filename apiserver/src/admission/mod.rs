@@ -4,9 +4,11 @@
 //!
 //! Order, as upstream's: NamespaceLifecycle (in [`crate::rest`]), LimitRanger, ServiceAccount,
 //! NodeRestriction, CertificateApproval, Priority, DefaultTolerationSeconds,
-//! DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection, the RBAC
-//! escalation checks (upstream does them in the RBAC storage), PodSecurity (defaults and
-//! exemptions from [`config`]), ResourceQuota.
+//! DefaultStorageClass, PersistentVolumeClaimResize, StorageObjectInUseProtection,
+//! MutatingAdmissionWebhook ([`webhook`]), the RBAC escalation checks (upstream does them in
+//! the RBAC storage), PodSecurity (defaults and exemptions from [`config`]), ResourceQuota.
+//! ValidatingAdmissionWebhook runs later, from [`Admission::validate`]: after the kind's own
+//! validation, as upstream's validating admission does, and on deletes and connects too.
 //! Requests without a user (the server's own components) skip the user-based checks only.
 //! Each plugin but the RBAC checks can be turned off by name ([`plugins`]).
 
@@ -23,6 +25,7 @@ pub mod pvc_resize;
 
 pub mod service_account;
 pub mod storage_protection;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -63,6 +66,22 @@ impl Request<'_> {
         self.res.group == group && self.res.kind == kind && self.res.custom.is_none()
     }
 
+    /// The request as the webhooks see it.
+    pub fn webhook_attributes<'b>(&'b self, ns: &'b str, name: &'b str) -> webhook::Attributes<'b> {
+        webhook::Attributes {
+            res: self.res,
+            operation: match self.operation {
+                Operation::Create => "CREATE",
+                Operation::Update => "UPDATE",
+            },
+            subresource: self.subresource.unwrap_or(""),
+            namespace: ns,
+            name,
+            user: self.user,
+            dry_run: self.dry_run,
+        }
+    }
+
     /// A create of the object itself (not a subresource).
     pub fn creating(&self) -> bool {
         self.operation == Operation::Create && self.subresource.is_none()
@@ -80,6 +99,19 @@ pub trait Admission: Send + Sync {
         obj: &mut Value,
         old: Option<&Value>,
     ) -> Result<Vec<String>, ApiError>;
+
+    /// The validating admission that runs after the kind's own validation (creates and
+    /// updates), and on deletes (`obj` absent) and connects (`obj`: the options). Returns
+    /// warnings for the client.
+    async fn validate(
+        &self,
+        _rest: &Rest,
+        _attributes: &webhook::Attributes<'_>,
+        _obj: Option<&Value>,
+        _old: Option<&Value>,
+    ) -> Result<Vec<String>, ApiError> {
+        Ok(Vec::new())
+    }
 
     /// Whether `plugin` is on (all are, unless configured otherwise).
     fn enabled(&self, _plugin: Plugin) -> bool {
@@ -122,6 +154,19 @@ impl Chain {
 impl Admission for Chain {
     fn enabled(&self, plugin: Plugin) -> bool {
         !self.config.disabled.contains(&plugin)
+    }
+
+    async fn validate(
+        &self,
+        rest: &Rest,
+        attributes: &webhook::Attributes<'_>,
+        obj: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, ApiError> {
+        if !self.enabled(Plugin::ValidatingAdmissionWebhook) {
+            return Ok(Vec::new());
+        }
+        webhook::validate(rest, attributes, obj, old).await
     }
 
     async fn admit(
@@ -187,6 +232,24 @@ impl Admission for Chain {
             && self.enabled(Plugin::StorageObjectInUseProtection)
         {
             storage_protection::admit(&req.res.kind, obj);
+        }
+        if self.enabled(Plugin::MutatingAdmissionWebhook) {
+            let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
+            let attributes = req.webhook_attributes(&ns, &name);
+            let (said, changed) = webhook::mutate(rest, &attributes, obj, old).await?;
+            warnings.extend(said);
+            if changed {
+                // What a webhook added is decoded as a client's body would be (unknown fields
+                // dropped, custom resources pruned) and defaulted again, as upstream does.
+                let mut ignored = Vec::new();
+                *obj = rest.decode_body(
+                    req.res,
+                    obj.take(),
+                    crate::rest::FieldValidation::Ignore,
+                    &mut ignored,
+                )?;
+                crate::rest::strategy::apply_defaults(req.res, obj);
+            }
         }
         if let Some(user) = req.user
             && req.res.group == "rbac.authorization.k8s.io"

@@ -21,13 +21,15 @@ pub enum Plugin {
     DefaultStorageClass,
     PersistentVolumeClaimResize,
     StorageObjectInUseProtection,
+    MutatingAdmissionWebhook,
     PodSecurity,
+    ValidatingAdmissionWebhook,
     ResourceQuota,
 }
 
 impl Plugin {
     /// Every plugin k1s runs, in the chain's order.
-    pub const ALL: [Plugin; 12] = [
+    pub const ALL: [Plugin; 14] = [
         Plugin::NamespaceLifecycle,
         Plugin::LimitRanger,
         Plugin::ServiceAccount,
@@ -38,7 +40,9 @@ impl Plugin {
         Plugin::DefaultStorageClass,
         Plugin::PersistentVolumeClaimResize,
         Plugin::StorageObjectInUseProtection,
+        Plugin::MutatingAdmissionWebhook,
         Plugin::PodSecurity,
+        Plugin::ValidatingAdmissionWebhook,
         Plugin::ResourceQuota,
     ];
 
@@ -55,7 +59,9 @@ impl Plugin {
             Plugin::DefaultStorageClass => "DefaultStorageClass",
             Plugin::PersistentVolumeClaimResize => "PersistentVolumeClaimResize",
             Plugin::StorageObjectInUseProtection => "StorageObjectInUseProtection",
+            Plugin::MutatingAdmissionWebhook => "MutatingAdmissionWebhook",
             Plugin::PodSecurity => "PodSecurity",
+            Plugin::ValidatingAdmissionWebhook => "ValidatingAdmissionWebhook",
             Plugin::ResourceQuota => "ResourceQuota",
         }
     }
@@ -83,7 +89,6 @@ const NOT_IN_K1S: &[&str] = &[
     "ImagePolicyWebhook",
     "LimitPodHardAntiAffinityTopology",
     "MutatingAdmissionPolicy",
-    "MutatingAdmissionWebhook",
     "NamespaceAutoProvision",
     "NamespaceExists",
     "OwnerReferencesPermissionEnforcement",
@@ -93,7 +98,6 @@ const NOT_IN_K1S: &[&str] = &[
     "RuntimeClass",
     "TaintNodesByCondition",
     "ValidatingAdmissionPolicy",
-    "ValidatingAdmissionWebhook",
 ];
 
 /// The plugins `names` (as `--disable-admission-plugins` lists them) turn off. An unknown

@@ -126,7 +126,7 @@ pub async fn service(
 
 /// The name of the service port `port` names: a number is mapped to its port's name; empty
 /// means the service's only (unnamed) port, named `""`.
-fn service_port_name(svc: &Value, port: &str) -> Option<String> {
+pub(crate) fn service_port_name(svc: &Value, port: &str) -> Option<String> {
     let Ok(number) = port.parse::<i64>() else {
         return Some(port.to_owned());
     };
@@ -139,7 +139,11 @@ fn service_port_name(svc: &Value, port: &str) -> Option<String> {
 
 /// A ready address and port of `endpoints` for the port named `port_name`: a subset holding
 /// that port picked at random, then one of its addresses at random (upstream's choice).
-fn pick_endpoint(endpoints: &Value, port_name: &str, rng: &mut impl Rng) -> Option<(String, u16)> {
+pub(crate) fn pick_endpoint(
+    endpoints: &Value,
+    port_name: &str,
+    rng: &mut impl Rng,
+) -> Option<(String, u16)> {
     let subsets = endpoints["subsets"].as_array()?;
     if subsets.is_empty() {
         return None;
@@ -253,7 +257,7 @@ async fn send(
 
 /// One HTTP/1.1 exchange on `io`: the answer's head and whole body (up to [`MAX_BODY`]). The
 /// connection is driven here, beside the exchange, and ends with it.
-async fn round_trip<I>(
+pub(crate) async fn round_trip<I>(
     io: I,
     request: http::Request<Full<bytes::Bytes>>,
 ) -> Result<(http::response::Parts, bytes::Bytes), String>

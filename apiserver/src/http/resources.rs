@@ -263,7 +263,16 @@ pub async fn handle(
             Ok(success(StatusCode::CREATED))
         }
         (&Method::GET, Some(name), Some("log")) if res.kind == "Pod" => {
-            pod_log(rest, &res, ns.unwrap_or(""), name, q).await
+            pod_log(
+                rest,
+                &res,
+                ns.unwrap_or(""),
+                name,
+                q,
+                call.headers,
+                call.upgrade,
+            )
+            .await
         }
         (&Method::GET | &Method::POST, Some(name), Some(sub))
             if res.kind == "Pod" && super::streaming::Kind::from_subresource(sub).is_some() =>
@@ -276,6 +285,7 @@ pub async fn handle(
                 ns.unwrap_or(""),
                 name,
                 kind,
+                call.user,
                 call.headers,
                 call.raw_query,
                 call.upgrade,
@@ -319,6 +329,8 @@ async fn pod_log(
     ns: &str,
     name: &str,
     q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    upgrade: Option<hyper::upgrade::OnUpgrade>,
 ) -> Result<Response<Body>, ApiError> {
     use k1s_api::streams::LogOptions;
     let pod = rest.get(res, Some(ns), name).await?;
@@ -334,6 +346,11 @@ async fn pod_log(
         .logs(&pod, &options)
         .await
         .map_err(ApiError::from_kubelet)?;
+    let wants_websocket =
+        header(headers, header::UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+    if let (true, Some(upgrade)) = (wants_websocket, upgrade) {
+        return super::streaming::websocket::logs(stream, headers, upgrade);
+    }
     use futures::StreamExt;
     let mut resp = Response::new(crate::http::body::streamed(stream.map(bytes::Bytes::from)));
     resp.headers_mut().insert(
@@ -474,6 +491,7 @@ fn delete_options(q: &HashMap<String, String>, call: &Call<'_>) -> Result<Delete
         grace_period_seconds: q.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
         propagation_policy: q.get("propagationPolicy").cloned(),
         dry_run: dry_run(q)?,
+        user: Some(Arc::new(call.user.clone())),
         ..Default::default()
     };
     if !call.body.is_empty() {

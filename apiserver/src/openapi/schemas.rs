@@ -115,6 +115,9 @@ pub fn gvk_object(group: &str, version: &str, kind: &str) -> Value {
 /// All schemas of a catalog, in OpenAPI 3 form.
 pub struct Components {
     pub schemas: BTreeMap<String, Value>,
+    /// The names of the custom resources' schemas (OpenAPI v2 publishes them with the
+    /// simplifications upstream's CRD builder makes).
+    pub custom: BTreeSet<String>,
 }
 
 impl Components {
@@ -137,9 +140,13 @@ impl Components {
                 tops.push((name, schema));
             }
         };
+        let mut custom = BTreeSet::new();
         for r in &catalog.resources {
             let kind = kind_name(r);
             let list = list_name(r);
+            if r.schema.is_none() {
+                custom.insert(kind.clone());
+            }
             let body = match r.schema {
                 Some(f) => top_level(f(&mut generator)),
                 None => custom_resource_schema(r),
@@ -183,7 +190,7 @@ impl Components {
         for (name, schema) in &mut schemas {
             fix_int_or_string(name, schema);
         }
-        let mut components = Self { schemas };
+        let mut components = Self { schemas, custom };
         components.add_patch_extensions(catalog);
         components
     }

@@ -168,6 +168,65 @@ pub fn schema(v3: &Value) -> Value {
     Value::Object(out)
 }
 
+/// What upstream's CRD builder changes in a structural schema for OpenAPI v2, because
+/// kubectl's v2 validation cannot express it: a nullable or
+/// `x-kubernetes-preserve-unknown-fields` node loses `items` and `properties` (and its type
+/// when nullable, or when an object keeping unknown fields), an array without items loses
+/// its type, and nullable properties (or any, when the additional properties are nullable)
+/// are not `required`.
+fn crd_for_v2(s: &mut Value) {
+    let Some(map) = s.as_object_mut() else {
+        return;
+    };
+    let nullable = map.remove("nullable").and_then(|v| v.as_bool()) == Some(true);
+    let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if nullable {
+        map.remove("type");
+    }
+    if nullable || preserve {
+        map.remove("items");
+        map.remove("properties");
+    }
+    let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+    if (kind == "array" && !map.contains_key("items")) || (preserve && kind == "object") {
+        map.remove("type");
+    }
+    let nullable_props: Vec<String> = map
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter(|(_, v)| v.get("nullable") == Some(&Value::Bool(true)))
+                .map(|(k, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(required) = map.get_mut("required").and_then(Value::as_array_mut) {
+        required.retain(|r| {
+            !r.as_str()
+                .is_some_and(|r| nullable_props.iter().any(|n| n == r))
+        });
+    }
+    if map
+        .get("additionalProperties")
+        .is_some_and(|ap| ap.get("nullable") == Some(&Value::Bool(true)))
+    {
+        map.remove("required");
+    }
+    if let Some(props) = map.get_mut("properties").and_then(Value::as_object_mut) {
+        props.values_mut().for_each(crd_for_v2);
+    }
+    if let Some(items) = map.get_mut("items") {
+        crd_for_v2(items);
+    }
+    if let Some(ap) = map
+        .get_mut("additionalProperties")
+        .filter(|v| v.is_object())
+    {
+        crd_for_v2(ap);
+    }
+}
+
 /// The whole document.
 pub fn document(components: &Components, paths: &BTreeMap<String, PathItem>) -> Value {
     let paths: Map<String, Value> = paths
@@ -177,7 +236,16 @@ pub fn document(components: &Components, paths: &BTreeMap<String, PathItem>) -> 
     let definitions: Map<String, Value> = components
         .schemas
         .iter()
-        .map(|(name, s)| (name.clone(), schema(s)))
+        .map(|(name, s)| {
+            let v2 = if components.custom.contains(name) {
+                let mut crd = s.clone();
+                crd_for_v2(&mut crd);
+                schema(&crd)
+            } else {
+                schema(s)
+            };
+            (name.clone(), v2)
+        })
         .collect();
     json!({
         "swagger": "2.0",
@@ -187,4 +255,34 @@ pub fn document(components: &Components, paths: &BTreeMap<String, PathItem>) -> 
         "securityDefinitions": {"BearerToken": security_scheme()},
         "security": [{"BearerToken": []}],
     })
+}
+
+#[cfg(test)]
+mod crd_tests {
+    use super::*;
+
+    #[test]
+    fn crd_schemas_simplified_for_v2_as_upstream() {
+        let mut s = json!({"type": "object", "required": ["a", "n"],
+            "properties": {
+                "a": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                      "properties": {"b": {"type": "string"}}},
+                "n": {"type": "string", "nullable": true},
+                "l": {"type": "array", "nullable": true, "items": {"type": "string"}},
+                "m": {"type": "object", "additionalProperties": {"type": "string", "nullable": true},
+                      "required": ["x"]}}});
+        crd_for_v2(&mut s);
+        assert_eq!(s["required"], json!(["a"]));
+        assert_eq!(
+            s["properties"]["a"],
+            json!({"x-kubernetes-preserve-unknown-fields": true})
+        );
+        assert_eq!(s["properties"]["n"], json!({}));
+        assert_eq!(s["properties"]["l"], json!({}));
+        assert!(s["properties"]["m"].get("required").is_none());
+        let mut root = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+            "properties": {"apiVersion": {"type": "string"}}});
+        crd_for_v2(&mut root);
+        assert_eq!(root, json!({"x-kubernetes-preserve-unknown-fields": true}));
+    }
 }

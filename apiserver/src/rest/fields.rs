@@ -56,6 +56,9 @@ fn extra_fields(res: &ResourceType) -> &'static [(&'static str, &'static [&'stat
             &[("status.replicas", &["status", "replicas"])]
         }
         ("batch", "jobs") => &[("status.successful", &["status", "successful"])],
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            &[("spec.signerName", &["spec", "signerName"])]
+        }
         _ => &[],
     }
 }

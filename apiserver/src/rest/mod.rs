@@ -27,6 +27,7 @@ pub(crate) mod strategy;
 mod subresources;
 pub mod validation;
 mod watch;
+mod webhook_config;
 mod write;
 
 use std::sync::Arc;
@@ -155,6 +156,15 @@ impl Rest {
                 // pod's ServiceAccount): see `get_remembered`.
                 ("", "Namespace"),
                 ("", "ServiceAccount"),
+                // Read on every write by the webhook admission plugins.
+                (
+                    "admissionregistration.k8s.io",
+                    "MutatingWebhookConfiguration",
+                ),
+                (
+                    "admissionregistration.k8s.io",
+                    "ValidatingWebhookConfiguration",
+                ),
             ]
             .into_iter()
             .filter_map(|(group, kind)| registry.builtin_kind(group, kind))
@@ -605,7 +615,7 @@ fn is_direct_child(prefix: &str, key: &str, res: &ResourceType, ns: Option<&str>
 impl Rest {
     /// Decodes the value stored under `key` (decrypting it if it is encrypted) and stamps its
     /// resourceVersion. A custom resource read through another served version of its CRD gets
-    /// that version's `apiVersion` (conversion `None`).
+    /// that version's `apiVersion` (conversion `None`) and that version's schema defaults.
     pub(crate) fn decode_stored(
         &self,
         res: &ResourceType,
@@ -622,8 +632,13 @@ impl Rest {
             )
         })?;
         meta::set_resource_version(&mut obj, rev);
-        if res.custom.is_some() {
+        if let Some(custom) = &res.custom {
             obj["apiVersion"] = Value::String(res.api_version());
+            // Defaults the schema gained after the object was written apply on read too, as
+            // upstream's (an unstructured defaulter runs when objects come from storage).
+            if let Some(schema) = &custom.schema {
+                schema.default(&mut obj);
+            }
         }
         if events::needs_conversion(&obj, &res.kind, &res.api_version()) {
             obj = events::convert(obj, &res.api_version());

@@ -1,5 +1,5 @@
 //! What admission reads on every create, remembered between writes to it: the small lists of
-//! LimitRanges, ResourceQuotas and PriorityClasses, and single objects (a namespace, a pod's
+//! LimitRanges, ResourceQuotas, PriorityClasses and webhook configurations, and single objects (a namespace, a pod's
 //! ServiceAccount or PriorityClass), each kept as a list of at most one under its key.
 //!
 //! Every write to the store goes through [`Noting`], which counts the writes under each

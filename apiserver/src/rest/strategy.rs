@@ -5,7 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::{certificates, config_data, meta, network_policy, runtime_class, validation};
+use super::{
+    certificates, config_data, meta, network_policy, runtime_class, validation, webhook_config,
+};
 use crate::auth::UserInfo;
 use crate::registry::ResourceType;
 use crate::status::ApiError;
@@ -135,6 +137,12 @@ pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
             set_default(obj, "preemptionPolicy", json!("PreemptLowerPriority"));
         }
         ("networking.k8s.io", "NetworkPolicy") => network_policy::apply_defaults(obj),
+        (
+            "admissionregistration.k8s.io",
+            kind @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"),
+        ) => {
+            webhook_config::apply_defaults(obj, kind.starts_with("Mutating"));
+        }
         // The remaining kinds default inside `spec`; an object without one is left alone
         // (indexing would add `"spec": null`).
         _ if obj.get("spec").is_some_and(Value::is_object) => default_spec(res, &mut obj["spec"]),
@@ -145,7 +153,10 @@ pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
 fn default_spec(res: &ResourceType, spec: &mut Value) {
     match kind_of(res) {
         ("", "Namespace") => set_default(spec, "finalizers", json!(["kubernetes"])),
-        ("", "Pod") => default_pod_spec(spec),
+        ("", "Pod") => {
+            default_pod_spec(spec);
+            default_requests_from_limits(spec);
+        }
         ("", "PersistentVolumeClaim") => set_default(spec, "volumeMode", json!("Filesystem")),
         ("", "PersistentVolume") => {
             set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
@@ -303,6 +314,12 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
         ("", "ReplicationController") => validation::replication_controller(obj, &mut causes),
         ("networking.k8s.io", "NetworkPolicy") => network_policy::validate(obj, old, &mut causes),
         ("node.k8s.io", "RuntimeClass") => runtime_class::validate(obj, old, &mut causes),
+        (
+            "admissionregistration.k8s.io",
+            kind @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"),
+        ) => {
+            webhook_config::validate(obj, kind.starts_with("Mutating"), &mut causes);
+        }
         ("scheduling.k8s.io", "PriorityClass") => {
             validation::priority_class(obj, old, &mut causes);
         }
@@ -422,6 +439,29 @@ fn set_default(obj: &mut Value, key: &str, value: Value) {
 }
 
 /// The pod spec defaults of upstream's `SetDefaults_PodSpec` and `SetDefaults_Container`.
+/// Upstream's SetDefaults_Pod (pods only, not templates): a resource a container limits but
+/// does not request requests its limit. It runs before admission, so LimitRanger's
+/// `defaultRequest` fills only what neither gives.
+fn default_requests_from_limits(spec: &mut Value) {
+    for list in ["initContainers", "containers"] {
+        for c in spec[list].as_array_mut().into_iter().flatten() {
+            let Some(limits) = c["resources"]["limits"].as_object().cloned() else {
+                continue;
+            };
+            if limits.is_empty() {
+                continue;
+            }
+            let requests = &mut c["resources"]["requests"];
+            if !requests.is_object() {
+                *requests = json!({});
+            }
+            for (name, q) in limits {
+                set_default(requests, &name, q);
+            }
+        }
+    }
+}
+
 fn default_pod_spec(spec: &mut Value) {
     if !spec.is_object() {
         return;
@@ -521,6 +561,28 @@ mod tests {
             e.message.contains("spec.containers[0].image"),
             "{}",
             e.message
+        );
+    }
+
+    #[test]
+    fn pods_request_what_they_limit_templates_do_not() {
+        let reg = Registry::new();
+        let pods = reg.get("", "v1", "pods").unwrap();
+        let mut p = json!({"spec": {"containers": [{"name": "c", "image": "i", "resources": {
+            "requests": {"memory": "150Mi"}, "limits": {"cpu": "300m", "memory": "200Mi"}}}]}});
+        apply_defaults(&pods, &mut p);
+        assert_eq!(
+            p["spec"]["containers"][0]["resources"]["requests"],
+            json!({"cpu": "300m", "memory": "150Mi"})
+        );
+        let rs = reg.get("apps", "v1", "replicasets").unwrap();
+        let mut r = json!({"spec": {"template": {"spec": {"containers": [{"name": "c",
+            "image": "i", "resources": {"limits": {"cpu": "1"}}}]}}}});
+        apply_defaults(&rs, &mut r);
+        assert!(
+            r["spec"]["template"]["spec"]["containers"][0]["resources"]
+                .get("requests")
+                .is_none()
         );
     }
 

@@ -76,6 +76,8 @@ pub struct DeleteOptions {
     pub precondition_uid: Option<String>,
     pub precondition_resource_version: Option<String>,
     pub dry_run: bool,
+    /// Who deletes; `None` for the server's own components.
+    pub user: Option<Arc<crate::auth::UserInfo>>,
 }
 
 impl DeleteOptions {
@@ -186,6 +188,7 @@ impl Rest {
         };
         warnings.extend(self.admit(&req, &mut obj, None).await?);
         strategy::validate(res, &obj, None)?;
+        warnings.extend(self.admit_validate(&req, &obj, None).await?);
         self.track_fields(res, None, &mut obj, None, opts)?;
         let name = meta::name(&obj).to_owned();
         if opts.dry_run {
@@ -384,17 +387,30 @@ impl Rest {
         let precondition = meta::parse_resource_version(
             new["metadata"]["resourceVersion"].as_str().unwrap_or(""),
         )?;
-        let (old, old_rev) = self.get_with_rev(res, ns, name).await?;
-        if let Some(p) = precondition
-            && p != old_rev
-        {
-            return Err(ApiError::conflict(res, name));
+        // Without a resourceVersion the update is unconditional (upstream's
+        // `AllowUnconditionalUpdate`): a concurrent writer makes it read again and retry,
+        // instead of failing with a conflict the client never asked to be checked.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (old, old_rev) = self.get_with_rev(res, ns, name).await?;
+            if let Some(p) = precondition
+                && p != old_rev
+            {
+                return Err(ApiError::conflict(res, name));
+            }
+            match self
+                .replace(res, ns, name, &old, old_rev, new.clone(), subresource, opts)
+                .await
+            {
+                Err(e) if e.code == 409 && precondition.is_none() && attempt < MAX_RETRIES => {}
+                Err(e) => return Err(e),
+                Ok(mut w) => {
+                    w.warnings.extend(warnings);
+                    return Ok(w);
+                }
+            }
         }
-        let mut w = self
-            .replace(res, ns, name, &old, old_rev, new, subresource, opts)
-            .await?;
-        w.warnings.extend(warnings);
-        Ok(w)
     }
 
     /// Writes `new` over `old` (read at `old_rev`), applying the update rules.
@@ -519,8 +535,9 @@ impl Rest {
             dry_run: opts.dry_run,
             namespace: None,
         };
-        let admission_warnings = self.admit(&req, &mut obj, Some(old)).await?;
+        let mut admission_warnings = self.admit(&req, &mut obj, Some(old)).await?;
         strategy::validate(res, &obj, Some(old))?;
+        admission_warnings.extend(self.admit_validate(&req, &obj, Some(old)).await?);
         self.track_fields(res, Some(old), &mut obj, subresource, opts)?;
         let claims = if subresource.is_none() && !opts.dry_run {
             self.allocate_service(res, Some(old), &mut obj).await?
@@ -561,6 +578,38 @@ impl Rest {
             return Ok(Vec::new());
         };
         admission.admit(self, req, obj, old).await
+    }
+
+    /// The validating admission of a create or update, after the kind's own validation.
+    async fn admit_validate(
+        &self,
+        req: &AdmissionRequest<'_>,
+        obj: &Value,
+        old: Option<&Value>,
+    ) -> Result<Vec<String>, ApiError> {
+        let Some(admission) = self.admission.get() else {
+            return Ok(Vec::new());
+        };
+        let attributes =
+            req.webhook_attributes(meta::namespace(obj).unwrap_or(""), meta::name(obj));
+        admission.validate(self, &attributes, Some(obj), old).await
+    }
+
+    /// The validating admission of a delete (`old`: the object deleted) or of a connect
+    /// (`options`: what the client asked for, e.g. a `PodExecOptions`).
+    pub(crate) async fn admit_other(
+        &self,
+        attributes: &crate::admission::webhook::Attributes<'_>,
+        options: Option<&Value>,
+        old: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let Some(admission) = self.admission.get() else {
+            return Ok(());
+        };
+        admission
+            .validate(self, attributes, options, old)
+            .await
+            .map(|_| ())
     }
 
     /// The store write of [`Rest::replace`]: nothing on a no-op, a delete when the last
@@ -669,8 +718,20 @@ impl Rest {
         name: &str,
         opts: &DeleteOptions,
     ) -> Result<Deleted, ApiError> {
-        for _ in 0..MAX_RETRIES {
+        for attempt in 0..MAX_RETRIES {
             let (old, old_rev) = self.get_with_rev(res, ns, name).await?;
+            if attempt == 0 {
+                let attributes = crate::admission::webhook::Attributes {
+                    res,
+                    operation: "DELETE",
+                    subresource: "",
+                    namespace: ns.unwrap_or(""),
+                    name,
+                    user: opts.user.as_deref(),
+                    dry_run: opts.dry_run,
+                };
+                self.admit_other(&attributes, None, Some(&old)).await?;
+            }
             if let Some(uid) = &opts.precondition_uid
                 && old["metadata"]["uid"].as_str() != Some(uid.as_str())
             {

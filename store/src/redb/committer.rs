@@ -9,7 +9,7 @@
 //!
 //! Checkpoints make redb itself durable (a commit with fsync) and empty the log: when the log
 //! passes [`CHECKPOINT_BYTES`]; every [`CHECKPOINT_INTERVAL`] while writes keep coming (at
-//! least [`BUSY_BATCHES`] batches logged); when the writer falls idle after a burst (the log
+//! least [`BUSY_BATCHES`] batches logged, one per [`BUSY_RATE`] or faster); when the writer falls idle after a burst (the log
 //! holds [`IDLE_CHECKPOINT_BYTES`]); when the oldest logged batch is [`CHECKPOINT_MAX_AGE`]
 //! old; and on shutdown. A checkpoint's own batch skips the log. Sparse writes (an idle
 //! node's lease every 10 s) thus cost one small log append each, not a durable redb commit of
@@ -50,8 +50,14 @@ const LINGER: Duration = Duration::from_micros(250);
 const CHECKPOINT_BYTES: u64 = 16 << 20;
 /// Checkpoint at least this often while writes keep coming.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(500);
-/// Writes "keep coming" once this many batches went to the log since the last checkpoint.
+/// Writes "keep coming" once this many batches went to the log since the last checkpoint, at
+/// [`BUSY_RATE`] or faster.
 const BUSY_BATCHES: u64 = 32;
+/// At least one batch per this long, on average since the oldest logged one. Slower writers
+/// (an idle node's Lease every 10 s: 32 batches in 5 minutes) are left to
+/// [`CHECKPOINT_MAX_AGE`]; without this bound they checkpointed every 32 batches, ~170 KiB of
+/// redb pages each time (issue #31).
+const BUSY_RATE: Duration = Duration::from_secs(1);
 /// How long the writer must be idle before it checkpoints a burst.
 const CHECKPOINT_IDLE: Duration = Duration::from_millis(50);
 /// A log this large is checkpointed once the writer is idle.
@@ -215,11 +221,9 @@ impl Committer {
         // An empty batch is the idle (or shutdown) checkpoint.
         let checkpoint = batch.is_empty()
             || self.wal.len() >= CHECKPOINT_BYTES
-            || self.logged_since.is_some_and(|t| {
-                let age = t.elapsed();
-                age >= CHECKPOINT_MAX_AGE
-                    || (self.logged_batches >= BUSY_BATCHES && age >= CHECKPOINT_INTERVAL)
-            });
+            || self
+                .logged_since
+                .is_some_and(|t| checkpoint_due(t.elapsed(), self.logged_batches));
         let outcome = self.begin(checkpoint).and_then(|txn| {
             self.apply_all(&txn, &batch, &mut events, &mut results, &mut logged)?;
             if !checkpoint && !logged.is_empty() {
@@ -467,5 +471,34 @@ impl Committer {
         };
         self.purge_pending = self.purged < self.compacted;
         Ok(())
+    }
+}
+
+/// Whether the log's oldest batch, `age` old, with `batches` logged since the last
+/// checkpoint, calls for a checkpoint now (the size thresholds aside).
+fn checkpoint_due(age: Duration, batches: u64) -> bool {
+    let busy = batches >= BUSY_BATCHES
+        && age <= BUSY_RATE.saturating_mul(u32::try_from(batches).unwrap_or(u32::MAX));
+    age >= CHECKPOINT_MAX_AGE || (busy && age >= CHECKPOINT_INTERVAL)
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn checkpoints_while_busy_or_when_old_not_every_32_heartbeats() {
+        let ms = Duration::from_millis;
+        // Sustained writes: every 500 ms.
+        assert!(checkpoint_due(ms(500), 400));
+        assert!(!checkpoint_due(ms(400), 400));
+        // Few batches: not busy yet.
+        assert!(!checkpoint_due(ms(600), 10));
+        // An idle node's Lease every 10 s: 32 batches in 320 s is not busy.
+        assert!(!checkpoint_due(Duration::from_secs(320), 32));
+        assert!(!checkpoint_due(Duration::from_secs(14 * 60), 84));
+        assert!(checkpoint_due(CHECKPOINT_MAX_AGE, 90));
+        // A steady batch a second still counts as busy.
+        assert!(checkpoint_due(Duration::from_secs(40), 40));
     }
 }

@@ -6,12 +6,21 @@
 //! fsync of scattered pages, which is what lets a single writer beat etcd (which does the same
 //! with its own WAL).
 //!
-//! File layout: an 8-byte magic, then records `len u32 LE | crc32 u32 LE | payload`, where the
-//! payload is a sequence of entries `tag u8 | revision u64 LE | [len u32 LE | log record]`
-//! (tag 1: a change, carrying the `log` table record of that revision; tag 2: compaction to
-//! `revision`). Records are only ever appended, and each is synced before the next, so a crash
-//! can only tear the last one; replay stops at the first record that is incomplete or fails its
-//! checksum and cuts the file there.
+//! File layout (`K1SWAL02`): a 4 KiB header block holding the 8-byte magic, then records
+//! `len u32 LE | crc32 u32 LE | payload`, where the payload is a sequence of entries
+//! `tag u8 | revision u64 LE | [len u32 LE | log record]` (tag 1: a change, carrying the `log`
+//! table record of that revision; tag 2: compaction to `revision`). Records follow each other
+//! while writes are dense; a **sparse** append (the previous one [`SPARSE_GAP`] or more ago) is
+//! padded with zeros to the next 4 KiB boundary, so that the next sparse one starts on a page
+//! of its own: an idle node's Lease renewal then dirties one 4 KiB page instead of re-dirtying
+//! the page (or, on kernels with large page-cache folios, the 8–24 KiB folio) an earlier record
+//! shares (issue #31). Padding needs no marker: no record has length 0, so zeros where a
+//! record would start mean "continue at the next boundary". Dense appends stay packed (a new
+//! block for each would cost every sync a block allocation: ~15 % of single-writer puts/s).
+//! Records are only ever appended, and each is synced before the next, so a crash can only
+//! tear the last one; replay stops at the first record that is incomplete or fails its
+//! checksum and cuts the file there. A log of the first format (`K1SWAL01`: an 8-byte magic,
+//! records packed) is still read; emptying it after its replay rewrites it in this format.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -19,7 +28,13 @@ use std::path::{Path, PathBuf};
 
 use crate::Revision;
 
-const MAGIC: &[u8; 8] = b"K1SWAL01";
+const MAGIC: &[u8; 8] = b"K1SWAL02";
+/// The first format: records packed after the magic.
+const MAGIC_V1: &[u8; 8] = b"K1SWAL01";
+/// The alignment of sparse records, and the size of the header block.
+const BLOCK: usize = 4096;
+/// An append this long after the previous one is sparse: padded to a block boundary.
+const SPARSE_GAP: std::time::Duration = std::time::Duration::from_secs(1);
 const TAG_CHANGE: u8 = 1;
 const TAG_COMPACT: u8 = 2;
 
@@ -46,8 +61,27 @@ pub enum WalError {
 pub struct Wal {
     file: File,
     path: PathBuf,
-    /// Bytes of records after the magic.
-    len: u64,
+    /// Bytes of records (with their padding) after the header block.
+    end: u64,
+    /// Bytes of the records themselves (what checkpoint thresholds count).
+    bytes: u64,
+    /// The file is of the first format: [`Wal::reset`] rewrites it before any append.
+    legacy: bool,
+    /// When the last record was appended.
+    last_append: Option<std::time::Instant>,
+    /// [`SPARSE_GAP`] (tests change it).
+    sparse_gap: std::time::Duration,
+}
+
+fn align(n: usize) -> usize {
+    n.div_ceil(BLOCK) * BLOCK
+}
+
+/// A header block of the current format.
+fn header() -> Vec<u8> {
+    let mut h = vec![0u8; BLOCK];
+    h[..MAGIC.len()].copy_from_slice(MAGIC);
+    h
 }
 
 /// What [`Wal::open`] found.
@@ -69,14 +103,21 @@ impl Wal {
             .open(path)?;
         let mut data = Vec::new();
         file.read_to_end(&mut data)?;
-        if data.is_empty() {
-            file.write_all(MAGIC)?;
+        // A new log; or a crash while it was created left a prefix of its header.
+        if data.len() < BLOCK && header().starts_with(&data) {
+            file.set_len(0)?;
+            file.rewind()?;
+            file.write_all(&header())?;
             file.sync_all()?;
             sync_dir(path)?;
             let wal = Wal {
                 file,
                 path: path.to_owned(),
-                len: 0,
+                end: 0,
+                bytes: 0,
+                legacy: false,
+                last_append: None,
+                sparse_gap: SPARSE_GAP,
             };
             return Ok(Recovered {
                 wal,
@@ -84,25 +125,38 @@ impl Wal {
                 torn_bytes: 0,
             });
         }
-        if data.len() < MAGIC.len() || &data[..MAGIC.len()] != MAGIC {
+        let legacy = data.get(..MAGIC_V1.len()) == Some(MAGIC_V1.as_slice());
+        if !legacy && data.get(..MAGIC.len()) != Some(MAGIC.as_slice()) {
             return Err(WalError::BadMagic {
                 path: path.to_owned(),
             });
         }
+        // Where records start; where the next one starts after a record ending at `end`
+        // (packed, or at the next boundary after zero padding).
+        let first = if legacy { MAGIC_V1.len() } else { BLOCK };
+        let step = |end: usize| {
+            if !legacy && data.get(end..end + 4) == Some(&[0u8; 4][..]) {
+                align(end)
+            } else {
+                end
+            }
+        };
         let mut entries = Vec::new();
-        let mut pos = MAGIC.len();
-        while let Some((payload, next)) = next_record(&data, pos) {
+        let mut pos = first;
+        let mut bytes = 0;
+        while let Some((payload, end)) = next_record(&data, pos) {
             match decode_payload(payload) {
                 Some(batch) => entries.extend(batch),
                 None => break,
             }
-            pos = next;
+            bytes += (end - pos) as u64;
+            pos = step(end);
         }
         // A crash tears only the last record. A bad record with an intact one after it is
         // damage, not a crash: refuse rather than drop acknowledged writes.
         if let Some(len) = data.get(pos..pos + 4) {
             let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
-            let after = pos.saturating_add(8).saturating_add(len);
+            let after = step(pos.saturating_add(8).saturating_add(len));
             if after < data.len() && next_record(&data, after).is_some() {
                 return Err(WalError::Damaged {
                     path: path.to_owned(),
@@ -110,8 +164,10 @@ impl Wal {
                 });
             }
         }
-        let torn_bytes = (data.len() - pos) as u64;
-        if torn_bytes > 0 {
+        // The last record may lack (part of) its padding: restore it, so that the next
+        // append starts on a boundary.
+        let torn_bytes = data.len().saturating_sub(pos) as u64;
+        if torn_bytes > 0 || pos > data.len() {
             file.set_len(pos as u64)?;
             file.sync_all()?;
         }
@@ -119,7 +175,11 @@ impl Wal {
         let wal = Wal {
             file,
             path: path.to_owned(),
-            len: (pos - MAGIC.len()) as u64,
+            end: (pos - first) as u64,
+            bytes,
+            legacy,
+            last_append: None,
+            sparse_gap: SPARSE_GAP,
         };
         Ok(Recovered {
             wal,
@@ -132,13 +192,18 @@ impl Wal {
         &self.path
     }
 
-    /// Bytes of records in the log.
+    /// Bytes of records in the log (their padding not counted).
     pub fn len(&self) -> u64 {
-        self.len
+        self.bytes
     }
 
     /// Appends one batch and waits until it is on stable storage.
     pub fn append(&mut self, entries: &[WalEntry]) -> std::io::Result<()> {
+        if self.legacy {
+            return Err(std::io::Error::other(
+                "the write-ahead log is of the first format: replay and reset it before appending",
+            ));
+        }
         let mut payload = Vec::new();
         for e in entries {
             match e {
@@ -154,32 +219,57 @@ impl Wal {
                 }
             }
         }
-        let mut buf = Vec::with_capacity(8 + payload.len());
+        let record_len = 8 + payload.len() as u64;
+        let sparse = self
+            .last_append
+            .is_none_or(|t| t.elapsed() >= self.sparse_gap);
+        let mut buf = Vec::with_capacity(8 + payload.len() + BLOCK);
         buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
         buf.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         buf.extend_from_slice(&payload);
+        if sparse {
+            // Offsets after the header block align as file offsets do.
+            let end = self.end as usize + buf.len();
+            buf.resize(buf.len() + (align(end) - end), 0);
+        }
+        let start = BLOCK as u64 + self.end;
         if let Err(e) = self
             .file
             .write_all(&buf)
             .and_then(|()| self.file.sync_data())
         {
             // Leave no partial record behind for the next append to follow.
-            let _ = self.file.set_len(MAGIC.len() as u64 + self.len);
-            let _ = self
-                .file
-                .seek(SeekFrom::Start(MAGIC.len() as u64 + self.len));
+            let _ = self.file.set_len(start);
+            let _ = self.file.seek(SeekFrom::Start(start));
             return Err(e);
         }
-        self.len += buf.len() as u64;
+        self.end += buf.len() as u64;
+        self.bytes += record_len;
+        self.last_append = Some(std::time::Instant::now());
         Ok(())
     }
 
-    /// Empties the log, once everything in it is durable in redb.
+    /// Empties the log, once everything in it is durable in redb. A log of the first format
+    /// is replaced by an empty one of the current format (written aside, then renamed over
+    /// it, so a crash leaves one or the other).
     pub fn reset(&mut self) -> std::io::Result<()> {
-        self.file.set_len(MAGIC.len() as u64)?;
-        self.file.seek(SeekFrom::Start(MAGIC.len() as u64))?;
-        self.file.sync_data()?;
-        self.len = 0;
+        if self.legacy {
+            let aside = self.path.with_extension("new");
+            let mut f = File::create(&aside)?;
+            f.write_all(&header())?;
+            f.sync_all()?;
+            std::fs::rename(&aside, &self.path)?;
+            sync_dir(&self.path)?;
+            self.file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+            self.legacy = false;
+        } else {
+            self.file.set_len(BLOCK as u64)?;
+            self.file.sync_data()?;
+        }
+        self.file.seek(SeekFrom::Start(BLOCK as u64))?;
+        self.end = 0;
+        self.bytes = 0;
+        self.last_append = None;
         Ok(())
     }
 }
@@ -233,11 +323,18 @@ mod tests {
         }
     }
 
-    /// A log holding the batches [2] and [3].
+    /// A log whose every append is sparse (padded to a block boundary).
+    fn sparse(path: &Path) -> Wal {
+        let mut wal = Wal::open(path).unwrap().wal;
+        wal.sparse_gap = std::time::Duration::ZERO;
+        wal
+    }
+
+    /// A log holding the batches [2] and [3], each sparse.
     fn two_records() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal");
-        let mut wal = Wal::open(&path).unwrap().wal;
+        let mut wal = sparse(&path);
         wal.append(&[change(2)]).unwrap();
         wal.append(&[change(3)]).unwrap();
         (dir, path)
@@ -271,16 +368,73 @@ mod tests {
     }
 
     #[test]
+    fn dense_appends_are_packed_and_sparse_ones_padded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let mut wal = Wal::open(&path).unwrap().wal;
+        wal.sparse_gap = std::time::Duration::from_secs(3600);
+        // The first append of a log is sparse; the ones right after it are dense.
+        for rev in 2..6 {
+            wal.append(&[change(rev)]).unwrap();
+        }
+        let one = 8 + 21;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len() as usize,
+            2 * BLOCK + 3 * one
+        );
+        // A sparse one after dense ones ends on a boundary.
+        wal.sparse_gap = std::time::Duration::ZERO;
+        wal.append(&[change(6)]).unwrap();
+        wal.append(&[change(7)]).unwrap();
+        drop(wal);
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, 4 * BLOCK);
+        assert_eq!(
+            Wal::open(&path).unwrap().entries,
+            (2..8).map(change).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn records_start_on_block_boundaries() {
+        let (_dir, path) = two_records();
+        let data = std::fs::read(&path).unwrap();
+        // Header block, then one block per small record.
+        assert_eq!(data.len(), 3 * BLOCK);
+        assert_eq!(&data[..MAGIC.len()], MAGIC);
+        for start in [BLOCK, 2 * BLOCK] {
+            assert!(next_record(&data, start).is_some(), "a record at {start}");
+        }
+        // A record longer than a block takes whole blocks, and the next starts after them.
+        let mut wal = sparse(&path);
+        let big = WalEntry::Change {
+            revision: 4,
+            record: vec![7u8; BLOCK + 100],
+        };
+        wal.append(std::slice::from_ref(&big)).unwrap();
+        wal.append(&[change(5)]).unwrap();
+        drop(wal);
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, 6 * BLOCK);
+        assert_eq!(
+            Wal::open(&path).unwrap().entries,
+            vec![change(2), change(3), big, change(5)]
+        );
+    }
+
+    #[test]
     fn a_torn_or_damaged_tail_is_cut_off() {
         let (_dir, path) = two_records();
         let full = std::fs::read(&path).unwrap();
-        for cut in 1..12 {
-            std::fs::write(&path, &full[..full.len() - cut]).unwrap();
+        let last = 2 * BLOCK;
+        let record_end = last + 8 + 9 + 4 + "record-3".len();
+        // Cut anywhere inside the last record: it is gone, the first stays.
+        for cut in [last + 1, last + 7, last + 12, record_end - 1] {
+            std::fs::write(&path, &full[..cut]).unwrap();
             let rec = Wal::open(&path).unwrap();
-            assert_eq!(rec.entries, vec![change(2)], "cut {cut}");
+            assert_eq!(rec.entries, vec![change(2)], "cut at {cut}");
             assert!(rec.torn_bytes > 0);
-            // The cut-off file takes appends again.
+            // The cut-off file takes appends again, on a boundary.
             let mut wal = rec.wal;
+            wal.sparse_gap = std::time::Duration::ZERO;
             wal.append(&[change(3)]).unwrap();
             drop(wal);
             assert_eq!(
@@ -288,9 +442,20 @@ mod tests {
                 vec![change(2), change(3)]
             );
         }
+        // The record whole but its padding lost: it counts, and the padding comes back.
+        std::fs::write(&path, &full[..record_end]).unwrap();
+        let rec = Wal::open(&path).unwrap();
+        assert_eq!(rec.entries, vec![change(2), change(3)]);
+        let mut wal = rec.wal;
+        wal.sparse_gap = std::time::Duration::ZERO;
+        wal.append(&[change(4)]).unwrap();
+        drop(wal);
+        assert_eq!(
+            Wal::open(&path).unwrap().entries,
+            vec![change(2), change(3), change(4)]
+        );
         let mut flipped = full.clone();
-        let last = flipped.len() - 2;
-        flipped[last] ^= 0xff;
+        flipped[record_end - 2] ^= 0xff;
         std::fs::write(&path, &flipped).unwrap();
         assert_eq!(Wal::open(&path).unwrap().entries, vec![change(2)]);
     }
@@ -299,16 +464,61 @@ mod tests {
     fn damage_before_intact_records_is_an_error() {
         let (_dir, path) = two_records();
         let mut data = std::fs::read(&path).unwrap();
-        data[MAGIC.len() + 10] ^= 0xff; // inside the first record's payload
+        data[BLOCK + 10] ^= 0xff; // inside the first record's payload
         std::fs::write(&path, &data).unwrap();
         assert!(matches!(Wal::open(&path), Err(WalError::Damaged { .. })));
     }
 
     #[test]
-    fn a_foreign_file_is_refused() {
+    fn a_foreign_file_is_refused_and_a_torn_header_started_over() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal");
         std::fs::write(&path, b"hello world, not a wal").unwrap();
         assert!(matches!(Wal::open(&path), Err(WalError::BadMagic { .. })));
+        std::fs::write(&path, &MAGIC[..5]).unwrap();
+        let rec = Wal::open(&path).unwrap();
+        assert!(rec.entries.is_empty());
+        let mut wal = rec.wal;
+        wal.append(&[change(2)]).unwrap();
+        drop(wal);
+        assert_eq!(Wal::open(&path).unwrap().entries, vec![change(2)]);
+    }
+
+    /// A log of the first format (packed records after `K1SWAL01`), as k1s wrote it before.
+    fn legacy_log(path: &Path, batches: &[&[WalEntry]]) {
+        let mut data = MAGIC_V1.to_vec();
+        for batch in batches {
+            let mut payload = Vec::new();
+            for e in *batch {
+                if let WalEntry::Change { revision, record } = e {
+                    payload.push(TAG_CHANGE);
+                    payload.extend_from_slice(&revision.to_le_bytes());
+                    payload.extend_from_slice(&(record.len() as u32).to_le_bytes());
+                    payload.extend_from_slice(record);
+                }
+            }
+            data.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            data.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+            data.extend_from_slice(&payload);
+        }
+        std::fs::write(path, data).unwrap();
+    }
+
+    #[test]
+    fn a_first_format_log_is_read_then_rewritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        legacy_log(&path, &[&[change(2)], &[change(3), change(4)]]);
+        let rec = Wal::open(&path).unwrap();
+        assert_eq!(rec.entries, vec![change(2), change(3), change(4)]);
+        let mut wal = rec.wal;
+        // No append before the replay's reset.
+        assert!(wal.append(&[change(5)]).is_err());
+        wal.reset().unwrap();
+        wal.append(&[change(5)]).unwrap();
+        drop(wal);
+        let data = std::fs::read(&path).unwrap();
+        assert_eq!(&data[..MAGIC.len()], MAGIC);
+        assert_eq!(Wal::open(&path).unwrap().entries, vec![change(5)]);
     }
 }

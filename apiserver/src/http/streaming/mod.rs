@@ -91,6 +91,7 @@ pub async fn serve(
     ns: &str,
     name: &str,
     kind: Kind,
+    user: &crate::auth::UserInfo,
     headers: &HeaderMap,
     raw_query: Option<&str>,
     upgrade: Option<OnUpgrade>,
@@ -101,6 +102,26 @@ pub async fn serve(
         Kind::Exec | Kind::Attach => (stream_options(kind, &pairs, &pod, name)?, Vec::new()),
         Kind::PortForward => (StreamOptions::default(), query_ports(&pairs)?),
     };
+    // Validating admission (webhooks) sees a connect with what the client asked for.
+    let subresource = match kind {
+        Kind::Exec => "exec",
+        Kind::Attach => "attach",
+        Kind::PortForward => "portforward",
+    };
+    let attributes = crate::admission::webhook::Attributes {
+        res,
+        operation: "CONNECT",
+        subresource,
+        namespace: ns,
+        name,
+        user: Some(user),
+        dry_run: false,
+    };
+    let asked = connect_options(kind, &options, &ports);
+    state
+        .rest
+        .admit_other(&attributes, Some(&asked), None)
+        .await?;
     let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
     if node.is_empty() {
         return Err(ApiError::bad_request(format!(
@@ -217,6 +238,27 @@ fn spdy_upgrade(
         }
     });
     Ok(resp)
+}
+
+/// The `PodExecOptions`, `PodAttachOptions` or `PodPortForwardOptions` a connect asked for.
+fn connect_options(kind: Kind, o: &StreamOptions, ports: &[u16]) -> Value {
+    let mut v = match kind {
+        Kind::Exec => serde_json::json!({"kind": "PodExecOptions", "command": o.command}),
+        Kind::Attach => serde_json::json!({"kind": "PodAttachOptions"}),
+        Kind::PortForward => {
+            return serde_json::json!({"kind": "PodPortForwardOptions", "apiVersion": "v1",
+                                      "ports": ports});
+        }
+    };
+    v["apiVersion"] = "v1".into();
+    v["stdin"] = o.stdin.into();
+    v["stdout"] = o.stdout.into();
+    v["stderr"] = o.stderr.into();
+    v["tty"] = o.tty.into();
+    if let Some(c) = &o.container {
+        v["container"] = c.as_str().into();
+    }
+    v
 }
 
 /// The query's pairs in order, repeated keys kept (`command` repeats).

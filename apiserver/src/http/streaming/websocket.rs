@@ -57,17 +57,7 @@ pub fn upgrade(
     headers: &HeaderMap,
     upgrade: OnUpgrade,
 ) -> Result<Response<Body>, ApiError> {
-    let key = headers.get("Sec-WebSocket-Key").ok_or_else(|| {
-        ApiError::bad_request("websocket: the Sec-WebSocket-Key header is missing")
-    })?;
-    let offered: Vec<&str> = headers
-        .get_all("Sec-WebSocket-Protocol")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
+    let (key, offered) = handshake(headers)?;
     let supported = match request.kind {
         Kind::PortForward => PORT_FORWARD_PROTOCOLS,
         _ => EXEC_PROTOCOLS,
@@ -87,20 +77,7 @@ pub fn upgrade(
             "query parameter \"port\" is required",
         ));
     }
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let mut resp = Response::new(body::full(Bytes::new()));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-    if let Ok(v) = HeaderValue::from_str(&accept) {
-        h.insert("Sec-WebSocket-Accept", v);
-    }
-    if let Some(p) = &chosen
-        && let Ok(v) = HeaderValue::from_str(p)
-    {
-        h.insert("Sec-WebSocket-Protocol", v);
-    }
+    let resp = switching_protocols(key, chosen.as_deref());
     tokio::spawn(async move {
         let io = match upgrade.await {
             Ok(u) => TokioIo::new(u),
@@ -115,6 +92,106 @@ pub fn upgrade(
             Kind::PortForward if protocol == TUNNEL => tunnel(ws, request).await,
             Kind::PortForward => port_forward(ws, request, protocol.contains("base64")).await,
         }
+    });
+    Ok(resp)
+}
+
+/// The handshake's key and the sub-protocols the client offers, in its order.
+fn handshake(headers: &HeaderMap) -> Result<(&HeaderValue, Vec<&str>), ApiError> {
+    let key = headers.get("Sec-WebSocket-Key").ok_or_else(|| {
+        ApiError::bad_request("websocket: the Sec-WebSocket-Key header is missing")
+    })?;
+    let offered = headers
+        .get_all("Sec-WebSocket-Protocol")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    Ok((key, offered))
+}
+
+/// The 101 answer to a websocket handshake with `key`, naming the `chosen` sub-protocol.
+fn switching_protocols(key: &HeaderValue, chosen: Option<&str>) -> Response<Body> {
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let mut resp = Response::new(body::full(Bytes::new()));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(v) = HeaderValue::from_str(&accept) {
+        h.insert("Sec-WebSocket-Accept", v);
+    }
+    if let Some(p) = chosen
+        && let Ok(v) = HeaderValue::from_str(p)
+    {
+        h.insert("Sec-WebSocket-Protocol", v);
+    }
+    resp
+}
+
+/// The binary log protocol: each message carries log bytes as they are.
+pub const LOG_BINARY: &str = "binary.k8s.io";
+/// The same, each message base64 text.
+pub const LOG_BASE64: &str = "base64.binary.k8s.io";
+
+/// `pods/NAME/log` over a websocket (what upstream serves to a GET that asks to upgrade): the
+/// log's bytes in messages (`binary.k8s.io`, the default, or `base64.binary.k8s.io`), then a
+/// normal close when the log ends.
+pub fn logs(
+    stream: k1s_api::streams::ByteStream,
+    headers: &HeaderMap,
+    upgrade: OnUpgrade,
+) -> Result<Response<Body>, ApiError> {
+    let (key, offered) = handshake(headers)?;
+    let chosen = offered
+        .iter()
+        .copied()
+        .find(|p| *p == LOG_BINARY || *p == LOG_BASE64);
+    if chosen.is_none() && !offered.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {:?}",
+            [LOG_BINARY, LOG_BASE64]
+        )));
+    }
+    let base64 = chosen == Some(LOG_BASE64);
+    let resp = switching_protocols(key, chosen);
+    tokio::spawn(async move {
+        let io = match upgrade.await {
+            Ok(u) => TokioIo::new(u),
+            Err(e) => {
+                tracing::debug!(error = %e, "websocket upgrade failed");
+                return;
+            }
+        };
+        let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+        let (sink, mut incoming) = ws.split();
+        let (tx, task) = writer(sink);
+        let mut stream = stream;
+        loop {
+            tokio::select! {
+                chunk = stream.next() => {
+                    let Some(chunk) = chunk else { break };
+                    let msg = if base64 {
+                        Message::text(base64::engine::general_purpose::STANDARD.encode(&chunk))
+                    } else {
+                        Message::binary(chunk)
+                    };
+                    if tx.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+                // The client hung up (or closed): stop following the log.
+                msg = incoming.next() => match msg {
+                    Some(Ok(m)) if !m.is_close() => {}
+                    _ => break,
+                },
+            }
+        }
+        let _ = tx.send(normal_close()).await;
+        drop(tx);
+        let _ = task.await;
     });
     Ok(resp)
 }
