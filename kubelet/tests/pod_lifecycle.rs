@@ -41,6 +41,11 @@ impl Drop for Env {
 }
 
 async fn env() -> Env {
+    env_with(|_| {}).await
+}
+
+/// An environment whose kubelet configuration `tweak` changes.
+async fn env_with(tweak: impl FnOnce(&mut Config)) -> Env {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
     let state = ApiState::new(Arc::new(store), &ApiConfig::default()).unwrap();
@@ -80,6 +85,7 @@ async fn env() -> Env {
     .unwrap();
     config.backoff_max = Duration::from_secs(1);
     config.eviction_interval = Duration::from_millis(300);
+    tweak(&mut config);
     let images = FakeImageService::new(dir.path().join("layers"));
     images.add_local("busybox", Default::default()).unwrap();
     images.add_remote("busybox", Default::default()).unwrap();
@@ -218,6 +224,62 @@ async fn runs_restarts_and_terminates() {
         .map(|(_, s)| *s)
         .collect();
     assert_eq!(signals, vec![libc::SIGTERM, libc::SIGKILL]);
+}
+
+#[tokio::test]
+async fn crash_back_off_runs_from_the_exit_and_the_first_restart_is_at_once() {
+    // A back-off longer than `eventually` waits: only restarts that do not wait for it are
+    // seen. Upstream restarts a container the first time at once, then after 10 s, 20 s, ...
+    // counted from its exit.
+    let env = env_with(|c| {
+        c.backoff_initial = Duration::from_secs(60);
+        c.backoff_max = Duration::from_secs(300);
+    })
+    .await;
+    create_pod(
+        &env,
+        pod(
+            "crasher",
+            json!({"containers": [{"name": "c", "image": "busybox",
+                "imagePullPolicy": "IfNotPresent", "command": ["serve"]}],
+                "terminationGracePeriodSeconds": 1}),
+        ),
+    )
+    .await;
+    pod_where(&env, "crasher", "Running", |p| {
+        p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+    })
+    .await;
+    let first = env.runtime.bundles_of("serve");
+    env.runtime.finish(&first[0], 1);
+    pod_where(&env, "crasher", "the first restart, at once", |p| {
+        p["status"]["containerStatuses"][0]["restartCount"] == 1
+            && p["status"]["containerStatuses"][0]["state"]["running"].is_object()
+    })
+    .await;
+    let second = env
+        .runtime
+        .bundles_of("serve")
+        .into_iter()
+        .find(|b| *b != first[0])
+        .expect("a second instance");
+    env.runtime.finish(&second, 1);
+    let p = pod_where(
+        &env,
+        "crasher",
+        "CrashLoopBackOff after the second exit",
+        |p| p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff",
+    )
+    .await;
+    let status = &p["status"]["containerStatuses"][0];
+    assert_eq!(status["restartCount"], 1, "{p}");
+    assert!(
+        status["state"]["waiting"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("back-off 60s restarting failed container=c")),
+        "{p}"
+    );
+    env.cancel.cancel();
 }
 
 #[tokio::test]

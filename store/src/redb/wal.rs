@@ -71,6 +71,36 @@ pub struct Wal {
     last_append: Option<std::time::Instant>,
     /// [`SPARSE_GAP`] (tests change it).
     sparse_gap: std::time::Duration,
+    /// The file opened for direct I/O, for sparse appends that start on a block boundary:
+    /// they bypass the page cache, so what the kernel charges the process (and writes) is
+    /// the one block, whatever page-cache folio the page would have been part of (6.x
+    /// kernels charge a dirtied large folio whole: 16–20 KiB per 4 KiB append measured).
+    /// `None` where the filesystem refuses `O_DIRECT` (tmpfs).
+    direct: Option<File>,
+}
+
+/// `path` opened for direct I/O, if the filesystem allows it.
+fn open_direct(path: &Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .ok()
+}
+
+/// Writes `data` (whole blocks) at `at` (a block boundary) through the direct-I/O `file`,
+/// from a block-aligned copy (what `O_DIRECT` requires of the buffer), and syncs it.
+fn write_direct(file: &File, data: &[u8], at: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut raw = vec![0u8; data.len() + BLOCK];
+    let off = raw.as_ptr().align_offset(BLOCK);
+    let Some(aligned) = raw.get_mut(off..off + data.len()) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    aligned.copy_from_slice(data);
+    file.write_all_at(aligned, at)?;
+    file.sync_data()
 }
 
 fn align(n: usize) -> usize {
@@ -118,6 +148,7 @@ impl Wal {
                 legacy: false,
                 last_append: None,
                 sparse_gap: SPARSE_GAP,
+                direct: open_direct(path),
             };
             return Ok(Recovered {
                 wal,
@@ -180,6 +211,7 @@ impl Wal {
             legacy,
             last_append: None,
             sparse_gap: SPARSE_GAP,
+            direct: (!legacy).then(|| open_direct(path)).flatten(),
         };
         Ok(Recovered {
             wal,
@@ -233,14 +265,28 @@ impl Wal {
             buf.resize(buf.len() + (align(end) - end), 0);
         }
         let start = BLOCK as u64 + self.end;
-        if let Err(e) = self
-            .file
-            .write_all(&buf)
-            .and_then(|()| self.file.sync_data())
-        {
+        let aligned = start % BLOCK as u64 == 0 && buf.len() % BLOCK == 0;
+        let mut result = match &self.direct {
+            Some(d) if sparse && aligned => Some(write_direct(d, &buf, start)),
+            _ => None,
+        };
+        if result.as_ref().is_some_and(|r| {
+            r.as_ref()
+                .is_err_and(|e| e.raw_os_error() == Some(libc::EINVAL))
+        }) {
+            // The filesystem took the open but not the write: buffered from now on.
+            self.direct = None;
+            result = None;
+        }
+        let result = result.unwrap_or_else(|| {
+            use std::os::unix::fs::FileExt;
+            self.file
+                .write_all_at(&buf, start)
+                .and_then(|()| self.file.sync_data())
+        });
+        if let Err(e) = result {
             // Leave no partial record behind for the next append to follow.
             let _ = self.file.set_len(start);
-            let _ = self.file.seek(SeekFrom::Start(start));
             return Err(e);
         }
         self.end += buf.len() as u64;
@@ -261,6 +307,7 @@ impl Wal {
             std::fs::rename(&aside, &self.path)?;
             sync_dir(&self.path)?;
             self.file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+            self.direct = open_direct(&self.path);
             self.legacy = false;
         } else {
             self.file.set_len(BLOCK as u64)?;
