@@ -4,7 +4,8 @@
 //! kube-apiserver does (`kubectl proxy` users, dashboards, and the conformance suite read pods'
 //! answers this way).
 //!
-//! - Where: a pod's `status.podIP`, at PORT if given (else the scheme's default port); a
+//! - Where: a pod's `status.podIP`, at PORT if given (else the first port a container
+//!   declares, else the scheme's default port); a
 //!   service's `Endpoints`: PORT is a service port's name or number (a number is mapped to its
 //!   port's name), one subset holding that port is picked at random and one of its ready
 //!   addresses at random; ExternalName services are not proxied (upstream proxies them to the
@@ -85,12 +86,23 @@ pub async fn pod(
         ));
     }
     let port = if port.is_empty() {
-        default_port(scheme)
+        first_container_port(&pod).unwrap_or_else(|| default_port(scheme))
     } else {
         port.parse::<u16>()
             .map_err(|_| ApiError::bad_request(format!("invalid port {port:?} for pod {name}")))?
     };
-    send(scheme, ip, port, forward).await
+    let prefix = format!("/api/v1/namespaces/{ns}/pods/{id}/proxy");
+    send(scheme, ip, port, &prefix, forward).await
+}
+
+/// The first port a container of `pod` declares: where upstream proxies when the request
+/// names none.
+fn first_container_port(pod: &Value) -> Option<u16> {
+    pod["spec"]["containers"]
+        .as_array()?
+        .iter()
+        .find_map(|c| c["ports"].as_array()?.first()?["containerPort"].as_u64())
+        .and_then(|p| u16::try_from(p).ok())
 }
 
 /// `services/ID/proxy/PATH`.
@@ -121,7 +133,8 @@ pub async fn service(
         .as_ref()
         .and_then(|eps| pick_endpoint(eps, &port_name, &mut rand::rng()))
         .ok_or_else(|| unavailable(format!("no endpoints available for service {name:?}")))?;
-    send(scheme, &ip, port, forward).await
+    let prefix = format!("/api/v1/namespaces/{ns}/services/{id}/proxy");
+    send(scheme, &ip, port, &prefix, forward).await
 }
 
 /// The name of the service port `port` names: a number is mapped to its port's name; empty
@@ -195,6 +208,7 @@ async fn send(
     scheme: &str,
     ip: &str,
     port: u16,
+    prefix: &str,
     forward: Forward<'_>,
 ) -> Result<Response<Body>, ApiError> {
     let host = if ip.contains(':') {
@@ -248,11 +262,56 @@ async fn send(
             .unwrap_or("text/plain")
             .to_owned();
         let status = StatusCode::from_u16(parts.status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        let encoded = parts.headers.contains_key(header::CONTENT_ENCODING);
+        let body = match std::str::from_utf8(&body) {
+            Ok(html) if content_type.starts_with("text/html") && !encoded => {
+                bytes::Bytes::from(rewrite_links(html, prefix))
+            }
+            _ => body,
+        };
         Ok(super::body::respond(status, &content_type, body))
     };
     tokio::time::timeout(REQUEST_TIMEOUT, answer)
         .await
         .unwrap_or_else(|_| Err(unreachable(&"no answer in time")))
+}
+
+/// An HTML answer's links to absolute paths (`href`, `src`, `action` values starting with one
+/// `/`) pointed back through the proxy at `prefix`, as upstream's proxy rewrites them, so a
+/// page served through the API server links to itself there.
+fn rewrite_links(html: &str, prefix: &str) -> String {
+    // ASCII lowercasing keeps byte offsets: attribute names are found in the copy, values
+    // copied from the original.
+    let lower = html.to_ascii_lowercase();
+    let bytes = lower.as_bytes();
+    let mut out = String::with_capacity(html.len() + 64);
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let attr = ["href=", "src=", "action="]
+            .into_iter()
+            .find(|a| bytes[i..].starts_with(a.as_bytes()));
+        let boundary = i == 0 || bytes[i - 1].is_ascii_whitespace();
+        let Some(attr) = attr.filter(|_| boundary) else {
+            i += 1;
+            continue;
+        };
+        let quote = bytes.get(i + attr.len()).copied();
+        i += attr.len();
+        if !matches!(quote, Some(b'"' | b'\'')) {
+            continue;
+        }
+        let start = i + 1;
+        let value = &html[start..];
+        if value.starts_with('/') && !value.starts_with("//") && !value.starts_with(prefix) {
+            out.push_str(&html[copied..start]);
+            out.push_str(prefix);
+            copied = start;
+        }
+        i = start;
+    }
+    out.push_str(&html[copied..]);
+    out
 }
 
 /// One HTTP/1.1 exchange on `io`: the answer's head and whole body (up to [`MAX_BODY`]). The
@@ -329,6 +388,39 @@ mod tests {
         assert_eq!(split_scheme_name_port("ftp:web:21"), None);
         assert_eq!(split_scheme_name_port("a:b:c:d"), None);
         assert_eq!(split_scheme_name_port(":80"), None);
+    }
+
+    #[test]
+    fn html_links_point_back_through_the_proxy() {
+        let p = "/api/v1/namespaces/ns/pods/web:80/proxy";
+        assert_eq!(
+            rewrite_links(
+                r#"<a href="/rewriteme">x</a><img SRC='/i.png'><a href="//cdn/x"><a href="rel">"#,
+                p
+            ),
+            format!(
+                r#"<a href="{p}/rewriteme">x</a><img SRC='{p}/i.png'><a href="//cdn/x"><a href="rel">"#
+            )
+        );
+        // Text that is not ASCII passes whole.
+        assert_eq!(
+            rewrite_links(r#"<p>héllo wörld</p><a href="/ü">"#, p),
+            format!(r#"<p>héllo wörld</p><a href="{p}/ü">"#)
+        );
+        // Already through the proxy, or not an attribute: left alone.
+        let through = format!(r#"<form action="{p}/post">data-href="/no""#);
+        assert_eq!(rewrite_links(&through, p), through);
+    }
+
+    #[test]
+    fn pods_are_proxied_at_their_first_declared_port() {
+        let pod = json!({"spec": {"containers": [{"name": "a"},
+            {"name": "b", "ports": [{"containerPort": 9376}, {"containerPort": 80}]}]}});
+        assert_eq!(first_container_port(&pod), Some(9376));
+        assert_eq!(
+            first_container_port(&json!({"spec": {"containers": [{}]}})),
+            None
+        );
     }
 
     #[test]

@@ -116,8 +116,9 @@ pub fn gvk_object(group: &str, version: &str, kind: &str) -> Value {
 pub struct Components {
     pub schemas: BTreeMap<String, Value>,
     /// The names of the custom resources' schemas (OpenAPI v2 publishes them with the
-    /// simplifications upstream's CRD builder makes).
-    pub custom: BTreeSet<String>,
+    /// simplifications upstream's CRD builder makes), each with whether its CRD declares a
+    /// schema.
+    pub custom: BTreeMap<String, bool>,
 }
 
 impl Components {
@@ -140,12 +141,16 @@ impl Components {
                 tops.push((name, schema));
             }
         };
-        let mut custom = BTreeSet::new();
+        let mut custom = BTreeMap::new();
         for r in &catalog.resources {
             let kind = kind_name(r);
             let list = list_name(r);
             if r.schema.is_none() {
-                custom.insert(kind.clone());
+                let declared = r
+                    .custom
+                    .as_ref()
+                    .is_some_and(|c| c.openapi_schema.is_object());
+                custom.insert(kind.clone(), declared);
             }
             let body = match r.schema {
                 Some(f) => top_level(f(&mut generator)),
@@ -351,22 +356,27 @@ fn top_level(schema: schemars::Schema) -> Value {
 }
 
 fn type_meta_properties() -> Map<String, Value> {
-    let mut props = Map::new();
-    props.insert(
-        "apiVersion".into(),
-        json!({
-            "description": "The versioned schema of this representation of an object (group/version). Servers convert recognized schemas to the latest internal value and may reject unrecognized values.",
-            "type": "string",
-        }),
-    );
-    props.insert(
-        "kind".into(),
-        json!({
-            "description": "The REST resource this object represents, in CamelCase. Servers may infer it from the endpoint the client submits requests to. Cannot be updated.",
-            "type": "string",
-        }),
-    );
-    props
+    // The descriptions upstream gives `apiVersion` and `kind` everywhere (what `kubectl
+    // explain` prints, and clients match on), as k8s-openapi's schema of any kind carries them.
+    static PROPS: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+    PROPS
+        .get_or_init(|| {
+            let mut generator = SchemaSettings::openapi3().into_generator();
+            let config_map = generator.root_schema_for::<core::v1::ConfigMap>();
+            let config_map = serde_json::to_value(config_map).unwrap_or_default();
+            ["apiVersion", "kind"]
+                .into_iter()
+                .map(|k| {
+                    let mut p = config_map["properties"][k].clone();
+                    if !p.is_object() {
+                        p = json!({});
+                    }
+                    p["type"] = json!("string");
+                    (k.to_owned(), p)
+                })
+                .collect()
+        })
+        .clone()
 }
 
 /// `<Kind>List`: `items` of the kind plus list metadata.
@@ -469,6 +479,23 @@ mod tests {
             T::schema_name(),
             "{}",
             T::KIND
+        );
+    }
+
+    #[test]
+    fn custom_resources_describe_type_meta_as_built_in_kinds() {
+        let props = type_meta_properties();
+        let api_version = props["apiVersion"]["description"].as_str().unwrap();
+        assert!(
+            api_version.starts_with("APIVersion defines"),
+            "{api_version}"
+        );
+        assert_eq!(props["kind"]["type"], "string");
+        assert!(
+            props["kind"]["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("Kind is")
         );
     }
 

@@ -318,6 +318,18 @@ fn v2_document_is_swagger_2() {
         assert!(has_param(patch, "fieldValidation"));
         assert!(patch["parameters"][0]["in"] == "body");
     }
+    // A custom resource whose CRD declares no schema is an object, nothing more.
+    let crontab = defs
+        .iter()
+        .find(|(k, _)| k.ends_with(".v1.CronTab"))
+        .map(|(_, v)| v)
+        .unwrap();
+    assert_eq!(crontab["type"], "object", "{crontab}");
+    assert!(crontab.get("properties").is_none(), "{crontab}");
+    assert!(
+        crontab["x-kubernetes-group-version-kind"].is_array(),
+        "{crontab}"
+    );
     // Refs with siblings are plain refs again; arrays have one item schema; single types.
     let deploy = &defs["io.k8s.api.apps.v1.Deployment"];
     assert_eq!(

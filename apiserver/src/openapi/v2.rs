@@ -237,12 +237,18 @@ pub fn document(components: &Components, paths: &BTreeMap<String, PathItem>) -> 
         .schemas
         .iter()
         .map(|(name, s)| {
-            let v2 = if components.custom.contains(name) {
-                let mut crd = s.clone();
-                crd_for_v2(&mut crd);
-                schema(&crd)
-            } else {
-                schema(s)
+            let v2 = match components.custom.get(name) {
+                Some(true) => {
+                    let mut crd = s.clone();
+                    crd_for_v2(&mut crd);
+                    schema(&crd)
+                }
+                // A CRD without a schema: an object, nothing more (upstream's v2 publication).
+                Some(false) => json!({
+                    "type": "object",
+                    "x-kubernetes-group-version-kind": s["x-kubernetes-group-version-kind"],
+                }),
+                None => schema(s),
             };
             (name.clone(), v2)
         })
