@@ -265,7 +265,7 @@ impl Wal {
             buf.resize(buf.len() + (align(end) - end), 0);
         }
         let start = BLOCK as u64 + self.end;
-        let aligned = start % BLOCK as u64 == 0 && buf.len() % BLOCK == 0;
+        let aligned = start.is_multiple_of(BLOCK as u64) && buf.len().is_multiple_of(BLOCK);
         let mut result = match &self.direct {
             Some(d) if sparse && aligned => Some(write_direct(d, &buf, start)),
             _ => None,
