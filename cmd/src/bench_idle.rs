@@ -215,6 +215,21 @@ impl Drop for Cleanup<'_> {
                 .stderr(Stdio::null())
                 .status();
         }
+        // The pod network's forwarding accepts for the bench's bridge (they stay when a
+        // kubelet stops, as its other firewall rules do).
+        for direction in ["-i", "-o"] {
+            let _ = Command::new("iptables")
+                .args([
+                    "-D",
+                    "K1S-FORWARD",
+                    direction,
+                    &names.bridge,
+                    "-j",
+                    "ACCEPT",
+                ])
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }
 

@@ -129,7 +129,8 @@ impl Images {
     }
 }
 
-/// Removes what a test kubelet leaves on the host: its containers, bridge and cgroup tree.
+/// Removes what a test kubelet leaves on the host: its containers, bridge, firewall rules,
+/// nftables tables and cgroup tree.
 /// Holds the kubelet's flags (from [`crate::kubelet_flags`]) to know their names.
 pub struct HostCleanup(pub Vec<String>);
 
@@ -144,11 +145,49 @@ impl HostCleanup {
     }
 }
 
+/// Deletes the rules of iptables chain `chain` (in `table`) that `mine` recognises, by their
+/// `-S` text.
+fn delete_iptables_rules(table: &str, chain: &str, mine: impl Fn(&str) -> bool) {
+    let Ok(out) = Command::new("iptables")
+        .args(["-t", table, "-S", chain])
+        .stderr(std::process::Stdio::null())
+        .output()
+    else {
+        return;
+    };
+    for rule in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(spec) = rule.strip_prefix(&format!("-A {chain} ")) else {
+            continue;
+        };
+        if mine(spec) {
+            let mut args = vec!["-t", table, "-D", chain];
+            args.extend(spec.split_whitespace());
+            let _ = Command::new("iptables")
+                .args(&args)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
 impl Drop for HostCleanup {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.flag("--bridge-name")])
-            .status();
+        let bridge = self.flag("--bridge-name");
+        let _ = Command::new("ip").args(["link", "del", &bridge]).status();
+        // The pod network's host firewall rules (kubelet/src/network/firewall.rs) of a
+        // kubelet that was killed rather than stopped: its bridge's accepts and its pod
+        // CIDR's masquerade.
+        if !bridge.is_empty() {
+            delete_iptables_rules("filter", "K1S-FORWARD", |spec| {
+                spec.split_whitespace().any(|w| w == bridge)
+            });
+        }
+        let pod_cidr = self.flag("--pod-cidr");
+        if !pod_cidr.is_empty() {
+            delete_iptables_rules("nat", "K1S-POSTROUTING", |spec| {
+                spec.starts_with(&format!("-s {pod_cidr} "))
+            });
+        }
         // The proxy's and the policy's tables stay when k1s stops (traffic and policies hold
         // across a restart): a test's own tables go with it. The default names are never
         // touched (a node in a namespace of its own uses them; the host may run k1s).
