@@ -192,6 +192,10 @@ impl NodeNames {
     }
 }
 
+/// The bench's own cluster (pod) CIDR, so that its nodes' masquerade rules are told apart
+/// from those of a k1s the host may run (default 10.42.0.0/16) and removed after.
+const CLUSTER_CIDR: &str = "10.241.0.0/16";
+
 /// Removes what a node of the bench left on the host (its tables outlive it by design) when
 /// dropped: declared before the process it cleans up after, so dropped after it.
 struct Cleanup<'a>(&'a NodeNames);
@@ -215,8 +219,8 @@ impl Drop for Cleanup<'_> {
                 .stderr(Stdio::null())
                 .status();
         }
-        // The pod network's forwarding accepts for the bench's bridge (they stay when a
-        // kubelet stops, as its other firewall rules do).
+        // The pod network's forwarding accepts for the bench's bridge and masquerade for its
+        // pod CIDR (they stay when a kubelet stops, as its other firewall rules do).
         for direction in ["-i", "-o"] {
             let _ = Command::new("iptables")
                 .args([
@@ -229,6 +233,48 @@ impl Drop for Cleanup<'_> {
                 ])
                 .stderr(Stdio::null())
                 .status();
+        }
+        // Where the pod network used nft instead of iptables: its two chains for the bridge
+        // in table `ip k1s`, and the table once no other bridge has chains there.
+        for chain in [
+            format!("post-{}", names.bridge),
+            format!("fwd-{}", names.bridge),
+        ] {
+            let _ = Command::new("nft")
+                .args(["delete", "chain", "ip", "k1s", &chain])
+                .stderr(Stdio::null())
+                .status();
+        }
+        if let Ok(listed) = Command::new("nft")
+            .args(["list", "table", "ip", "k1s"])
+            .stderr(Stdio::null())
+            .output()
+            && listed.status.success()
+            && !String::from_utf8_lossy(&listed.stdout).contains("chain ")
+        {
+            let _ = Command::new("nft")
+                .args(["delete", "table", "ip", "k1s"])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let listed = Command::new("iptables")
+            .args(["-t", "nat", "-S", "K1S-POSTROUTING"])
+            .stderr(Stdio::null())
+            .output();
+        for rule in listed
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+            .lines()
+        {
+            if let Some(spec) = rule.strip_prefix("-A K1S-POSTROUTING ")
+                && spec.contains(&format!("! -d {CLUSTER_CIDR} "))
+            {
+                let _ = Command::new("iptables")
+                    .args(["-t", "nat", "-D", "K1S-POSTROUTING"])
+                    .args(spec.split_whitespace())
+                    .stderr(Stdio::null())
+                    .status();
+            }
         }
     }
 }
@@ -348,6 +394,7 @@ pub async fn run(args: IdleBenchArgs) -> anyhow::Result<()> {
     cmd.arg("server")
         .arg("--data-dir")
         .arg(&data)
+        .args(["--cluster-cidr", CLUSTER_CIDR])
         .args(["--bind-address", "127.0.0.1", "--https-port"])
         .arg(port.to_string())
         .arg("--write-kubeconfig")
@@ -386,6 +433,7 @@ pub async fn run(args: IdleBenchArgs) -> anyhow::Result<()> {
             .arg("--data-dir")
             .arg(scratch.path().join("agent"))
             .args(["--server", &format!("https://127.0.0.1:{port}")])
+            .args(["--cluster-cidr", CLUSTER_CIDR])
             .args(agent_names.flags(kubelet_port))
             .env("K1S_TOKEN", token.trim())
             .env("K1S_LOG", "warn")

@@ -182,6 +182,26 @@ impl Drop for HostCleanup {
                 spec.split_whitespace().any(|w| w == bridge)
             });
         }
+        // Where the pod network used nft instead of iptables: its two chains for the bridge
+        // in table `ip k1s`, and the table once no other bridge has chains there.
+        for chain in [format!("post-{bridge}"), format!("fwd-{bridge}")] {
+            let _ = Command::new("nft")
+                .args(["delete", "chain", "ip", "k1s", &chain])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        if let Ok(listed) = Command::new("nft")
+            .args(["list", "table", "ip", "k1s"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            && listed.status.success()
+            && !String::from_utf8_lossy(&listed.stdout).contains("chain ")
+        {
+            let _ = Command::new("nft")
+                .args(["delete", "table", "ip", "k1s"])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
         let pod_cidr = self.flag("--pod-cidr");
         if !pod_cidr.is_empty() {
             delete_iptables_rules("nat", "K1S-POSTROUTING", |spec| {

@@ -79,14 +79,9 @@ pub fn upgrade(
     }
     let resp = switching_protocols(key, chosen.as_deref());
     tokio::spawn(async move {
-        let io = match upgrade.await {
-            Ok(u) => TokioIo::new(u),
-            Err(e) => {
-                tracing::debug!(error = %e, "websocket upgrade failed");
-                return;
-            }
+        let Some(ws) = accept(upgrade).await else {
+            return;
         };
-        let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
         match request.kind {
             Kind::Exec | Kind::Attach => exec(ws, request, &protocol).await,
             Kind::PortForward if protocol == TUNNEL => tunnel(ws, request).await,
@@ -94,6 +89,17 @@ pub fn upgrade(
         }
     });
     Ok(resp)
+}
+
+/// The websocket on the upgraded connection, once the client has it (`None`: it went away).
+async fn accept(upgrade: OnUpgrade) -> Option<Ws> {
+    match upgrade.await {
+        Ok(u) => Some(WebSocketStream::from_raw_socket(TokioIo::new(u), Role::Server, None).await),
+        Err(e) => {
+            tracing::debug!(error = %e, "websocket upgrade failed");
+            None
+        }
+    }
 }
 
 /// The handshake's key and the sub-protocols the client offers, in its order.
@@ -158,14 +164,9 @@ pub fn logs(
     let base64 = chosen == Some(LOG_BASE64);
     let resp = switching_protocols(key, chosen);
     tokio::spawn(async move {
-        let io = match upgrade.await {
-            Ok(u) => TokioIo::new(u),
-            Err(e) => {
-                tracing::debug!(error = %e, "websocket upgrade failed");
-                return;
-            }
+        let Some(ws) = accept(upgrade).await else {
+            return;
         };
-        let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
         let (sink, mut incoming) = ws.split();
         let (tx, task) = writer(sink);
         let mut stream = stream;
