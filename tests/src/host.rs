@@ -202,12 +202,16 @@ impl Drop for HostCleanup {
                 .stderr(std::process::Stdio::null())
                 .status();
         }
+        // Masquerade by the node's pod CIDR, or (node IPAM chose it) by the test's own cluster
+        // CIDR; never the default one, which a k1s on the host may use.
         let pod_cidr = self.flag("--pod-cidr");
-        if !pod_cidr.is_empty() {
-            delete_iptables_rules("nat", "K1S-POSTROUTING", |spec| {
-                spec.starts_with(&format!("-s {pod_cidr} "))
-            });
-        }
+        let cluster_cidr = self.flag("--cluster-cidr");
+        delete_iptables_rules("nat", "K1S-POSTROUTING", |spec| {
+            (!pod_cidr.is_empty() && spec.starts_with(&format!("-s {pod_cidr} ")))
+                || (!cluster_cidr.is_empty()
+                    && cluster_cidr != "10.42.0.0/16"
+                    && spec.contains(&format!("! -d {cluster_cidr} ")))
+        });
         // The proxy's and the policy's tables stay when k1s stops (traffic and policies hold
         // across a restart): a test's own tables go with it. The default names are never
         // touched (a node in a namespace of its own uses them; the host may run k1s).

@@ -257,6 +257,33 @@ async fn nft(script: &str) -> Result<(), FirewallError> {
     }
 }
 
+/// The file whose lock serialises [`ensure`] and [`remove`] between the k1s processes of one
+/// host (several kubelets: tests, `k1s bench idle`). They share the `K1S-*` chains and the
+/// jumps to them, and `iptables -C` then `-A` are two commands: two kubelets racing used to
+/// add a jump twice, or fail on `-N` of a chain the other just made (and fall back to nft).
+const HOST_LOCK: &str = "/run/k1s/firewall.lock";
+
+/// Takes the host-wide lock (see [`HOST_LOCK`]); `None` where it cannot be had (no `/run`
+/// write access), in which case the caller goes on unserialised, as before.
+async fn host_lock() -> Option<nix::fcntl::Flock<std::fs::File>> {
+    tokio::task::spawn_blocking(|| {
+        let path = std::path::Path::new(HOST_LOCK);
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .ok()?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 /// Installs masquerade (for traffic from `cidr` leaving `cluster`, the cluster's pod
 /// network) and forwarding rules for `bridge` (idempotent), with `iptables` or else `nft`.
 pub async fn ensure(
@@ -264,6 +291,7 @@ pub async fn ensure(
     cidr: Ipv4Cidr,
     cluster: Ipv4Cidr,
 ) -> Result<Backend, FirewallError> {
+    let _serialised = host_lock().await;
     let (cidr, cluster) = (cidr.to_string(), cluster.to_string());
     match iptables_ensure(bridge, &cidr, &cluster).await {
         Ok(()) => Ok(Backend::Iptables),
@@ -286,6 +314,7 @@ pub async fn ensure(
 /// Removes what [`ensure`] installed for `bridge` and `cidr` (chains shared with other
 /// bridges stay while they hold rules).
 pub async fn remove(bridge: &str, cidr: Ipv4Cidr, cluster: Ipv4Cidr) -> Result<(), FirewallError> {
+    let _serialised = host_lock().await;
     let (cidr, cluster) = (cidr.to_string(), cluster.to_string());
     let ipt = iptables_remove(bridge, &cidr, &cluster).await;
     let script = format!(
