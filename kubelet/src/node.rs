@@ -586,9 +586,10 @@ pub async fn report_status(
 }
 
 /// Renews the node's Lease every `lease_interval`; computes node status as often (and at
-/// once when device plugin resources change) and reports it when it changed or
-/// `status_report_interval` passed since the last report, until cancelled. `reported` is the
-/// status registration sent.
+/// once when device plugin resources change) and reports it when it differs from the Node's
+/// status in the API or `status_report_interval` passed since the last report, until
+/// cancelled. `reported` is the status registration sent (the baseline when the Node cannot
+/// be read).
 pub async fn heartbeat(
     client: Arc<dyn Client>,
     config: Arc<Config>,
@@ -599,6 +600,7 @@ pub async fn heartbeat(
     cancel: CancellationToken,
 ) {
     let mut reported = reported;
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
     let mut device_changes = devices.subscribe();
     let leases = ResourceRef::new(
         "coordination.k8s.io",
@@ -638,19 +640,26 @@ pub async fn heartbeat(
         let renew_at = tokio::time::Instant::now() + config.lease_interval;
         // Each pass: after the Lease, or when device plugin resources changed.
         loop {
+            // Compared with what the API holds now, as upstream's kubelet does: another writer
+            // (the node lifecycle controller marking the node Unknown while this kubelet could
+            // not reach the server) is corrected at once, not at the next 5-minute report.
+            let baseline = match client.get(&nodes, &config.node_name).await {
+                Ok(node) if node["status"].is_object() => node["status"].clone(),
+                _ => reported.clone(),
+            };
             let status = compute_status(
                 &config,
                 &machine,
                 images.as_ref(),
                 devices.as_ref(),
-                &reported,
+                &baseline,
             );
-            if status_changed(&status, &reported)
+            if status_changed(&status, &baseline)
                 || last_status.elapsed() >= config.status_report_interval
             {
                 match report_status(client.as_ref(), &config, &status).await {
                     Ok(()) => {
-                        log_transitions(&reported, &status);
+                        log_transitions(&baseline, &status);
                         reported = status;
                         last_status = std::time::Instant::now();
                     }

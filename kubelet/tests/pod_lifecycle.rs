@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k1s_api::client::{Client, DeleteParams, ResourceRef, WriteParams};
+use k1s_api::client::{Client, DeleteParams, Patch, ResourceRef, WriteParams};
 use k1s_apiserver::local_client::LocalClient;
 use k1s_apiserver::server::{ApiConfig, ApiState};
 use k1s_kubelet::cgroups::FakeCgroupManager;
@@ -1209,4 +1209,44 @@ async fn an_empty_dir_over_its_size_limit_gets_the_pod_evicted() {
     let calm = pod_where(&env, "calm", "present", |_| true).await;
     assert_eq!(calm["status"]["phase"], "Running", "{calm}");
     assert!(volume(&uids[1]).join("data").exists());
+}
+
+#[tokio::test]
+async fn node_status_another_writer_changed_is_reported_again_at_once() {
+    // What the node lifecycle controller does to a node whose Lease lapsed; the kubelet,
+    // comparing with the API every 10 s, puts its own view back long before its 5-minute
+    // report.
+    let env = env().await;
+    let ready = |n: &Value| {
+        n["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .map(|c| c["status"].as_str().unwrap_or("").to_owned())
+    };
+    node_where(&env, "the node Ready", |n| {
+        ready(n).as_deref() == Some("True")
+    })
+    .await;
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    env.client
+        .patch(
+            &nodes,
+            "n1",
+            &Patch::Strategic(json!({"status": {"conditions": [{"type": "Ready",
+                "status": "Unknown", "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status."}]}})),
+            Some("status"),
+            &WriteParams::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ready(&env.client.get(&nodes, "n1").await.unwrap()).as_deref(),
+        Some("Unknown")
+    );
+    node_where(&env, "the kubelet to report Ready again", |n| {
+        ready(n).as_deref() == Some("True")
+    })
+    .await;
+    env.cancel.cancel();
 }
