@@ -447,6 +447,28 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
 mod tests {
     use super::*;
 
+    /// A running pod's view with a ready sandbox on node 192.168.1.2, started at `t0`, seen
+    /// at `t1`; tests override what they vary.
+    fn view<'a>(
+        pod: &'a Pod,
+        init: &'a [ContainerView],
+        containers: &'a [ContainerView],
+    ) -> PodView<'a> {
+        PodView {
+            pod,
+            init,
+            containers,
+            sandbox_ready: true,
+            pod_ip: None,
+            host_ip: "192.168.1.2".into(),
+            start_time: "t0",
+            terminal: None,
+            rejected: None,
+            disrupted: false,
+            now: "t1",
+        }
+    }
+
     /// The pod condition of type `t` in status `s` (`Null` when absent).
     fn condition_of(s: &Value, t: &str) -> Value {
         s["conditions"]
@@ -602,17 +624,8 @@ mod tests {
         let p = pod("Always");
         let cs = [running()];
         let s = pod_status(&PodView {
-            pod: &p,
-            init: &[],
-            containers: &cs,
-            sandbox_ready: true,
             pod_ip: Some("10.42.0.7".into()),
-            host_ip: "192.168.1.2".into(),
-            start_time: "t0",
-            terminal: None,
-            rejected: None,
-            disrupted: false,
-            now: "t1",
+            ..view(&p, &[], &cs)
         });
         assert_eq!(s["phase"], "Running");
         assert_eq!(s["podIP"], "10.42.0.7");
@@ -639,19 +652,7 @@ mod tests {
         let mut not_ready = running();
         not_ready.ready = false;
         not_ready.name = "web".into();
-        let s2 = pod_status(&PodView {
-            pod: &p,
-            init: &[],
-            containers: &[not_ready, running()],
-            sandbox_ready: true,
-            pod_ip: None,
-            host_ip: "192.168.1.2".into(),
-            start_time: "t0",
-            terminal: None,
-            rejected: None,
-            disrupted: false,
-            now: "t1",
-        });
+        let s2 = pod_status(&view(&p, &[], &[not_ready, running()]));
         for i in [3, 4] {
             assert_eq!(s2["conditions"][i]["status"], "False");
             assert_eq!(s2["conditions"][i]["reason"], "ContainersNotReady");
@@ -677,17 +678,10 @@ mod tests {
         let cs = [running()];
         let status = |p: &Pod, rejected: Option<(&str, &str)>, disrupted: bool| {
             pod_status(&PodView {
-                pod: p,
-                init: &[],
-                containers: &cs,
-                sandbox_ready: true,
-                pod_ip: None,
-                host_ip: "192.168.1.2".into(),
-                start_time: "t0",
                 terminal: rejected.map(|_| "Failed"),
                 rejected,
                 disrupted,
-                now: "t1",
+                ..view(p, &[], &cs)
             })
         };
         let cond = condition_of;
@@ -749,21 +743,8 @@ mod tests {
             ..v
         };
         let not_created = |name: &str| named(name, ContainerView::default());
-        let status = |p: &Pod, init: &[ContainerView], cs: &[ContainerView]| {
-            pod_status(&PodView {
-                pod: p,
-                init,
-                containers: cs,
-                sandbox_ready: true,
-                pod_ip: None,
-                host_ip: "192.168.1.2".into(),
-                start_time: "t0",
-                terminal: None,
-                rejected: None,
-                disrupted: false,
-                now: "t1",
-            })
-        };
+        let status =
+            |p: &Pod, init: &[ContainerView], cs: &[ContainerView]| pod_status(&view(p, init, cs));
         let cond = condition_of;
         // RestartAlways, init1 failed and backs off: everything else waits PodInitializing.
         let p = with_init("Always");
