@@ -383,6 +383,7 @@ pub async fn start(
         client,
         volumes,
         devices,
+        admitted: Arc::new(k1s_kubelet::admission::Admitted::new(&node_name)),
         config,
         images: images.clone(),
         runtime,

@@ -54,10 +54,13 @@ fn canonical(v: &Value, out: &mut String) {
     }
 }
 
-/// FNV-1a of `v` (and the collision count when non-zero), safe-encoded.
+/// FNV-1a of `v` without its null members (and the collision count when non-zero),
+/// safe-encoded.
 pub fn hash(v: &Value, collision_count: i64) -> String {
+    let mut v = v.clone();
+    drop_nulls(&mut v);
     let mut text = String::new();
-    canonical(v, &mut text);
+    canonical(&v, &mut text);
     let mut h: u32 = 0x811c_9dc5;
     let mut feed = |bytes: &[u8]| {
         for b in bytes {
@@ -76,18 +79,51 @@ pub fn hash(v: &Value, collision_count: i64) -> String {
         .collect()
 }
 
-/// The revision data of a set: its template as a replacing strategic merge patch.
+/// Removes object members that are null, at every depth. Go's typed encoding never writes
+/// them for the fields of a pod template (omitted pointers, slices and maps), so a template
+/// with and without them is the same template.
+pub(crate) fn drop_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// The revision data of a set: its template as a replacing strategic merge patch, shaped as
+/// upstream's controller writes it (`getPatch`: Go's encoding of the typed template, keys
+/// sorted): no null members, except `metadata.creationTimestamp: null`, which Go writes for
+/// the template's zero time. Clients (the conformance suite) compare these bytes with their
+/// own encoding of the set.
 pub fn patch_of(set: &Value) -> Value {
     let mut template = set["spec"]["template"].clone();
+    drop_nulls(&mut template);
     if let Some(m) = template.as_object_mut() {
         m.insert("$patch".into(), json!("replace"));
+        let meta = m.entry("metadata").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.entry("creationTimestamp").or_insert(Value::Null);
+        }
     }
     json!({"spec": {"template": template}})
+}
+
+/// Whether two revisions' data hold the same template (nulls aside: revisions written
+/// before [`patch_of`] dropped them still match).
+pub fn same_data(a: &Value, b: &Value) -> bool {
+    let (mut a, mut b) = (a.clone(), b.clone());
+    drop_nulls(&mut a);
+    drop_nulls(&mut b);
+    a == b
 }
 
 /// The pod template a revision's data holds.
 pub fn template_of(revision: &Value) -> Value {
     let mut t = revision["data"]["spec"]["template"].clone();
+    drop_nulls(&mut t);
     if let Some(m) = t.as_object_mut() {
         m.remove("$patch");
     }
@@ -180,7 +216,7 @@ pub async fn ensure(
     sort(&mut all);
     let next = next_number(&all);
     let equal: Vec<usize> = (0..all.len())
-        .filter(|&i| all[i]["data"] == wanted["data"])
+        .filter(|&i| same_data(&all[i]["data"], &wanted["data"]))
         .collect();
     if let Some(&i) = equal.last() {
         if i + 1 == all.len() {
@@ -213,7 +249,7 @@ pub async fn ensure(
             let existing = client.get(&revisions(ns), &name).await?;
             let same_owner = key::controller_ref(&existing).map(|r| &r["uid"])
                 == key::controller_ref(&wanted).map(|r| &r["uid"]);
-            if same_owner && existing["data"] == wanted["data"] {
+            if same_owner && same_data(&existing["data"], &wanted["data"]) {
                 // Our cache had not seen it yet.
                 all.push(existing.clone());
                 sort(&mut all);
@@ -284,6 +320,28 @@ pub async fn sync(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn revision_data_is_what_go_writes_for_the_template() {
+        // A DaemonSet as stored (a null left by an older defaulting), its data byte for byte
+        // as upstream's getPatch encodes the typed object (the conformance suite compares).
+        let ds = json!({"spec": {"template": {"metadata": {"labels": {"app": "x"}},
+            "spec": {"initContainers": null, "containers": [{"name": "app", "image": "i",
+                "resources": {}, "ports": null}], "restartPolicy": "Always"}}}});
+        let data = patch_of(&ds);
+        assert_eq!(
+            serde_json::to_string(&data).unwrap(),
+            r#"{"spec":{"template":{"$patch":"replace","metadata":{"creationTimestamp":null,"labels":{"app":"x"}},"spec":{"containers":[{"image":"i","name":"app","resources":{}}],"restartPolicy":"Always"}}}}"#
+        );
+        // Data written before (with the nulls, without creationTimestamp) is the same
+        // revision, under the same hash.
+        let mut old = ds["spec"]["template"].clone();
+        old["$patch"] = json!("replace");
+        let old = json!({"spec": {"template": old}});
+        assert!(same_data(&old, &data));
+        assert_eq!(hash(&old, 0), hash(&data, 0));
+        assert!(template_of(&json!({ "data": data }))["spec"]["initContainers"].is_null());
+    }
 
     #[test]
     fn hash_ignores_key_order_and_follows_collisions() {

@@ -1,5 +1,5 @@
 //! Which workload objects a pod event concerns, for the controllers that own pods through a
-//! selector (ReplicaSet, DaemonSet, StatefulSet): the pod's controller when it has one, else
+//! selector (ReplicaSet, DaemonSet, StatefulSet, Job): the pod's controller when it has one, else
 //! every object of the kind in its namespace whose selector matches and that may adopt it.
 //! Controllers that keep expectations have them met here as the events arrive. Also the
 //! claiming of pods (adopt matching orphans, release what no longer matches).
@@ -84,21 +84,23 @@ pub fn owner_keys(
 /// The controller whose pods [`claim`] sorts out.
 pub struct Claimant<'a> {
     pub client: &'a dyn Client,
-    /// The controller object (a ReplicaSet, DaemonSet or StatefulSet).
+    /// The controller object (a ReplicaSet, DaemonSet, StatefulSet or Job).
     pub owner: &'a Value,
     /// Its resource, for the fresh read before adopting.
     pub resource: ResourceRef,
     /// Its `kind`, for the controller reference written on adopted pods.
     pub kind: &'a str,
+    /// A finalizer adopted pods get and released ones lose (a Job's tracking finalizer).
+    pub finalizer: Option<&'a str>,
 }
 
-/// The reference a controller (`apps/v1`, or a `v1` ReplicationController) puts on the
-/// pods it controls.
+/// The reference a controller (`apps/v1`, a `v1` ReplicationController or a `batch/v1`
+/// Job) puts on the pods it controls.
 pub fn controller_ref_to(kind: &str, owner: &Value) -> Value {
-    let api_version = if kind == "ReplicationController" {
-        "v1"
-    } else {
-        "apps/v1"
+    let api_version = match kind {
+        "ReplicationController" => "v1",
+        "Job" => "batch/v1",
+        _ => "apps/v1",
     };
     json!({"apiVersion": api_version, "kind": kind, "name": owner["metadata"]["name"],
            "uid": owner["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true})
@@ -133,6 +135,11 @@ pub async fn claim(
                 if let Some(refs) = p["metadata"]["ownerReferences"].as_array_mut() {
                     refs.retain(|r| r["uid"].as_str() != Some(uid));
                 }
+                if let Some(f) = c.finalizer
+                    && let Some(fs) = p["metadata"]["finalizers"].as_array_mut()
+                {
+                    fs.retain(|x| x.as_str() != Some(f));
+                }
                 match c
                     .client
                     .update(&pods_in, p, None, &WriteParams::default())
@@ -158,6 +165,16 @@ pub async fn claim(
                     .unwrap_or_default();
                 refs.push(controller_ref_to(c.kind, c.owner));
                 p["metadata"]["ownerReferences"] = json!(refs);
+                if let Some(f) = c.finalizer {
+                    let mut fs = p["metadata"]["finalizers"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default();
+                    if !fs.iter().any(|x| x.as_str() == Some(f)) {
+                        fs.push(json!(f));
+                    }
+                    p["metadata"]["finalizers"] = json!(fs);
+                }
                 match c
                     .client
                     .update(&pods_in, p, None, &WriteParams::default())

@@ -288,6 +288,7 @@ impl ReplicaSets {
             owner: rs,
             resource: self.flavor.resource(Some(ns)),
             kind: self.flavor.kind,
+            finalizer: None,
         };
         owned_pods::claim(&claimant, &self.pods, sel, ns, |_| true).await
     }

@@ -1,6 +1,7 @@
 //! The Deployment and ReplicaSet controllers together against the real API semantics, with a
 //! stand-in kubelet that marks pods Running and Ready: creation, rolling update within the
-//! surge budget, undo to an earlier revision, scaling, and Recreate.
+//! surge budget, undo to an earlier revision, scaling, and Recreate; proportional scaling of a
+//! stuck rollout and a new template after it.
 
 mod common;
 
@@ -21,7 +22,8 @@ fn sets() -> ResourceRef {
     ResourceRef::new("apps", "v1", "replicasets", Some("default"))
 }
 
-/// Marks every pod Running and Ready, as a kubelet would.
+/// Marks every pod Running and Ready, as a kubelet would, except those of an image tagged
+/// `404` (one that cannot be pulled: its pods stay Pending).
 async fn kubelet(c: Arc<dyn Client>, cancel: CancellationToken) {
     let pods = ResourceRef::new("", "v1", "pods", Some("default"));
     while !cancel.is_cancelled() {
@@ -29,6 +31,9 @@ async fn kubelet(c: Arc<dyn Client>, cancel: CancellationToken) {
             for mut p in list.items {
                 if p["status"]["phase"] == "Running"
                     || p["metadata"]["deletionTimestamp"].is_string()
+                    || p["spec"]["containers"][0]["image"]
+                        .as_str()
+                        .is_some_and(|i| i.ends_with(":404"))
                 {
                     continue;
                 }
@@ -375,4 +380,87 @@ async fn pause_resume_and_progress_deadline() {
     // The old pods stay available meanwhile (maxUnavailable 25% of 3 rounds down to 0).
     let d = c.get(&deploys(), "web").await.unwrap();
     assert_eq!(d["status"]["availableReplicas"], 3);
+}
+
+fn spec_of(rss: &[Value], image: &str) -> Option<i64> {
+    rss.iter()
+        .find(|r| r["spec"]["template"]["spec"]["containers"][0]["image"] == image)
+        .and_then(|r| r["spec"]["replicas"].as_i64())
+}
+
+/// Upstream's "proportional scaling" and "lifecycle of a Deployment" conformance cases: a
+/// rollout stuck on an image that never runs, scaled up (the difference spread over the old
+/// and new ReplicaSets by size) and down, then a new template rolls out completely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_rollout_scales_proportionally_and_a_new_template_rolls_out() {
+    let env = env().await;
+    let c = env.client.clone();
+    tokio::spawn(k1s_controllers::replicaset::run(
+        c.clone(),
+        env.cancel.clone(),
+    ));
+    tokio::spawn(k1s_controllers::deployment::run(
+        c.clone(),
+        env.cancel.clone(),
+    ));
+    tokio::spawn(kubelet(c.clone(), env.cancel.clone()));
+    create(
+        &c,
+        &deploys(),
+        json!({"metadata": {"name": "web"},
+        "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "web"}},
+                 "strategy": {"type": "RollingUpdate",
+                              "rollingUpdate": {"maxSurge": 3, "maxUnavailable": 2}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+    )
+    .await;
+    rolled_out(&c, "web", 13, false).await;
+    let set_spec = |patch: Value| {
+        let c = c.clone();
+        async move {
+            c.patch(
+                &deploys(),
+                "web",
+                &Patch::Merge(json!({ "spec": patch })),
+                None,
+                &WriteParams::default(),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    // Stuck: 10 - maxUnavailable old, replicas + maxSurge - 8 new.
+    set_spec(
+        json!({"template": {"spec": {"containers": [{"name": "c", "image": "busybox:404"}]}}}),
+    )
+    .await;
+    let sizes = |old: i64, new: i64| {
+        let c = c.clone();
+        move || {
+            let c = c.clone();
+            async move {
+                let rss = replica_sets(&c).await;
+                (spec_of(&rss, "busybox:1") == Some(old)
+                    && spec_of(&rss, "busybox:404") == Some(new))
+                .then_some(())
+            }
+        }
+    };
+    eventually("8 old and 5 new replicas", sizes(8, 5)).await;
+    // 30 replicas (33 allowed): 8 + round(20 * 8/13) and 5 + round(20 * 5/13).
+    set_spec(json!({"replicas": 30})).await;
+    eventually("20 old and 13 new replicas", sizes(20, 13)).await;
+    // And back to 10: 8 and 5 again.
+    set_spec(json!({"replicas": 10})).await;
+    eventually("8 old and 5 new replicas again", sizes(8, 5)).await;
+    // A working template and a new size: it rolls out completely.
+    set_spec(json!({"replicas": 2,
+        "template": {"spec": {"containers": [{"name": "c", "image": "busybox:3"}]}}}))
+    .await;
+    rolled_out(&c, "web", 33, false).await;
+    let rss = replica_sets(&c).await;
+    assert_eq!(spec_of(&rss, "busybox:3"), Some(2), "{rss:?}");
+    assert_eq!(spec_of(&rss, "busybox:1"), Some(0), "{rss:?}");
+    assert_eq!(spec_of(&rss, "busybox:404"), Some(0), "{rss:?}");
 }

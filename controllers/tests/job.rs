@@ -430,3 +430,71 @@ async fn deadline_suspend_and_ttl() {
     })
     .await;
 }
+
+/// Upstream's "adopt matching orphans and release non-matching pods": a pod whose owner
+/// reference is removed is adopted again (with the tracking finalizer); a pod whose labels no
+/// longer match is released (reference and finalizer removed) and replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_are_adopted_and_non_matching_pods_released() {
+    let env = env().await;
+    let c = start(&env);
+    let job = create(
+        &c,
+        &jobs(),
+        job_spec("adopt", json!({"parallelism": 2, "completions": 4})),
+    )
+    .await;
+    let uid = job["metadata"]["uid"].as_str().unwrap().to_owned();
+    let ps = wait_pods(&c, &uid, "two pods", 2).await;
+    let name = ps[0]["metadata"]["name"].as_str().unwrap().to_owned();
+    // Orphaned: the Job adopts it again.
+    let mut p = c.get(&pods(), &name).await.unwrap();
+    p["metadata"]["ownerReferences"] = Value::Null;
+    p["metadata"]["finalizers"] = Value::Null;
+    c.update(&pods(), p, None, &WriteParams::default())
+        .await
+        .unwrap();
+    let adopted = eventually("the orphan adopted", || {
+        let (c, name, uid) = (c.clone(), name.clone(), uid.clone());
+        async move {
+            let p = c.get(&pods(), &name).await.ok()?;
+            let r = &p["metadata"]["ownerReferences"][0];
+            (r["uid"] == uid.as_str() && r["controller"] == true).then_some(p)
+        }
+    })
+    .await;
+    assert_eq!(
+        adopted["metadata"]["ownerReferences"][0]["kind"], "Job",
+        "{adopted}"
+    );
+    assert_eq!(
+        adopted["metadata"]["finalizers"],
+        json!([TRACKING_FINALIZER])
+    );
+    // Two pods still: the adopted one was not replaced.
+    assert_eq!(job_pods(&c, &uid, true).await.len(), 2);
+    // Labels removed: released, and a new pod takes its place.
+    let mut p = adopted;
+    p["metadata"]["labels"] = Value::Null;
+    c.update(&pods(), p, None, &WriteParams::default())
+        .await
+        .unwrap();
+    let released = eventually("the pod released", || {
+        let (c, name) = (c.clone(), name.clone());
+        async move {
+            let p = c.get(&pods(), &name).await.ok()?;
+            p["metadata"]["ownerReferences"]
+                .as_array()
+                .is_none_or(|r| r.is_empty())
+                .then_some(p)
+        }
+    })
+    .await;
+    assert!(
+        released["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| f.is_empty()),
+        "{released}"
+    );
+    wait_pods(&c, &uid, "a replacement pod", 2).await;
+}

@@ -359,3 +359,106 @@ async fn parallel_start_ordinals_on_delete_and_history_limit() {
     })
     .await;
 }
+
+/// What a kubelet reports when a pod's readiness probe fails.
+async fn mark_unready(c: &Arc<dyn Client>, name: &str) {
+    let mut p = c.get(&pods(), name).await.unwrap();
+    p["status"]["phase"] = json!("Running");
+    p["status"]["conditions"] = json!([{"type": "Ready", "status": "False",
+        "lastTransitionTime": "2020-01-01T00:00:00Z"}]);
+    c.update(&pods(), p, Some("status"), &WriteParams::default())
+        .await
+        .unwrap();
+}
+
+/// Upstream's "scaling should happen in predictable order and halt if any stateful pod is
+/// unhealthy", scale-down half: with every pod unready, scaling to 0 deletes nothing (the
+/// highest ordinal is unhealthy and not the first unhealthy pod); once they are ready again,
+/// pods go from the highest ordinal down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_scale_down_halts_on_unhealthy_pods() {
+    let env = env().await;
+    let c = env.client.clone();
+    tokio::spawn(k1s_controllers::statefulset::run(
+        c.clone(),
+        env.cancel.clone(),
+    ));
+    create(
+        &c,
+        &sets(),
+        json!({"metadata": {"name": "halt"},
+        "spec": {"replicas": 3, "serviceName": "nginx",
+            "selector": {"matchLabels": {"app": "halt"}},
+            "template": template("halt", "busybox:1")}}),
+    )
+    .await;
+    for n in 1..=3usize {
+        let ps = eventually(&format!("{n} pods"), || {
+            let c = c.clone();
+            async move {
+                let ps = live_pods(&c, "halt").await;
+                (ps.len() == n).then_some(ps)
+            }
+        })
+        .await;
+        mark_ready(&c, &ps[n - 1]).await;
+    }
+    for i in 0..3 {
+        mark_unready(&c, &format!("halt-{i}")).await;
+    }
+    eventually("no ready replicas", || {
+        let c = c.clone();
+        async move {
+            let s = get_set(&c, "halt").await;
+            s["status"]["readyReplicas"]
+                .as_i64()
+                .is_none_or(|r| r == 0)
+                .then_some(())
+        }
+    })
+    .await;
+    c.patch(
+        &sets(),
+        "halt",
+        &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        None,
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    // Observed by the controller, and still nothing deleted.
+    eventually("the scale observed", || {
+        let c = c.clone();
+        async move {
+            let s = get_set(&c, "halt").await;
+            (s["status"]["observedGeneration"] == s["metadata"]["generation"]).then_some(())
+        }
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        names(&live_pods(&c, "halt").await),
+        ["halt-0", "halt-1", "halt-2"]
+    );
+    // Healthy again: deleted from the highest ordinal down (deletion is immediate here: no
+    // kubelet holds the pods).
+    let mut watch = common::watch_from_now(&c, &pods(), None).await;
+    for i in 0..3 {
+        let p = c.get(&pods(), &format!("halt-{i}")).await.unwrap();
+        let mut p2 = p.clone();
+        p2["status"]["phase"] = json!("Pending");
+        mark_ready(&c, &p2).await;
+    }
+    let mut deleted = Vec::new();
+    while deleted.len() < 3 {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(30), watch.next())
+            .await
+            .expect("pods deleted within 30 s")
+            .expect("the watch goes on")
+            .unwrap();
+        if let WatchEvent::Deleted(p) = ev {
+            deleted.push(p["metadata"]["name"].as_str().unwrap().to_owned());
+        }
+    }
+    assert_eq!(deleted, ["halt-2", "halt-1", "halt-0"]);
+}

@@ -7,6 +7,7 @@
 //! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]); the
 //! [`eviction`] manager fails pods to protect the node.
 
+pub mod admission;
 pub mod bootstrap;
 pub mod cgroups;
 pub mod config;
@@ -52,6 +53,8 @@ pub struct Deps {
     pub volumes: Arc<volumes::VolumeManager>,
     /// Device plugins and the devices pods hold.
     pub devices: Arc<devices::DeviceManager>,
+    /// The pods admitted on this node (resources, host ports).
+    pub admitted: Arc<admission::Admitted>,
     /// `kubelet` on this node, for events.
     pub event_source: k1s_api::events::Source,
     /// How many new pods may be set up at once (see [`start_slots`]).
@@ -75,6 +78,7 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     let machine = node::Machine::detect(&config.root_dir);
     let capacity = machine.capacity(config.max_pods);
     let alloc = node::allocatable(&capacity, &config);
+    deps.admitted.set_allocatable(alloc.clone());
     let qos_limits = cgroups::Resources {
         cpu_shares: alloc
             .get("cpu")
@@ -107,14 +111,12 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
         }
     };
     tracing::info!(node = %config.node_name, "node registered");
+    admission::refresh_labels(&deps.admitted, deps.client.as_ref(), &config.node_name).await;
     start_csi(&deps, &cancel);
     tokio::spawn(deps.devices.clone().run(cancel.clone()));
     let hb = tokio::spawn(node::heartbeat(
-        deps.client.clone(),
-        config.clone(),
+        deps.clone(),
         machine,
-        deps.images.clone(),
-        deps.devices.clone(),
         reported,
         cancel.clone(),
     ));

@@ -495,7 +495,25 @@ pub fn compute_status(
         &k1s_api::events::now_rfc3339(),
     );
     carry_transition_times(&mut status, previous);
+    keep_foreign_extended_resources(&mut status, previous);
     status
+}
+
+/// Extended resources someone else put in the Node's capacity (`kubectl patch node
+/// --subresource status`, the documented way to advertise a dongle; the conformance suite's
+/// fake resources) stay in capacity and are allocatable too, as upstream's kubelet, which
+/// copies capacity into allocatable.
+fn keep_foreign_extended_resources(status: &mut Value, previous: &Value) {
+    let Some(before) = previous["capacity"].as_object() else {
+        return;
+    };
+    for (name, q) in before {
+        if !k1s_api::quota::is_extended_resource(name) || !status["capacity"][name].is_null() {
+            continue;
+        }
+        status["capacity"][name] = q.clone();
+        status["allocatable"][name] = q.clone();
+    }
 }
 
 /// Copies `lastTransitionTime` from `previous`'s condition of the same type when its status
@@ -590,15 +608,15 @@ pub async fn report_status(
 /// status in the API or `status_report_interval` passed since the last report, until
 /// cancelled. `reported` is the status registration sent (the baseline when the Node cannot
 /// be read).
+/// The node's labels read there also go to admission ([`crate::admission`]).
 pub async fn heartbeat(
-    client: Arc<dyn Client>,
-    config: Arc<Config>,
+    deps: Arc<crate::Deps>,
     machine: Machine,
-    images: Arc<dyn ImageService>,
-    devices: Arc<DeviceManager>,
     reported: Value,
     cancel: CancellationToken,
 ) {
+    let (client, config) = (deps.client.clone(), deps.config.clone());
+    let (images, devices, admitted) = (&deps.images, &deps.devices, &deps.admitted);
     let mut reported = reported;
     let nodes = ResourceRef::new("", "v1", "nodes", None);
     let mut device_changes = devices.subscribe();
@@ -643,8 +661,12 @@ pub async fn heartbeat(
             // Compared with what the API holds now, as upstream's kubelet does: another writer
             // (the node lifecycle controller marking the node Unknown while this kubelet could
             // not reach the server) is corrected at once, not at the next 5-minute report.
-            let baseline = match client.get(&nodes, &config.node_name).await {
-                Ok(node) if node["status"].is_object() => node["status"].clone(),
+            let node = client.get(&nodes, &config.node_name).await.ok();
+            if let Some(n) = &node {
+                crate::admission::set_labels_from(admitted, n);
+            }
+            let baseline = match node {
+                Some(node) if node["status"].is_object() => node["status"].clone(),
                 _ => reported.clone(),
             };
             let status = compute_status(

@@ -578,7 +578,7 @@ impl PodWorker {
     async fn sync(&mut self, pod: &Pod) {
         if self.terminal.is_some() {
             // A pod that ended holds no devices.
-            self.deps.devices.release(&self.uid);
+            self.release_node_resources();
             return;
         }
         let Some(spec) = pod.spec.clone() else { return };
@@ -587,6 +587,7 @@ impl PodWorker {
         // while its plugins may not have registered again (as upstream since 1.28).
         if !self.admitted && self.records.values().any(|r| r.running) {
             self.admitted = true;
+            self.deps.admitted.record(&self.uid, pod);
         }
         if !self.admitted && !self.admit(pod).await {
             return;
@@ -712,9 +713,10 @@ impl PodWorker {
         }
     }
 
-    /// Admission, as far as this kubelet has it, in upstream's order: node pressure (the
-    /// eviction manager: Failed, `Evicted`), then the devices of device plugin resources
-    /// (Failed, `UnexpectedAdmissionError`).
+    /// Admission in upstream's order: node pressure (the eviction manager: Failed,
+    /// `Evicted`), the devices of device plugin resources (Failed,
+    /// `UnexpectedAdmissionError`), then resources, node affinity and host ports against the
+    /// pods admitted before ([`crate::admission`]: Failed, `OutOfcpu`, `NodePorts`, …).
     async fn admit(&mut self, pod: &Pod) -> bool {
         let cfg = &self.deps.config;
         let signals = crate::pressure::observe(&cfg.root_dir, &cfg.images_dir());
@@ -723,17 +725,25 @@ impl PodWorker {
             self.reject(pod, "Evicted", message).await;
             return false;
         }
-        match self.deps.devices.admit(pod).await {
-            Ok(()) => {
-                self.admitted = true;
-                true
-            }
-            Err(e) => {
-                let message = format!("Pod was rejected: {e}");
-                self.reject(pod, "UnexpectedAdmissionError", message).await;
-                false
-            }
+        if let Err(e) = self.deps.devices.admit(pod).await {
+            let message = format!("Pod was rejected: {e}");
+            self.reject(pod, "UnexpectedAdmissionError", message).await;
+            return false;
         }
+        let mut admitted = self.deps.admitted.admit(&self.uid, pod);
+        if admitted.as_ref().is_err_and(|r| r.reason == "NodeAffinity") {
+            // The node's labels may have changed since they were last read.
+            let node = &self.deps.config.node_name;
+            crate::admission::refresh_labels(&self.deps.admitted, self.deps.client.as_ref(), node)
+                .await;
+            admitted = self.deps.admitted.admit(&self.uid, pod);
+        }
+        if let Err(r) = admitted {
+            self.reject(pod, &r.reason, r.message).await;
+            return false;
+        }
+        self.admitted = true;
+        true
     }
 
     /// When the pod's `activeDeadlineSeconds` runs out, counted from its start time.
@@ -774,10 +784,16 @@ impl PodWorker {
         self.teardown().await;
     }
 
+    /// The pod holds no devices, resources or host ports any more (it ended, or is gone).
+    fn release_node_resources(&self) {
+        self.deps.devices.release(&self.uid);
+        self.deps.admitted.release(&self.uid);
+    }
+
     /// The pod is refused: it ends Failed with `reason`, and an event says why.
     async fn reject(&mut self, pod: &Pod, reason: &str, message: String) {
         self.mark_failed(pod, "Warning", reason, message);
-        self.deps.devices.release(&self.uid);
+        self.release_node_resources();
     }
 
     /// From now on the pod is reported Failed with `reason` and `message`; a log line and an
@@ -1425,7 +1441,7 @@ impl PodWorker {
     }
 
     async fn teardown(&mut self) {
-        self.deps.devices.release(&self.uid);
+        self.release_node_resources();
         if let Some(sb) = self.sandbox.take() {
             sb.destroy(&self.deps).await;
         } else {

@@ -99,6 +99,7 @@ async fn env_with(tweak: impl FnOnce(&mut Config)) -> Env {
         client: client.clone(),
         volumes,
         devices: k1s_kubelet::devices::DeviceManager::new(config.device_plugins_dir()),
+        admitted: Arc::new(k1s_kubelet::admission::Admitted::new(&config.node_name)),
         config: Arc::new(config),
         images: Arc::new(images),
         runtime: runtime.clone(),
@@ -1249,4 +1250,82 @@ async fn node_status_another_writer_changed_is_reported_again_at_once() {
     })
     .await;
     env.cancel.cancel();
+}
+
+/// An extended resource advertised by patching the Node's capacity (the documented way, and
+/// what the conformance suite's preemption tests do) becomes allocatable, as upstream's
+/// kubelet copies capacity into allocatable, and stays there across the kubelet's reports.
+#[tokio::test]
+async fn a_patched_extended_resource_becomes_allocatable() {
+    let env = env().await;
+    node_where(&env, "the node registered", |n| {
+        n["status"]["capacity"].is_object()
+    })
+    .await;
+    let nodes = ResourceRef::new("", "v1", "nodes", None);
+    env.client
+        .patch(
+            &nodes,
+            "n1",
+            &Patch::Strategic(json!({"status": {"capacity": {"example.com/dongle": "3"}}})),
+            Some("status"),
+            &WriteParams::default(),
+        )
+        .await
+        .unwrap();
+    let n = node_where(&env, "the dongle allocatable", |n| {
+        node_resource(n, "allocatable", "example.com/dongle").as_deref() == Some("3")
+    })
+    .await;
+    assert_eq!(
+        node_resource(&n, "capacity", "example.com/dongle").as_deref(),
+        Some("3")
+    );
+    env.cancel.cancel();
+}
+
+/// The kubelet's own admission (upstream's GeneralPredicates): a pod bound straight to the
+/// node whose host port another running pod holds is refused (Failed, `NodePorts`, an event)
+/// and never started; the same port on another protocol is admitted; once the holder is
+/// deleted, the port is free again.
+#[tokio::test]
+async fn a_pod_whose_host_port_is_taken_is_refused() {
+    let env = env().await;
+    let with_port = |name: &str, cmd: &str, protocol: &str| {
+        pod(
+            name,
+            json!({"terminationGracePeriodSeconds": 1, "containers": [{"name": "c",
+                "image": "busybox", "imagePullPolicy": "IfNotPresent", "command": [cmd],
+                "ports": [{"containerPort": 21017, "hostPort": 21017, "protocol": protocol}]}]}),
+        )
+    };
+    create_pod(&env, with_port("holder", "serve-holder", "TCP")).await;
+    pod_where(&env, "holder", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    create_pod(&env, with_port("second", "serve-second", "TCP")).await;
+    let p = pod_where(&env, "second", "Failed", |p| {
+        p["status"]["phase"] == "Failed"
+    })
+    .await;
+    assert_eq!(p["status"]["reason"], "NodePorts", "{p}");
+    assert_eq!(p["status"]["message"], "Predicate NodePorts failed");
+    event_where(&env, "second", "NodePorts", "Predicate NodePorts failed").await;
+    assert!(env.runtime.bundles_of("serve-second").is_empty());
+    create_pod(&env, with_port("udp", "serve-udp", "UDP")).await;
+    pod_where(&env, "udp", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
+    env.client
+        .delete(&pods(), "holder", &DeleteParams::default())
+        .await
+        .unwrap();
+    pod_gone(&env, "holder").await;
+    create_pod(&env, with_port("third", "serve-third", "TCP")).await;
+    pod_where(&env, "third", "Running", |p| {
+        p["status"]["phase"] == "Running"
+    })
+    .await;
 }

@@ -423,7 +423,8 @@ fn certificate_signing_requests_are_served() {
     types.sort();
     assert_eq!(types, ["Approved", "Failed"], "{after}");
     assert_eq!(after["spec"]["signerName"], "k8s.io/e2e-test");
-    // Failed does not come in through approval.
+    // Approval writes the conditions as given: dropping Failed is refused; a condition of
+    // another type is kept, and so is an annotation written with it (the conformance case).
     let mut via_approval = after.clone();
     via_approval["status"]["conditions"] = json!([{"type": "Approved", "status": "True"}]);
     let put = c.raw(
@@ -432,10 +433,35 @@ fn certificate_signing_requests_are_served() {
         Some("application/json"),
         Some(via_approval.to_string().as_bytes()),
     );
-    assert_eq!(put.code, 200, "{}", put.body);
-    let mut types = condition_types(&put.json());
+    assert_eq!(put.code, 422, "{}", put.body);
+    assert!(
+        put.body
+            .contains("may not remove a condition of type \\\"Failed\\\""),
+        "{}",
+        put.body
+    );
+    let mut conditions = after["status"]["conditions"].clone();
+    conditions
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "ApprovalPatch", "status": "True", "reason": "e2e"}));
+    let patch = json!({"metadata": {"annotations": {"patchedapproval": "true"}},
+        "status": {"conditions": conditions}});
+    let patched = c.raw(
+        "PATCH",
+        &format!("{CSRS}/e2e-csr/approval"),
+        Some("application/merge-patch+json"),
+        Some(patch.to_string().as_bytes()),
+    );
+    assert_eq!(patched.code, 200, "{}", patched.body);
+    let patched = patched.json();
+    let mut types = condition_types(&patched);
     types.sort();
-    assert_eq!(types, ["Approved", "Failed"], "{}", put.body);
+    assert_eq!(types, ["ApprovalPatch", "Approved", "Failed"], "{patched}");
+    assert_eq!(
+        patched["metadata"]["annotations"]["patchedapproval"],
+        "true"
+    );
 
     // Watch, delete, deletecollection.
     let list = c.raw("GET", CSRS, None, None).json();
@@ -466,6 +492,58 @@ fn certificate_signing_requests_are_served() {
     );
     assert_eq!(gone.code, 200, "{}", gone.body);
     assert_eq!(c.raw("GET", CSRS, None, None).json()["items"], json!([]));
+}
+
+/// A built-in kind's status subresource (upstream's status strategies): status and the
+/// metadata written with it change, spec does not (the Ingress API conformance case).
+#[test]
+fn status_writes_keep_metadata_but_not_spec() {
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
+    let ing = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}});
+    c.ok_stdin(&["create", "-f", "-"], &ing.to_string());
+    let path = "/apis/networking.k8s.io/v1/namespaces/default/ingresses/web/status";
+    let patch = json!({"metadata": {"annotations": {"patchedstatus": "true"}},
+        "spec": {"defaultBackend": {"service": {"name": "other", "port": {"number": 81}}}},
+        "status": {"loadBalancer": {"ingress": [{"ip": "169.1.1.1"}]}}});
+    let reply = c.raw(
+        "PATCH",
+        path,
+        Some("application/merge-patch+json"),
+        Some(patch.to_string().as_bytes()),
+    );
+    assert_eq!(reply.code, 200, "{}", reply.body);
+    let got = parse(&c.ok(&["get", "ingress", "web", "-o", "json"]));
+    assert_eq!(
+        got["metadata"]["annotations"]["patchedstatus"], "true",
+        "{got}"
+    );
+    assert_eq!(
+        got["status"]["loadBalancer"]["ingress"][0]["ip"],
+        "169.1.1.1"
+    );
+    assert_eq!(got["spec"], ing["spec"], "{got}");
+    // And a PUT of the status with a label.
+    let mut put = got.clone();
+    put["metadata"]["labels"] = json!({"updated": "status"});
+    put["status"]["loadBalancer"]["ingress"][0]["ip"] = json!("169.1.1.2");
+    let reply = c.raw(
+        "PUT",
+        path,
+        Some("application/json"),
+        Some(put.to_string().as_bytes()),
+    );
+    assert_eq!(reply.code, 200, "{}", reply.body);
+    let got = reply.json();
+    assert_eq!(got["metadata"]["labels"]["updated"], "status", "{got}");
+    assert_eq!(got["metadata"]["annotations"]["patchedstatus"], "true");
+    assert_eq!(
+        got["status"]["loadBalancer"]["ingress"][0]["ip"],
+        "169.1.1.2"
+    );
 }
 
 #[test]

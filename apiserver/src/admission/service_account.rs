@@ -115,7 +115,12 @@ pub async fn admit(rest: &Rest, req: &Request<'_>, pod: &mut Value) -> Result<()
     let volume_name = format!("kube-api-access-{}", random_suffix());
     let mut used = false;
     for list in ["initContainers", "containers"] {
-        for c in spec[list].as_array_mut().into_iter().flatten() {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
             if mounted(c) {
                 continue;
             }

@@ -3,8 +3,8 @@
 //! with its field paths and messages.
 //!
 //! Owns: the requestor fields a create sets from the requesting user, which parts of a request
-//! each write path may change (spec never, `approval` the Approved/Denied conditions, `status`
-//! everything else), the conditions' timestamps, and the checks of spec and status. It does
+//! each write path may change (spec never, `approval` the conditions, `status` everything
+//! else but the Approved/Denied decision), the conditions' timestamps, and the checks of spec and status. It does
 //! not sign anything (signers are controllers), and whether a user may approve for a signer is
 //! admission's check ([`crate::admission::certificate_approval`]).
 
@@ -93,8 +93,7 @@ fn is_type(c: &Value, types: &[&str]) -> bool {
 /// The update rules of the three write paths, after the generic ones (which already keep
 /// `status` on the main resource and everything but status on `status`):
 /// * every path keeps `spec`;
-/// * `approval` changes only the Approved/Denied decision (the rest of the conditions stay
-///   as stored);
+/// * `approval` changes only the conditions (all of them, as written);
 /// * `status` changes everything in status but the decision.
 ///
 /// Then conditions get upstream's defaults: status `True`, `lastUpdateTime` now, and
@@ -102,14 +101,9 @@ fn is_type(c: &Value, types: &[&str]) -> bool {
 pub fn prepare_update(old: &Value, new: &mut Value, subresource: Option<&str>, now: &str) {
     new["spec"] = old["spec"].clone();
     let merged: Option<Vec<Value>> = match subresource {
-        Some("approval") => Some(
-            conditions(new)
-                .iter()
-                .filter(|c| is_type(c, DECISIONS))
-                .chain(conditions(old).iter().filter(|c| !is_type(c, DECISIONS)))
-                .cloned()
-                .collect(),
-        ),
+        // Upstream's approval strategy takes the conditions as written (validation then
+        // forbids taking a decision or failure back).
+        Some("approval") => None,
         Some("status") => Some(
             conditions(new)
                 .iter()
@@ -121,10 +115,17 @@ pub fn prepare_update(old: &Value, new: &mut Value, subresource: Option<&str>, n
         _ => None,
     };
     if subresource == Some("approval") {
+        let written = new["status"].get("conditions").cloned();
         new["status"] = match &old["status"] {
             s @ Value::Object(_) => s.clone(),
             _ => json!({}),
         };
+        if let Some(s) = new["status"].as_object_mut() {
+            match written.filter(|c| !c.is_null()) {
+                Some(c) => s.insert("conditions".into(), c),
+                None => s.remove("conditions"),
+            };
+        }
     }
     if let Some(merged) = merged {
         if merged.is_empty() {
@@ -566,21 +567,26 @@ mod tests {
         old["spec"]["username"] = json!("alice");
         old["status"]["conditions"] = json!([{"type": "Failed", "status": "True",
             "lastTransitionTime": "2020-01-01T00:00:00Z", "lastUpdateTime": "2020-01-01T00:00:00Z"}]);
-        // approval: the decision changes; spec, Failed and the rest of status stay.
+        // approval: the conditions as written (a custom one too); spec and the rest of
+        // status stay.
         let mut new = old.clone();
         new["spec"]["signerName"] = json!("example.com/other");
         new["status"]["certificate"] = json!("eA==");
-        new["status"]["conditions"] = json!([{"type": "Approved", "reason": "E2E"}]);
+        let failed = old["status"]["conditions"][0].clone();
+        new["status"]["conditions"] = json!([{"type": "Approved", "reason": "E2E"}, failed,
+            {"type": "ApprovalPatch", "status": "True", "reason": "e2e"}]);
         prepare_update(&old, &mut new, Some("approval"), NOW);
         assert_eq!(new["spec"], old["spec"]);
         assert!(new["status"].get("certificate").is_none());
         let conds = conditions(&new);
-        assert_eq!(conds.len(), 2, "{conds:?}");
+        assert_eq!(conds.len(), 3, "{conds:?}");
         assert_eq!(conds[0]["type"], "Approved");
         assert_eq!(conds[0]["status"], "True");
         assert_eq!(conds[0]["lastUpdateTime"], NOW);
         assert_eq!(conds[0]["lastTransitionTime"], NOW);
         assert_eq!(conds[1]["type"], "Failed");
+        assert_eq!(conds[2]["type"], "ApprovalPatch");
+        assert!(messages(&new, Some(&old)).is_empty());
         // status: a decision cannot be made or taken back there.
         let approved = new.clone();
         let mut new = approved.clone();

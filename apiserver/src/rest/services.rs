@@ -303,7 +303,7 @@ impl Rest {
             .into_iter()
             .filter(|p| Some(u64::from(*p)) != old_check_port)
             .collect();
-        if let Some(ports) = spec["ports"].as_array_mut() {
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
             for p in ports {
                 if !wants_node_ports {
                     p.as_object_mut().map(|m| m.remove("nodePort"));

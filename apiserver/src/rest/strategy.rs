@@ -165,7 +165,12 @@ fn default_spec(res: &ResourceType, spec: &mut Value) {
         ("", "Service") => {
             set_default(spec, "type", json!("ClusterIP"));
             set_default(spec, "sessionAffinity", json!("None"));
-            for p in spec["ports"].as_array_mut().into_iter().flatten() {
+            for p in spec
+                .get_mut("ports")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
                 set_default(p, "protocol", json!("TCP"));
                 // Upstream defaults a zero target port too: client-go's protobuf encoding
                 // always sends the field, as the integer 0 when the user set none.
@@ -332,12 +337,29 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
         _ => {}
     }
     match kind_of(res) {
-        ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") | ("batch", "Job") => {
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") | ("batch", "Job") => {
             validation::pod_spec(
                 "spec.template.spec",
                 &obj["spec"]["template"]["spec"],
                 &mut causes,
             )
+        }
+        ("apps", "StatefulSet") => {
+            // The claim templates are volumes of the pods too (their mounts name them).
+            let mut spec = obj["spec"]["template"]["spec"].clone();
+            let claims: Vec<Value> = obj["spec"]["volumeClaimTemplates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["metadata"]["name"].as_str())
+                .map(|n| json!({"name": n, "persistentVolumeClaim": {"claimName": n}}))
+                .collect();
+            if !claims.is_empty() && spec.is_object() {
+                let mut volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
+                volumes.extend(claims);
+                spec["volumes"] = Value::Array(volumes);
+            }
+            validation::pod_spec("spec.template.spec", &spec, &mut causes)
         }
         ("batch", "CronJob") => validation::pod_spec(
             "spec.jobTemplate.spec.template.spec",
@@ -444,7 +466,12 @@ fn set_default(obj: &mut Value, key: &str, value: Value) {
 /// `defaultRequest` fills only what neither gives.
 fn default_requests_from_limits(spec: &mut Value) {
     for list in ["initContainers", "containers"] {
-        for c in spec[list].as_array_mut().into_iter().flatten() {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
             let Some(limits) = c["resources"]["limits"].as_object().cloned() else {
                 continue;
             };
@@ -477,7 +504,7 @@ fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
     for list in ["initContainers", "containers"] {
-        if let Some(cs) = spec[list].as_array_mut() {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in cs {
                 let image = c["image"].as_str().unwrap_or("");
                 let tag = image
@@ -494,7 +521,7 @@ fn default_pod_spec(spec: &mut Value) {
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 set_default(c, "resources", json!({}));
-                if let Some(ports) = c["ports"].as_array_mut() {
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
                     for p in ports {
                         set_default(p, "protocol", json!("TCP"));
                     }
@@ -552,6 +579,15 @@ mod tests {
         assert_eq!(
             p["spec"]["containers"][1]["imagePullPolicy"],
             "IfNotPresent"
+        );
+        // Defaulting adds no null members for lists the pod does not have.
+        let spec = p["spec"].as_object().unwrap();
+        assert!(!spec.contains_key("initContainers"), "{spec:?}");
+        assert!(
+            !p["spec"]["containers"][0]
+                .as_object()
+                .unwrap()
+                .contains_key("ports")
         );
         validate(&pods, &p, None).unwrap();
         let bad = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}});
@@ -645,6 +681,23 @@ mod tests {
             "selector": {"matchLabels": {"app": "x"}},
             "template": {"metadata": {"labels": {"app": "y"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
         assert_eq!(validate(&d, &obj, None).unwrap_err().code, 422);
+    }
+
+    #[test]
+    fn statefulset_mounts_may_name_claim_templates() {
+        let sts = Registry::new().get("apps", "v1", "statefulsets").unwrap();
+        let obj = |claim: &str| {
+            json!({"metadata": {"name": "ss"}, "spec": {
+            "selector": {"matchLabels": {"app": "x"}}, "serviceName": "s",
+            "volumeClaimTemplates": [{"metadata": {"name": claim}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}],
+            "template": {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{
+                "name": "c", "image": "i",
+                "volumeMounts": [{"name": "datadir", "mountPath": "/data"}]}]}}}})
+        };
+        validate(&sts, &obj("datadir"), None).unwrap();
+        let e = validate(&sts, &obj("other"), None).unwrap_err();
+        assert_eq!(e.code, 422);
     }
 
     #[test]

@@ -216,8 +216,10 @@ pub fn pod_update(old: &Value, new: &Value, out: &mut Causes) {
     let mut a = old["spec"].clone();
     let b = &new["spec"];
     for list in ["initContainers", "containers"] {
-        if let (Some(ac), Some(bc)) = (a[list].as_array_mut(), b[list].as_array())
-            && ac.len() == bc.len()
+        if let (Some(ac), Some(bc)) = (
+            a.get_mut(list).and_then(Value::as_array_mut),
+            b[list].as_array(),
+        ) && ac.len() == bc.len()
         {
             for (x, y) in ac.iter_mut().zip(bc) {
                 x["image"] = y["image"].clone();
@@ -233,18 +235,7 @@ pub fn pod_update(old: &Value, new: &Value, out: &mut Causes) {
     ] {
         a[f] = b[f].clone();
     }
-    let strip_nulls = |v: &Value| -> Value {
-        match v {
-            Value::Object(m) => Value::Object(
-                m.iter()
-                    .filter(|(_, v)| !v.is_null())
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
-            other => other.clone(),
-        }
-    };
-    if strip_nulls(&a) != strip_nulls(b) {
+    if without_nulls(&a) != without_nulls(b) {
         out.push(("spec".into(), "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)".into()));
     }
 }

@@ -427,8 +427,9 @@ impl Rest {
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
         let mut obj = match subresource {
-            Some("status") => {
-                // Status writes change status only.
+            Some("status") if res.custom.is_some() => {
+                // A custom resource's status write changes status only (upstream's
+                // customresource status strategy).
                 let mut o = old.clone();
                 o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
                 if o["status"].is_null() {
@@ -436,14 +437,47 @@ impl Rest {
                 }
                 o
             }
+            Some("status") => {
+                // A built-in kind's status write keeps everything but status and metadata
+                // (upstream's status strategies reset spec: labels and annotations written
+                // with the status are kept; server-owned metadata is restored below).
+                let mut o = new;
+                let status = o.get("status").cloned();
+                if let (Some(m), Some(old_m)) = (o.as_object_mut(), old.as_object()) {
+                    m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+                    for (k, v) in old_m {
+                        if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
+                            m.insert(k.clone(), v.clone());
+                        }
+                    }
+                    if let Some(s) = status.filter(|s| !s.is_null()) {
+                        m.insert("status".into(), s);
+                    }
+                }
+                if res.group.is_empty() && res.kind == "Pod" {
+                    // Pods keep their owners (upstream's pod status strategy).
+                    match old["metadata"].get("ownerReferences") {
+                        Some(r) => o["metadata"]["ownerReferences"] = r.clone(),
+                        None => {
+                            if let Some(m) = o["metadata"].as_object_mut() {
+                                m.remove("ownerReferences");
+                            }
+                        }
+                    }
+                }
+                o
+            }
             Some("approval") => {
-                // Approvals write the conditions only (which of them count is the kind's
-                // strategy).
+                // Approvals write the conditions (and metadata) only; the kind's strategy
+                // checks which conditions may change.
                 let mut o = old.clone();
                 if !o["status"].is_object() {
                     o["status"] = json!({});
                 }
                 o["status"]["conditions"] = new["status"]["conditions"].clone();
+                if let Some(m) = new.get("metadata") {
+                    o["metadata"] = m.clone();
+                }
                 o
             }
             Some("finalize") => {

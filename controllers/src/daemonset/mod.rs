@@ -648,6 +648,7 @@ impl DaemonSets {
             owner: ds,
             resource: daemonsets(Some(ns)),
             kind: "DaemonSet",
+            finalizer: None,
         };
         owned_pods::claim(&claimant, &self.pods, sel, ns, |_| true).await
     }

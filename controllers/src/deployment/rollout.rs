@@ -105,6 +105,89 @@ pub fn max_scaled_down(d: &Value, all: &[Value], new_rs: Option<&Value>) -> i64 
     replica_count(all) - min_available - new_unavailable
 }
 
+/// The annotated `max-replicas` of a ReplicaSet (the Deployment's replicas + surge when it
+/// was last sized).
+fn max_replicas_annotation(rs: &Value) -> Option<i64> {
+    rs["metadata"]["annotations"][MAX_REPLICAS]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+}
+
+/// Upstream's `getReplicaSetFraction`: how much a ReplicaSet grows (or shrinks) when the
+/// Deployment is resized: its size scaled by the new allowed total over the total it was
+/// last sized for, rounded half away from zero.
+fn fraction(d: &Value, rs: &Value) -> i64 {
+    let spec = spec_replicas(rs);
+    if spec_replicas(d) == 0 {
+        return -spec;
+    }
+    let allowed = spec_replicas(d) + max_surge(d);
+    let annotated = max_replicas_annotation(rs)
+        .filter(|&m| m > 0)
+        .unwrap_or_else(|| status_i64(d, "replicas"));
+    if annotated <= 0 {
+        return 0;
+    }
+    ((spec * allowed) as f64 / annotated as f64).round() as i64 - spec
+}
+
+/// Proportional scaling of a Deployment's active ReplicaSets (upstream's `scale` for a
+/// rolling Deployment with several active sets): the new size of each, in the order given.
+/// Each set takes its fraction of the difference (never more than what is left); the
+/// remainder goes to the first set in upstream's order (largest first; on ties the newest
+/// when growing, the oldest when shrinking).
+pub fn proportional_sizes(d: &Value, active: &[Value]) -> Vec<i64> {
+    let allowed = if spec_replicas(d) > 0 {
+        spec_replicas(d) + max_surge(d)
+    } else {
+        0
+    };
+    let to_add = allowed - replica_count(active);
+    let mut sizes: Vec<i64> = active.iter().map(spec_replicas).collect();
+    if to_add == 0 {
+        return sizes;
+    }
+    let mut order: Vec<usize> = (0..active.len()).collect();
+    let created = |i: usize| {
+        (
+            active[i]["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+            active[i]["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        )
+    };
+    order.sort_by(|&a, &b| {
+        let by_size = spec_replicas(&active[b]).cmp(&spec_replicas(&active[a]));
+        by_size.then_with(|| {
+            if to_add > 0 {
+                created(b).cmp(&created(a))
+            } else {
+                created(a).cmp(&created(b))
+            }
+        })
+    });
+    let mut added = 0;
+    for &i in &order {
+        let spec = spec_replicas(&active[i]);
+        if spec == 0 || added == to_add {
+            continue;
+        }
+        let left = to_add - added;
+        let f = fraction(d, &active[i]);
+        let p = if to_add > 0 { f.min(left) } else { f.max(left) };
+        sizes[i] += p;
+        added += p;
+    }
+    if let Some(&first) = order.first() {
+        sizes[first] = (sizes[first] + to_add - added).max(0);
+    }
+    sizes
+}
+
 /// FNV-1a (32 bit) of the template (without the hash label) and the collision count,
 /// encoded with the alphabet upstream's `SafeEncodeString` uses.
 pub fn template_hash(template: &Value, collision_count: i64) -> String {
@@ -130,21 +213,18 @@ pub fn template_hash(template: &Value, collision_count: i64) -> String {
 
 /// Removes the hash label (and a now empty label map) from a pod template.
 pub fn strip_hash(template: &mut Value) {
-    if let Some(labels) = template["metadata"]["labels"].as_object_mut() {
+    crate::history::drop_nulls(template);
+    let Some(meta) = template.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
         labels.remove(HASH_LABEL);
-        if labels.is_empty()
-            && let Some(m) = template["metadata"].as_object_mut()
-        {
-            m.remove("labels");
+        if labels.is_empty() {
+            meta.remove("labels");
         }
     }
-    if let Some(m) = template["metadata"].as_object_mut() {
-        if m.get("creationTimestamp").is_some_and(Value::is_null) {
-            m.remove("creationTimestamp");
-        }
-        if m.is_empty() {
-            template.as_object_mut().map(|t| t.remove("metadata"));
-        }
+    if meta.is_empty() {
+        template.as_object_mut().map(|t| t.remove("metadata"));
     }
 }
 
@@ -214,5 +294,43 @@ mod tests {
                 .bytes()
                 .all(|c| c.is_ascii_alphanumeric())
         );
+    }
+
+    #[test]
+    fn proportional_scaling_as_upstream() {
+        // The conformance case: 10 replicas, surge 3, unavailable 2, a blocked rollout
+        // leaves 8 old + 5 new (both sized for 13); scaled to 30 (allowed 33): 20 and 13.
+        let dep = d(30, json!(3), json!(2));
+        let sized = |n: i64, created: &str| {
+            json!({"metadata": {"creationTimestamp": created, "annotations": {
+                MAX_REPLICAS: "13", DESIRED_REPLICAS: "10"}},
+                "spec": {"replicas": n}})
+        };
+        let old = sized(8, "2026-11-28T07:00:00Z");
+        let new = sized(5, "2026-11-28T07:01:00Z");
+        assert_eq!(
+            proportional_sizes(&dep, &[old.clone(), new.clone()]),
+            [20, 13]
+        );
+        // And back down to 10 (allowed 13): the older set of equal size loses first.
+        let dep = d(10, json!(3), json!(2));
+        let sized33 = |n: i64, created: &str| {
+            let mut v = sized(n, created);
+            v["metadata"]["annotations"][MAX_REPLICAS] = json!("33");
+            v
+        };
+        assert_eq!(
+            proportional_sizes(
+                &dep,
+                &[
+                    sized33(20, "2026-11-28T07:00:00Z"),
+                    sized33(13, "2026-11-28T07:01:00Z")
+                ]
+            ),
+            [8, 5]
+        );
+        // Nothing to add: sizes unchanged.
+        let dep = d(10, json!(3), json!(2));
+        assert_eq!(proportional_sizes(&dep, &[old, new]), [8, 5]);
     }
 }

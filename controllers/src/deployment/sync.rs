@@ -236,6 +236,18 @@ impl Pass<'_> {
         self.write_rs(rs).await
     }
 
+    /// Whether a ReplicaSet's replica annotations differ from what this Deployment sets.
+    fn annotations_stale(&self, rs: &Value) -> bool {
+        let a = &rs["metadata"]["annotations"];
+        a[DESIRED_REPLICAS].as_str() != Some(self.replicas().to_string().as_str())
+            || a[MAX_REPLICAS].as_str()
+                != Some(
+                    (self.replicas() + rollout::max_surge(self.d))
+                        .to_string()
+                        .as_str(),
+                )
+    }
+
     /// Whether the Deployment's replicas changed since its active ReplicaSets were sized.
     pub(crate) fn is_scaling_event(&self, rss: &[Value]) -> bool {
         let want = self.replicas().to_string();
@@ -409,33 +421,13 @@ impl Pass<'_> {
                 *rs = self.scale(rs, 0).await?;
             }
         } else {
-            // Proportional scaling: spread the difference by current size, the rest to the
-            // largest (newest on ties), as upstream.
-            let allowed = replicas + rollout::max_surge(self.d);
-            let current = rollout::replica_count(&all);
-            let diff = allowed - current;
-            if diff != 0 && current > 0 {
-                let mut order = active.clone();
-                order.sort_by(|&a, &b| {
-                    spec_replicas(&all[b])
-                        .cmp(&spec_replicas(&all[a]))
-                        .then(b.cmp(&a))
-                });
-                let mut added = 0;
-                let mut targets: Vec<(usize, i64)> = Vec::new();
-                for &i in &order {
-                    let share = spec_replicas(&all[i]) * diff / current;
-                    targets.push((i, share));
-                    added += share;
-                }
-                if let Some(first) = targets.first_mut() {
-                    first.1 += diff - added;
-                }
-                for (i, share) in targets {
-                    let want = (spec_replicas(&all[i]) + share).max(0);
-                    if want != spec_replicas(&all[i]) {
-                        all[i] = self.scale(&all[i], want).await?;
-                    }
+            // Proportional scaling (upstream's `scale`): every active set is written, its
+            // annotations too, so the next pass no longer sees a scaling event.
+            let sets: Vec<Value> = active.iter().map(|&i| all[i].clone()).collect();
+            let sizes = rollout::proportional_sizes(self.d, &sets);
+            for (&i, want) in active.iter().zip(sizes) {
+                if want != spec_replicas(&all[i]) || self.annotations_stale(&all[i]) {
+                    all[i] = self.scale(&all[i], want).await?;
                 }
             }
         }

@@ -36,6 +36,7 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
+use crate::owned_pods;
 use k1s_runtime::clock;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
@@ -99,12 +100,12 @@ pub async fn run_with(client: Arc<dyn Client>, options: Options, cancel: Cancell
     let store = ctrl.store();
     let expectations = Arc::new(Expectations::default());
     let removals = Arc::new(Removals::default());
-    let (exp, rm) = (expectations.clone(), removals.clone());
+    let (exp, rm, job_store) = (expectations.clone(), removals.clone(), store.clone());
     let pod_store = ctrl.watches(
         ResourceRef::new("", "v1", "pods", None),
         watcher::Config::default(),
         Vec::new(),
-        Arc::new(move |pod: &Value, seen| pod_keys(pod, seen, &exp, &rm)),
+        Arc::new(move |pod: &Value, seen| pod_keys(pod, seen, &exp, &rm, &job_store)),
     );
     let reconciler = Arc::new(Jobs {
         client,
@@ -118,13 +119,24 @@ pub async fn run_with(client: Arc<dyn Client>, options: Options, cancel: Cancell
     ctrl.run(reconciler, cancel).await;
 }
 
-/// The Job a pod event concerns; records the expectations it meets.
-fn pod_keys(pod: &Value, seen: Seen, exp: &Expectations, rm: &Removals) -> Vec<ObjectKey> {
-    let Some(r) = key::controller_ref(pod).filter(|r| {
-        r["kind"] == "Job" && key::group_of(r["apiVersion"].as_str().unwrap_or("")) == "batch"
-    }) else {
-        return Vec::new();
+/// The Job a pod event concerns (for an orphan, the unfinished Jobs that select it and may
+/// adopt it); records the expectations it meets.
+fn pod_keys(
+    pod: &Value,
+    seen: Seen,
+    exp: &Expectations,
+    rm: &Removals,
+    jobs: &Store,
+) -> Vec<ObjectKey> {
+    let Some(r) = key::controller_ref(pod) else {
+        if seen == Seen::Deleted || key::is_deleting(pod) {
+            return Vec::new();
+        }
+        return owned_pods::owner_keys("Job", pod, seen, jobs, None, |j| !is_finished(j));
     };
+    if r["kind"] != "Job" || key::group_of(r["apiVersion"].as_str().unwrap_or("")) != "batch" {
+        return Vec::new();
+    }
     let k = ObjectKey::new(key::namespace(pod), r["name"].as_str().unwrap_or(""));
     exp.observe(&k, pod, seen);
     if seen == Seen::Deleted || !has_finalizer(pod) {
@@ -386,14 +398,18 @@ impl Reconcile for Jobs {
         if !others.is_empty() {
             self.remove_finalizers(k, &ns, &others).await.map_err(api)?;
         }
-        let owned = self.controlled(&ns, &k.name, Some(key::uid(&job)));
-        if is_finished(&job) {
-            let left: Vec<Arc<Value>> = owned.into_iter().filter(|p| has_finalizer(p)).collect();
-            self.remove_finalizers(k, &ns, &left).await.map_err(api)?;
-            self.lock_backoff().remove(key::uid(&job));
-            return Ok(Action::await_change());
+        if !is_finished(&job) {
+            let owned = self.claim(&job, &ns).await.map_err(api)?;
+            return self.sync(k, &ns, &job, owned).await.map_err(api);
         }
-        self.sync(k, &ns, &job, owned).await.map_err(api)
+        let left: Vec<Arc<Value>> = self
+            .controlled(&ns, &k.name, Some(key::uid(&job)))
+            .into_iter()
+            .filter(|p| has_finalizer(p))
+            .collect();
+        self.remove_finalizers(k, &ns, &left).await.map_err(api)?;
+        self.lock_backoff().remove(key::uid(&job));
+        Ok(Action::await_change())
     }
 }
 
@@ -406,6 +422,23 @@ fn owner_uid(pod: &Value) -> &str {
 impl Jobs {
     fn lock_backoff(&self) -> std::sync::MutexGuard<'_, HashMap<String, Backoff>> {
         self.backoff.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The pods an unfinished Job controls, after adopting matching orphans (with the tracking
+    /// finalizer) and releasing pods its selector no longer matches, as upstream's
+    /// `getPodsForJob`.
+    async fn claim(&self, job: &Value, ns: &str) -> Result<Vec<Arc<Value>>, ClientError> {
+        // A selector that does not parse selects nothing: the Job keeps what it controls.
+        let sel = owned_pods::spec_selector(job).ok().flatten();
+        let claimant = owned_pods::Claimant {
+            client: self.client.as_ref(),
+            owner: job,
+            resource: jobs(Some(ns)),
+            kind: "Job",
+            finalizer: Some(TRACKING_FINALIZER),
+        };
+        let owned = owned_pods::claim(&claimant, &self.pods, sel.as_ref(), ns, |_| true).await?;
+        Ok(owned.into_iter().map(Arc::new).collect())
     }
 
     /// Pods in `ns` controlled by a Job named `name` (of `uid`, if given).

@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::history::{self, HistoryError, STATEFULSET_HASH_LABEL};
 use crate::owned_pods::{self, spec_selector};
 use identity::{
-    in_range, is_available, is_finished, is_running_and_ready, is_terminating, ordinal_of,
-    revision_of,
+    in_range, is_available, is_finished, is_healthy, is_running_and_ready, is_terminating,
+    ordinal_of, revision_of,
 };
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::store::owner_uid_index;
@@ -269,6 +269,7 @@ impl StatefulSets {
             owner: set,
             resource: statefulsets(Some(ns)),
             kind: "StatefulSet",
+            finalizer: None,
         };
         owned_pods::claim(&claimant, &self.pods, sel, ns, |pod| {
             ordinal_of(key::name(set), key::name(pod)).is_some()
@@ -347,13 +348,27 @@ impl Pass<'_> {
             }
             self.sync_claim_refs(&pod, false).await?;
         }
-        // Scale down, highest ordinal first.
+        // Scale down, highest ordinal first; in order, an unhealthy pod blocks unless it is
+        // the first unhealthy one (here all replicas are healthy: the lowest unhealthy
+        // condemned pod).
+        let first_unhealthy = self
+            .condemned
+            .iter()
+            .rev()
+            .find(|p| !is_healthy(p))
+            .map(|p| key::name(p).to_owned());
         for pod in self.condemned.clone() {
             if is_terminating(&pod) {
                 if ordered {
                     return Ok(Step::Waiting);
                 }
                 continue;
+            }
+            if ordered
+                && !is_running_and_ready(&pod)
+                && first_unhealthy.as_deref() != Some(key::name(&pod))
+            {
+                return Ok(Step::Waiting);
             }
             self.sync_claim_refs(&pod, true).await?;
             self.delete_pod(&pod).await?;
