@@ -495,6 +495,31 @@ pub fn unverified_tls_config() -> std::result::Result<rustls::ClientConfig, rust
     )
 }
 
+/// [`unverified_tls_config`] presenting a client certificate (`(cert PEM, key PEM)`): for an
+/// aggregated API server registered with `insecureSkipTLSVerify`, which still authenticates
+/// the front proxy by its certificate.
+pub fn unverified_client_tls_config(
+    client: Option<(&[u8], &[u8])>,
+) -> std::result::Result<rustls::ClientConfig, HttpClientError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)));
+    Ok(match client {
+        Some((cert, key)) => {
+            let chain = certificates(cert, "client certificate")?;
+            let key =
+                PrivateKeyDer::from_pem_slice(key).map_err(|source| HttpClientError::Pem {
+                    what: "client key",
+                    source,
+                })?;
+            builder.with_client_auth_cert(chain, key)?
+        }
+        None => builder.with_no_client_auth(),
+    })
+}
+
 /// Accepts every server certificate; checks handshake signatures with the provider's
 /// algorithms.
 #[derive(Debug)]

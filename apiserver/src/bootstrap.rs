@@ -131,3 +131,51 @@ pub async fn run(rest: &Rest, advertise: IpAddr, port: u16) -> Result<(), ApiErr
     )
     .await
 }
+
+/// `kube-system/extension-apiserver-authentication`, as kube-apiserver's cluster
+/// authentication trust controller keeps it, and the Role that lets extension API servers
+/// read it: the CA of client certificates, and how the front proxy (this server, when it
+/// proxies an aggregated API) says who the user is — its CA, its certificate's name and the
+/// headers. Extension API servers (metrics-server, the sample API server) read this to
+/// authenticate what the aggregation layer forwards.
+pub async fn extension_apiserver_authentication(
+    rest: &Rest,
+    client_ca_pem: &str,
+    request_header_ca_pem: &str,
+) -> Result<(), ApiError> {
+    let list = |v: &[&str]| serde_json::to_string(v).unwrap_or_default();
+    ensure(
+        rest,
+        "",
+        "ConfigMap",
+        json!({
+            "metadata": {"name": "extension-apiserver-authentication", "namespace": "kube-system"},
+            "data": {
+                "client-ca-file": client_ca_pem,
+                "requestheader-client-ca-file": request_header_ca_pem,
+                "requestheader-allowed-names": list(&[crate::pki::FRONT_PROXY_CN]),
+                "requestheader-username-headers": list(&["X-Remote-User"]),
+                "requestheader-group-headers": list(&["X-Remote-Group"]),
+                "requestheader-extra-headers-prefix": list(&["X-Remote-Extra-"]),
+            },
+        }),
+        true,
+    )
+    .await?;
+    ensure(
+        rest,
+        "rbac.authorization.k8s.io",
+        "Role",
+        json!({
+            "metadata": {"name": "extension-apiserver-authentication-reader",
+                "namespace": "kube-system",
+                "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"},
+                "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                "resourceNames": ["extension-apiserver-authentication"],
+                "verbs": ["get", "list", "watch"]}],
+        }),
+        false,
+    )
+    .await
+}

@@ -1,5 +1,5 @@
 //! One cluster identity for every server on a datastore: the files that make a cluster what
-//! it is (the cluster CA, the ServiceAccount signing key) kept in the datastore, encrypted
+//! it is (the cluster CA, the ServiceAccount signing key, the front proxy's CA) kept in the datastore, encrypted
 //! with a key derived from the join token, as k3s keeps its bootstrap data.
 //!
 //! The encryption-at-rest configuration is shared the same way, but kept in step both ways
@@ -33,10 +33,12 @@ pub const KEY: &str = "/k1s/bootstrap/identity";
 
 /// The files of the identity, relative to the data directory, with their modes. Those that
 /// do not exist when a server publishes are not part of it.
-pub const FILES: [(&str, u32); 3] = [
+pub const FILES: [(&str, u32); 5] = [
     ("tls/ca.crt", 0o644),
     ("tls/ca.key", 0o600),
     ("tls/service-account.key", 0o600),
+    ("tls/request-header-ca.crt", 0o644),
+    ("tls/request-header-ca.key", 0o600),
 ];
 
 /// Argon2id parameters (OWASP's minimum for Argon2id: 19 MiB, 2 passes, 1 lane).

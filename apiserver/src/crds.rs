@@ -31,6 +31,8 @@ pub struct CustomInfo {
     pub printer_columns: Value,
     /// JSON paths (`.spec.replicas`) of the scale subresource.
     pub scale: Option<ScalePaths>,
+    /// The CRD's storage version and conversion webhook.
+    pub conversion: crate::rest::conversion::Conversion,
 }
 
 impl std::fmt::Debug for CustomInfo {
@@ -90,6 +92,7 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
             .filter_map(|s| s.as_str().map(str::to_owned))
             .collect()
     };
+    let conversion = crate::rest::conversion::Conversion::of(crd);
     let mut out = Vec::new();
     for v in spec["versions"].as_array().into_iter().flatten() {
         if v["served"] != true {
@@ -169,6 +172,7 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
                 apply_schema,
                 printer_columns: v["additionalPrinterColumns"].clone(),
                 scale,
+                conversion: conversion.clone(),
             })),
         });
     }
@@ -223,6 +227,7 @@ pub fn validate(crd: &Value) -> Vec<(String, String)> {
             "Invalid value: []apiextensions.CustomResourceDefinitionVersion(nil): must have exactly one version marked as storage version".into(),
         ));
     }
+    validate_conversion(&spec["conversion"], &mut causes);
     for (i, v) in versions.iter().enumerate() {
         let opts = crd_schema::CompileOptions {
             field_path: format!("spec.versions[{i}].schema.openAPIV3Schema"),
@@ -239,6 +244,91 @@ pub fn validate(crd: &Value) -> Vec<(String, String)> {
         }
     }
     causes
+}
+
+/// `spec.conversion` as upstream's validation checks it (after defaulting).
+fn validate_conversion(conv: &Value, causes: &mut Vec<(String, String)>) {
+    let strategy = conv["strategy"].as_str().unwrap_or("None");
+    let webhook = &conv["webhook"];
+    match strategy {
+        "None" if !webhook.is_null() => causes.push((
+            "spec.conversion.webhook".into(),
+            "Forbidden: should be null if strategy is not set to Webhook".into(),
+        )),
+        "None" => {}
+        "Webhook" if webhook.is_null() => causes.push((
+            "spec.conversion.webhook".into(),
+            "Required value: required when strategy is set to Webhook".into(),
+        )),
+        "Webhook" => {
+            let versions = webhook["conversionReviewVersions"].as_array();
+            let known = versions
+                .into_iter()
+                .flatten()
+                .any(|v| v == "v1" || v == "v1beta1");
+            if !known {
+                causes.push((
+                    "spec.conversion.webhook.conversionReviewVersions".into(),
+                    "Required value: must include at least one of v1, v1beta1".into(),
+                ));
+            }
+            let cc = &webhook["clientConfig"];
+            if cc["url"].is_null() == cc["service"].is_null() {
+                causes.push((
+                    "spec.conversion.webhook.clientConfig".into(),
+                    "Required value: exactly one of url or service is required".into(),
+                ));
+            }
+        }
+        other => causes.push((
+            "spec.conversion.strategy".into(),
+            format!("Unsupported value: {other:?}: supported values: \"None\", \"Webhook\""),
+        )),
+    }
+}
+
+/// Upstream's CRD defaults: `spec.conversion.strategy: None`, a webhook Service's port 443.
+pub fn default(crd: &mut Value) {
+    let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let conv = spec.entry("conversion").or_insert_with(|| json!({}));
+    if conv.is_null() {
+        *conv = json!({});
+    }
+    if let Some(c) = conv.as_object_mut() {
+        c.entry("strategy").or_insert_with(|| json!("None"));
+        if let Some(svc) = c
+            .get_mut("webhook")
+            .and_then(|w| w.get_mut("clientConfig"))
+            .and_then(|cc| cc.get_mut("service"))
+            .and_then(Value::as_object_mut)
+        {
+            svc.entry("port").or_insert_with(|| json!(443));
+        }
+    }
+}
+
+/// An updated CRD's `status.storedVersions` gains its new storage version (upstream's
+/// strategy): objects may now be stored in it.
+pub fn prepare_update(crd: &mut Value) {
+    let storage = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["storage"] == true)
+        .and_then(|v| v["name"].as_str())
+        .map(str::to_owned);
+    let Some(storage) = storage else { return };
+    let Some(status) = crd.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let stored = status.entry("storedVersions").or_insert_with(|| json!([]));
+    if let Some(list) = stored.as_array_mut()
+        && !list.iter().any(|v| v == storage.as_str())
+    {
+        list.push(json!(storage));
+    }
 }
 
 /// The status a CRD gets when its names are accepted: conditions, acceptedNames and

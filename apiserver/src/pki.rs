@@ -64,6 +64,18 @@ pub const SERVING_KEY: &str = "serving.key";
 pub const ADMIN_CERT: &str = "admin.crt";
 /// The admin client certificate's private key.
 pub const ADMIN_KEY: &str = "admin.key";
+/// The CA of the aggregation layer's front proxy (`requestheader-client-ca-file`): kept apart
+/// from the cluster CA, as upstream's front-proxy CA, so that no certificate the cluster CA
+/// issues can speak for users to an extension API server.
+pub const REQUEST_HEADER_CA_CERT: &str = "request-header-ca.crt";
+/// Its private key.
+pub const REQUEST_HEADER_CA_KEY: &str = "request-header-ca.key";
+/// The client certificate the API server presents to extension API servers.
+pub const FRONT_PROXY_CERT: &str = "front-proxy-client.crt";
+/// Its private key.
+pub const FRONT_PROXY_KEY: &str = "front-proxy-client.key";
+/// The common name of [`FRONT_PROXY_CERT`] (`requestheader-allowed-names`).
+pub const FRONT_PROXY_CN: &str = "front-proxy-client";
 
 /// Validity of the cluster CA (k3s: 10 years).
 const CA_VALIDITY: Duration = Duration::days(3650);
@@ -136,6 +148,10 @@ pub struct Pki {
     pub serving: CertKeyPem,
     /// The admin client certificate.
     pub admin: CertKeyPem,
+    /// The front proxy's CA ([`REQUEST_HEADER_CA_CERT`]).
+    pub request_header_ca: CertKeyPem,
+    /// The front proxy's client certificate ([`FRONT_PROXY_CERT`]).
+    pub front_proxy: CertKeyPem,
 }
 
 /// Why the PKI could not be loaded, created or used.
@@ -287,14 +303,18 @@ impl Pki {
         let sans = required_sans(cfg)?;
         ensure_dir(&cfg.dir)?;
         let now = OffsetDateTime::now_utc();
-        let ca = ensure_ca(&cfg.dir, now)?;
+        let ca = ensure_ca(&cfg.dir, CaKind::Cluster, now)?;
         let serving = ensure_leaf(&cfg.dir, &ca, LeafKind::Serving, &sans, now)?;
         let admin = ensure_leaf(&cfg.dir, &ca, LeafKind::Admin, &sans, now)?;
+        let rh_ca = ensure_ca(&cfg.dir, CaKind::RequestHeader, now)?;
+        let front_proxy = ensure_leaf(&cfg.dir, &rh_ca, LeafKind::FrontProxy, &sans, now)?;
         Ok(Pki {
             dir: cfg.dir.clone(),
             ca: ca.pem,
             serving,
             admin,
+            request_header_ca: rh_ca.pem,
+            front_proxy,
         })
     }
 
@@ -607,9 +627,51 @@ fn ca_remedy(dir: &Path) -> String {
     )
 }
 
-fn ensure_ca(dir: &Path, now: OffsetDateTime) -> Result<Ca, PkiError> {
-    let cert_path = dir.join(CA_CERT);
-    let key_path = dir.join(CA_KEY);
+/// The two CAs k1s keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CaKind {
+    /// The cluster CA: serving, client and kubelet certificates.
+    Cluster,
+    /// The front proxy's CA: only the front proxy's client certificate.
+    RequestHeader,
+}
+
+impl CaKind {
+    fn files(self) -> (&'static str, &'static str) {
+        match self {
+            CaKind::Cluster => (CA_CERT, CA_KEY),
+            CaKind::RequestHeader => (REQUEST_HEADER_CA_CERT, REQUEST_HEADER_CA_KEY),
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            CaKind::Cluster => "cluster CA",
+            CaKind::RequestHeader => "front proxy CA",
+        }
+    }
+
+    fn common_name(self) -> &'static str {
+        match self {
+            CaKind::Cluster => "k1s-server-ca",
+            CaKind::RequestHeader => "k1s-request-header-ca",
+        }
+    }
+
+    /// The leaf certificates it issues (an interrupted first start left only its key if
+    /// none of them exists).
+    fn leaves(self) -> &'static [&'static str] {
+        match self {
+            CaKind::Cluster => &[SERVING_CERT, ADMIN_CERT],
+            CaKind::RequestHeader => &[FRONT_PROXY_CERT],
+        }
+    }
+}
+
+fn ensure_ca(dir: &Path, kind: CaKind, now: OffsetDateTime) -> Result<Ca, PkiError> {
+    let (cert_file, key_file) = kind.files();
+    let cert_path = dir.join(cert_file);
+    let key_path = dir.join(key_file);
     let has_cert = exists(&cert_path)?;
     let has_key = exists(&key_path)?;
     let incomplete = |present: &Path, missing: &Path| PkiError::CaIncomplete {
@@ -624,25 +686,30 @@ fn ensure_ca(dir: &Path, now: OffsetDateTime) -> Result<Ca, PkiError> {
             // The key is written before the certificate, so a first start that crashed in
             // between leaves just the key. Nothing can have been issued from it yet unless a
             // leaf certificate exists.
-            for leaf in [SERVING_CERT, ADMIN_CERT] {
+            for leaf in kind.leaves() {
                 if exists(&dir.join(leaf))? {
                     return Err(incomplete(&key_path, &cert_path));
                 }
             }
             tracing::warn!(
                 path = %key_path.display(),
-                "found a CA key without its certificate (an interrupted first start); creating the cluster CA again"
+                "found a CA key without its certificate (an interrupted first start); creating the CA again"
             );
-            create_ca(&cert_path, &key_path, now)?;
+            create_ca(&cert_path, &key_path, kind, now)?;
         }
-        (false, false) => create_ca(&cert_path, &key_path, now)?,
+        (false, false) => create_ca(&cert_path, &key_path, kind, now)?,
     }
-    load_ca(dir, now)
+    load_ca(dir, kind, now)
 }
 
-fn create_ca(cert_path: &Path, key_path: &Path, now: OffsetDateTime) -> Result<(), PkiError> {
+fn create_ca(
+    cert_path: &Path,
+    key_path: &Path,
+    kind: CaKind,
+    now: OffsetDateTime,
+) -> Result<(), PkiError> {
     let gen_err = |source| PkiError::Generate {
-        what: "cluster CA",
+        what: kind.what(),
         source,
     };
     let key = KeyPair::generate().map_err(gen_err)?;
@@ -650,7 +717,7 @@ fn create_ca(cert_path: &Path, key_path: &Path, now: OffsetDateTime) -> Result<(
     let mut dn = DistinguishedName::new();
     dn.push(
         DnType::CommonName,
-        format!("k1s-server-ca@{}", now.unix_timestamp()),
+        format!("{}@{}", kind.common_name(), now.unix_timestamp()),
     );
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -664,13 +731,14 @@ fn create_ca(cert_path: &Path, key_path: &Path, now: OffsetDateTime) -> Result<(
     let cert = params.self_signed(&key).map_err(gen_err)?;
     write_atomic(key_path, key.serialize_pem().as_bytes(), KEY_MODE)?;
     write_atomic(cert_path, cert.pem().as_bytes(), CERT_MODE)?;
-    tracing::info!(path = %cert_path.display(), "created the cluster CA");
+    tracing::info!(path = %cert_path.display(), "created the {}", kind.what());
     Ok(())
 }
 
-fn load_ca(dir: &Path, now: OffsetDateTime) -> Result<Ca, PkiError> {
-    let cert_path = dir.join(CA_CERT);
-    let key_path = dir.join(CA_KEY);
+fn load_ca(dir: &Path, kind: CaKind, now: OffsetDateTime) -> Result<Ca, PkiError> {
+    let (cert_file, key_file) = kind.files();
+    let cert_path = dir.join(cert_file);
+    let key_path = dir.join(key_file);
     let corrupt = |path: &Path, what, reason: String| PkiError::Corrupt {
         path: path.to_owned(),
         what,
@@ -736,6 +804,7 @@ fn load_ca(dir: &Path, now: OffsetDateTime) -> Result<Ca, PkiError> {
 enum LeafKind {
     Serving,
     Admin,
+    FrontProxy,
 }
 
 impl LeafKind {
@@ -743,6 +812,7 @@ impl LeafKind {
         match self {
             LeafKind::Serving => (SERVING_CERT, SERVING_KEY),
             LeafKind::Admin => (ADMIN_CERT, ADMIN_KEY),
+            LeafKind::FrontProxy => (FRONT_PROXY_CERT, FRONT_PROXY_KEY),
         }
     }
 
@@ -750,6 +820,7 @@ impl LeafKind {
         match self {
             LeafKind::Serving => "serving certificate",
             LeafKind::Admin => "admin client certificate",
+            LeafKind::FrontProxy => "front proxy client certificate",
         }
     }
 }
@@ -859,6 +930,10 @@ fn issue_leaf(
             dn.push(DnType::CommonName, "system:admin");
             params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         }
+        LeafKind::FrontProxy => {
+            dn.push(DnType::CommonName, FRONT_PROXY_CN);
+            params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        }
     }
     params.distinguished_name = dn;
     params.is_ca = IsCa::ExplicitNoCa;
@@ -931,11 +1006,13 @@ fn renewal_reason(
                 unix_time(now),
             )
             .map(drop),
-        LeafKind::Admin => WebPkiClientVerifier::builder_with_provider(roots, provider())
-            .build()
-            .map_err(verifier_err)?
-            .verify_client_cert(&der, &[], unix_time(now))
-            .map(drop),
+        LeafKind::Admin | LeafKind::FrontProxy => {
+            WebPkiClientVerifier::builder_with_provider(roots, provider())
+                .build()
+                .map_err(verifier_err)?
+                .verify_client_cert(&der, &[], unix_time(now))
+                .map(drop)
+        }
     };
     Ok(verified
         .err()
@@ -1155,9 +1232,17 @@ mod tests {
             (SERVING_KEY, 0o600),
             (ADMIN_CERT, 0o644),
             (ADMIN_KEY, 0o600),
+            (REQUEST_HEADER_CA_CERT, 0o644),
+            (REQUEST_HEADER_CA_KEY, 0o600),
+            (FRONT_PROXY_CERT, 0o644),
+            (FRONT_PROXY_KEY, 0o600),
         ] {
             assert_eq!(mode(&cfg.dir.join(file)), want, "{file}");
         }
+        // The front proxy's certificate is its CA's, not the cluster CA's.
+        let fp = parse_cert(&der(&pki.front_proxy.cert_pem)).unwrap();
+        assert!(!fp.is_ca);
+        assert_ne!(pki.request_header_ca.cert_pem, pki.ca.cert_pem);
         assert_eq!(
             fs::read_to_string(cfg.dir.join(CA_CERT)).unwrap(),
             pki.ca.cert_pem
@@ -1171,7 +1256,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
-        assert_eq!(names.len(), 6, "{names:?}");
+        assert_eq!(names.len(), 10, "{names:?}");
         // Validity: CA ~10 years, leaves ~1 year.
         let now = OffsetDateTime::now_utc();
         let ca = parse_cert(&der(&pki.ca.cert_pem)).unwrap();
@@ -1285,7 +1370,7 @@ mod tests {
         let cfg = config(tmp.path());
         let first = Pki::load_or_create(&cfg).unwrap();
         let now = OffsetDateTime::now_utc();
-        let ca = load_ca(&cfg.dir, now).unwrap();
+        let ca = load_ca(&cfg.dir, CaKind::Cluster, now).unwrap();
         let sans = required_sans(&cfg).unwrap();
         // An admin certificate expiring in 30 days.
         let short = issue_leaf(

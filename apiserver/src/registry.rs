@@ -263,6 +263,7 @@ pub fn builtin() -> Vec<ResourceType> {
         coordination, core, discovery, events, networking, node, policy, rbac, scheduling, storage,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions;
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration;
     let pod_subresources = [
         STATUS,
         Subresource {
@@ -409,6 +410,8 @@ pub fn builtin() -> Vec<ResourceType> {
         res::<node::v1::RuntimeClass>(&[], &[], &[], false),
         // discovery.k8s.io/v1
         res::<discovery::v1::EndpointSlice>(&[], &[], &[], false),
+        // apiregistration.k8s.io/v1
+        res::<apiregistration::v1::APIService>(&[], &["api-extensions"], &[STATUS], false),
     ]
 }
 
@@ -496,6 +499,11 @@ impl Catalog {
     }
 
     /// The resources of one group version.
+    /// Whether any resource here is served at `group`/`version`.
+    pub fn serves(&self, group: &str, version: &str) -> bool {
+        self.of(group, version).next().is_some()
+    }
+
     pub fn of(&self, group: &str, version: &str) -> impl Iterator<Item = &Arc<ResourceType>> {
         self.resources
             .iter()

@@ -408,6 +408,18 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .map_err(|e| {
             anyhow::anyhow!("creating the system namespaces and services: {}", e.message)
         })?;
+    k1s_apiserver::bootstrap::extension_apiserver_authentication(
+        &state.rest,
+        &pki.ca.cert_pem,
+        &pki.request_header_ca.cert_pem,
+    )
+    .await
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "writing kube-system/extension-apiserver-authentication: {}",
+            e.message
+        )
+    })?;
     state
         .start(&tasks, &cancel)
         .await
@@ -416,6 +428,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("installing the volume snapshot CRDs: {}", e.message))?;
     tasks.spawn(k1s_apiserver::crds::run(state.rest.clone(), cancel.clone()));
+    tasks.spawn(k1s_apiserver::apiservice_status::run(
+        state.rest.clone(),
+        state.pki.as_ref().map(|p| p.front_proxy.clone()),
+        cancel.clone(),
+    ));
     tasks.spawn(k1s_apiserver::encryption::sweep::run(
         state.rest.clone(),
         encryption_config,

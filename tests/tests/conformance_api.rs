@@ -495,7 +495,8 @@ fn certificate_signing_requests_are_served() {
 }
 
 /// A built-in kind's status subresource (upstream's status strategies): status and the
-/// metadata written with it change, spec does not (the Ingress API conformance case).
+/// metadata written with it change, spec does not (the Ingress API conformance case); a
+/// Deployment's labels do not either.
 #[test]
 fn status_writes_keep_metadata_but_not_spec() {
     let Some(c) = Cluster::start(API_ONLY) else {
@@ -543,6 +544,29 @@ fn status_writes_keep_metadata_but_not_spec() {
     assert_eq!(
         got["status"]["loadBalancer"]["ingress"][0]["ip"],
         "169.1.1.2"
+    );
+
+    // A Deployment's status write keeps its labels (upstream's deployment status strategy,
+    // the "lifecycle of a Deployment" conformance case); annotations change.
+    c.ok(&["create", "deployment", "web", "--image=busybox"]);
+    c.ok(&["label", "deployment", "web", "test-deployment=updated"]);
+    let patch = json!({"metadata": {"labels": {"test-deployment": "patched-status"},
+        "annotations": {"patchedstatus": "true"}}, "status": {"readyReplicas": 0}});
+    let reply = c.raw(
+        "PATCH",
+        "/apis/apps/v1/namespaces/default/deployments/web/status",
+        Some("application/strategic-merge-patch+json"),
+        Some(patch.to_string().as_bytes()),
+    );
+    assert_eq!(reply.code, 200, "{}", reply.body);
+    let got = reply.json();
+    assert_eq!(
+        got["metadata"]["labels"]["test-deployment"], "updated",
+        "{got}"
+    );
+    assert_eq!(
+        got["metadata"]["annotations"]["patchedstatus"], "true",
+        "{got}"
     );
 }
 

@@ -3,7 +3,8 @@
 //! mutates or stalls what the real `k1s server` sends it, driven with stock kubectl: refusals
 //! with upstream's message, namespace and object selectors, a JSON-patch mutation, deletes,
 //! `failurePolicy` Fail and Ignore, `timeoutSeconds`, server-side dry run, validation of the
-//! configurations, and configurations that no webhook can block.
+//! configurations, and configurations that no webhook can block. The same server converts
+//! custom resources between the versions of a CRD (`conversion.strategy: Webhook`).
 
 use std::sync::{Arc, Mutex};
 
@@ -78,12 +79,41 @@ async fn decide(path: &str, request: &Value) -> Value {
             let patch = base64::engine::general_purpose::STANDARD.encode(patch.to_string());
             json!({"uid": uid, "allowed": true, "patchType": "JSONPatch", "patch": patch})
         }
+        "/convert" => convert(request),
         "/slow" => {
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
             allow
         }
         _ => json!({"uid": uid, "allowed": false, "status": {"message": "unknown path"}}),
     }
+}
+
+/// The test's conversion (as the conformance suite's webhook): `v1` holds `hostPort:
+/// "host:port"`, `v2` holds `host` and `port`.
+fn convert(request: &Value) -> Value {
+    let desired = request["desiredAPIVersion"].as_str().unwrap_or("");
+    let mut out = Vec::new();
+    for o in request["objects"].as_array().into_iter().flatten() {
+        let mut c = o.clone();
+        let m = c.as_object_mut().unwrap();
+        if desired.ends_with("/v2") {
+            if let Some(hp) = m.remove("hostPort") {
+                let (h, p) = hp
+                    .as_str()
+                    .unwrap_or("")
+                    .split_once(':')
+                    .unwrap_or(("", ""));
+                m.insert("host".into(), json!(h));
+                m.insert("port".into(), json!(p));
+            }
+        } else if let (Some(h), Some(p)) = (m.remove("host"), m.remove("port")) {
+            let hp = format!("{}:{}", h.as_str().unwrap_or(""), p.as_str().unwrap_or(""));
+            m.insert("hostPort".into(), json!(hp));
+        }
+        m.insert("apiVersion".into(), json!(desired));
+        out.push(c);
+    }
+    json!({"uid": request["uid"], "convertedObjects": out, "result": {"status": "Success"}})
 }
 
 /// Starts the webhook server on a thread of its own.
@@ -159,8 +189,13 @@ fn start_hook() -> Hook {
                     log.lock().unwrap().push(json!({"path": path, "target": target,
                         "request": review["request"]}));
                     let response = decide(&path, &review["request"]).await;
-                    let body = json!({"apiVersion": "admission.k8s.io/v1",
-                        "kind": "AdmissionReview", "response": response})
+                    let body = if path == "/convert" {
+                        json!({"apiVersion": "apiextensions.k8s.io/v1",
+                            "kind": "ConversionReview", "response": response})
+                    } else {
+                        json!({"apiVersion": "admission.k8s.io/v1",
+                            "kind": "AdmissionReview", "response": response})
+                    }
                     .to_string();
                     let answer = format!(
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -449,4 +484,173 @@ fn webhooks_refuse_mutate_and_fail_as_upstream() {
     ]);
     c.ok(&["delete", "mutatingwebhookconfiguration", "mutate"]);
     c.ok(&["create", "configmap", "free", "-n", "hooked"]);
+}
+
+/// The CRD of the conversion test: `v1` and `v2`, `storage` the storage version, converted
+/// by the test's webhook.
+fn converted_crd(hook: &Hook, storage: &str) -> String {
+    let version = |name: &str| {
+        json!({"name": name, "served": true, "storage": name == storage,
+            "schema": {"openAPIV3Schema": {"type": "object",
+                "x-kubernetes-preserve-unknown-fields": true}}})
+    };
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "endpoints.conv.k1s.test"},
+        "spec": {"group": "conv.k1s.test", "scope": "Namespaced",
+            "names": {"plural": "endpoints", "singular": "endpoint", "kind": "Endpoint"},
+            "versions": [version("v1"), version("v2")],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1", "v1beta1"],
+                "clientConfig": {"url": format!("https://127.0.0.1:{}/convert", hook.port),
+                    "caBundle": hook.ca_bundle}}}}})
+    .to_string()
+}
+
+/// Upstream's CustomResourceConversionWebhook conformance cases and more: objects are stored
+/// in the storage version and served in the version asked for, through the CRD's webhook, on
+/// reads, writes, lists of objects stored in different versions, and watches.
+#[test]
+fn crd_conversion_webhook_converts_reads_writes_lists_and_watches() {
+    let Some(c) = Cluster::start(API_ONLY) else {
+        return;
+    };
+    let hook = start_hook();
+    c.ok_stdin(&["create", "-f", "-"], &converted_crd(&hook, "v1"));
+    let base = "/apis/conv.k1s.test";
+    let path = |v: &str, name: &str| format!("{base}/{v}/namespaces/default/endpoints/{name}");
+    let wait_served = || {
+        for _ in 0..100 {
+            if c.raw(
+                "GET",
+                &format!("{base}/v2/namespaces/default/endpoints"),
+                None,
+                None,
+            )
+            .code
+                == 200
+            {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("the custom resource is not served");
+    };
+    wait_served();
+    let v1 = |name: &str| {
+        json!({"apiVersion": "conv.k1s.test/v1", "kind": "Endpoint",
+            "metadata": {"name": name, "namespace": "default"}, "hostPort": "localhost:8080"})
+        .to_string()
+    };
+    c.ok_stdin(&["create", "-f", "-"], &v1("one"));
+    // Stored as v1 (no conversion on the way in); read as v2 through the webhook.
+    assert!(hook.requests("/convert").is_empty());
+    let got = c.raw("GET", &path("v2", "one"), None, None);
+    assert_eq!(got.code, 200, "{}", got.body);
+    let got = got.json();
+    assert_eq!(got["apiVersion"], "conv.k1s.test/v2");
+    assert_eq!(
+        (got["host"].as_str(), got["port"].as_str()),
+        (Some("localhost"), Some("8080"))
+    );
+    assert!(got.get("hostPort").is_none(), "{got}");
+    let asked = hook.requests("/convert");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["desiredAPIVersion"], "conv.k1s.test/v2");
+    assert_eq!(asked[0]["objects"][0]["hostPort"], "localhost:8080");
+
+    // The storage version becomes v2: a v1 write is converted on its way in.
+    let crd = c.raw(
+        "GET",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/endpoints.conv.k1s.test",
+        None,
+        None,
+    );
+    let mut crd = crd.json();
+    crd["spec"]["versions"][0]["storage"] = json!(false);
+    crd["spec"]["versions"][1]["storage"] = json!(true);
+    c.ok_stdin(&["replace", "-f", "-"], &crd.to_string());
+    let crd = c
+        .raw(
+            "GET",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/endpoints.conv.k1s.test",
+            None,
+            None,
+        )
+        .json();
+    assert_eq!(
+        crd["status"]["storedVersions"],
+        json!(["v1", "v2"]),
+        "{crd}"
+    );
+    assert_eq!(crd["spec"]["conversion"]["strategy"], "Webhook");
+    let mut created = false;
+    for _ in 0..50 {
+        let before = hook.requests("/convert").len();
+        c.ok_stdin(&["create", "-f", "-"], &v1("two"));
+        let stored = hook.requests("/convert")[before..]
+            .iter()
+            .any(|r| r["desiredAPIVersion"] == "conv.k1s.test/v2");
+        if stored {
+            created = true;
+            break;
+        }
+        // The catalog had not taken the new storage version yet: try again.
+        c.ok(&["delete", "endpoints.conv.k1s.test", "two"]);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(created, "the second object was not stored as v2");
+
+    // Lists of objects stored in both versions, in either version.
+    for (v, field) in [("v1", "hostPort"), ("v2", "host")] {
+        let list = c.raw(
+            "GET",
+            &format!("{base}/{v}/namespaces/default/endpoints"),
+            None,
+            None,
+        );
+        assert_eq!(list.code, 200, "{}", list.body);
+        let list = list.json();
+        let items = list["items"].as_array().unwrap();
+        assert_eq!(items.len(), 2, "{list}");
+        for item in items {
+            assert_eq!(item["apiVersion"], format!("conv.k1s.test/{v}"), "{item}");
+            assert!(item.get(field).is_some(), "{item}");
+        }
+    }
+    // kubectl reads the preferred version (v1, the first listed).
+    let out = c.ok(&[
+        "get",
+        "endpoints.conv.k1s.test",
+        "two",
+        "-o",
+        "jsonpath={.hostPort}",
+    ]);
+    assert_eq!(out, "localhost:8080");
+
+    // A watch in v2 sees a change made through v1 converted.
+    let list = c
+        .raw(
+            "GET",
+            &format!("{base}/v2/namespaces/default/endpoints"),
+            None,
+            None,
+        )
+        .json();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    c.ok(&["label", "endpoints.conv.k1s.test", "one", "changed=yes"]);
+    let watched = c.raw(
+        "GET",
+        &format!(
+            "{base}/v2/namespaces/default/endpoints?watch=1&timeoutSeconds=1&resourceVersion={rv}"
+        ),
+        None,
+        None,
+    );
+    let event: Value = serde_json::from_str(watched.body.lines().next().unwrap_or("null")).unwrap();
+    assert_eq!(event["type"], "MODIFIED", "{}", watched.body);
+    assert_eq!(event["object"]["host"], "localhost", "{}", watched.body);
+    assert_eq!(event["object"]["metadata"]["labels"]["changed"], "yes");
 }

@@ -1,6 +1,7 @@
 //! The Kubernetes REST API over HTTP: paths under `/api` and `/apis`, discovery, content
 //! negotiation and the resource handlers. Everything stateful is in [`crate::rest`].
 
+pub mod aggregator;
 pub mod body;
 pub mod discovery;
 pub mod negotiate;
@@ -47,9 +48,21 @@ async fn serve(
     let json_doc =
         |v: serde_json::Value| resources::encode(StatusCode::OK, negotiate::Output::Json, &v, &[]);
     let is_get = parts.method == Method::GET || parts.method == Method::HEAD;
-    match request::parse(&path) {
+    let parsed = request::parse(&path);
+    // The aggregated groups matter to the discovery of `/apis` and to group versions no
+    // local resource serves.
+    let remote = match &parsed {
+        ApiPath::Root { core: false } | ApiPath::Group(_) => {
+            aggregator::remote_apiservices(&state.rest).await
+        }
+        ApiPath::Resource(t) if !t.group.is_empty() && !catalog.serves(&t.group, &t.version) => {
+            aggregator::remote_apiservices(&state.rest).await
+        }
+        _ => Vec::new(),
+    };
+    match parsed {
         ApiPath::Root { core } if is_get => {
-            if let Some(v) = negotiate::aggregated_discovery(accept) {
+            if let Some(v) = negotiate::aggregated_discovery(accept).filter(|_| remote.is_empty()) {
                 let doc = discovery::aggregated(&catalog, core, v);
                 let ct = format!(
                     "application/json;g=apidiscovery.k8s.io;v={v};as=APIGroupDiscoveryList"
@@ -73,12 +86,40 @@ async fn serve(
             Ok(json_doc(if core {
                 discovery::api_versions(&host)
             } else {
-                discovery::group_list(&catalog)
+                let mut list = discovery::group_list(&catalog);
+                aggregator::add_groups(&mut list, &remote);
+                list
             }))
         }
         ApiPath::Group(g) if is_get => discovery::group(&catalog, &g)
+            .or_else(|| aggregator::group_document(&g, &remote))
             .map(json_doc)
             .ok_or_else(ApiError::no_route),
+        ApiPath::Resource(t) if !t.group.is_empty() && !catalog.serves(&t.group, &t.version) => {
+            let Some(apiservice) = remote.iter().find(|a| {
+                a["spec"]["group"] == t.group.as_str() && a["spec"]["version"] == t.version.as_str()
+            }) else {
+                return Err(ApiError::no_route());
+            };
+            let path_and_query = match parts.uri.query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path.clone(),
+            };
+            let body = body::read(incoming).await?;
+            aggregator::proxy(
+                &state.rest,
+                state.pki.as_ref().map(|p| &p.front_proxy),
+                apiservice,
+                aggregator::Forward {
+                    method: &parts.method,
+                    path_and_query,
+                    headers: &parts.headers,
+                    body,
+                    user: Some(user),
+                },
+            )
+            .await
+        }
         ApiPath::Resource(t) if t.resource.is_empty() => {
             if !is_get {
                 return Err(ApiError::method_not_allowed(&parts.method));

@@ -113,6 +113,7 @@ pub fn gvk_object(group: &str, version: &str, kind: &str) -> Value {
 }
 
 /// All schemas of a catalog, in OpenAPI 3 form.
+#[derive(Default)]
 pub struct Components {
     pub schemas: BTreeMap<String, Value>,
     /// The names of the custom resources' schemas (OpenAPI v2 publishes them with the

@@ -237,14 +237,17 @@ pub fn document(components: &Components, paths: &BTreeMap<String, PathItem>) -> 
         .schemas
         .iter()
         .map(|(name, s)| {
+            // A CRD schema that keeps unknown fields at its root is published as one without
+            // a schema (upstream's builder: kubectl's v2 validation would refuse the fields).
+            let preserve_root = s["x-kubernetes-preserve-unknown-fields"] == true;
             let v2 = match components.custom.get(name) {
-                Some(true) => {
+                Some(true) if !preserve_root => {
                     let mut crd = s.clone();
                     crd_for_v2(&mut crd);
                     schema(&crd)
                 }
                 // A CRD without a schema: an object, nothing more (upstream's v2 publication).
-                Some(false) => json!({
+                Some(_) => json!({
                     "type": "object",
                     "x-kubernetes-group-version-kind": s["x-kubernetes-group-version-kind"],
                 }),
@@ -290,5 +293,28 @@ mod crd_tests {
             "properties": {"apiVersion": {"type": "string"}}});
         crd_for_v2(&mut root);
         assert_eq!(root, json!({"x-kubernetes-preserve-unknown-fields": true}));
+    }
+
+    #[test]
+    fn crds_keeping_unknown_fields_at_the_root_are_plain_objects_in_v2() {
+        // The conformance suite's "CRD without validation schema": a v1 CRD must have a
+        // schema, so it declares one that lets everything through.
+        let gvk = json!([{"group": "example.com", "version": "v1", "kind": "Empty"}]);
+        let mut components = Components::default();
+        components.schemas.insert(
+            "com.example.v1.Empty".into(),
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                "description": "Empty is a custom resource of example.com/v1.",
+                "properties": {"apiVersion": {"type": "string"}},
+                "x-kubernetes-group-version-kind": gvk}),
+        );
+        components
+            .custom
+            .insert("com.example.v1.Empty".into(), true);
+        let doc = document(&components, &BTreeMap::new());
+        assert_eq!(
+            doc["definitions"]["com.example.v1.Empty"],
+            json!({"type": "object", "x-kubernetes-group-version-kind": gvk})
+        );
     }
 }

@@ -353,7 +353,9 @@ pub fn lookup(key: PatchKey<'_>) -> Option<&'static TypeInfo> {
         ("", "Service") => &SERVICE,
         ("", "ServiceAccount") => &SERVICE_ACCOUNT,
         ("", "Node") => &NODE,
-        ("", "Namespace" | "PersistentVolumeClaim") => &STATUS_CONDITIONS_ONLY,
+        ("", "Namespace" | "PersistentVolumeClaim") | ("apiregistration.k8s.io", "APIService") => {
+            &STATUS_CONDITIONS_ONLY
+        }
         (
             "",
             "Endpoints" | "ConfigMap" | "Secret" | "Event" | "PersistentVolume" | "LimitRange"

@@ -104,14 +104,7 @@ pub fn prepare_update(old: &Value, new: &mut Value, subresource: Option<&str>, n
         // Upstream's approval strategy takes the conditions as written (validation then
         // forbids taking a decision or failure back).
         Some("approval") => None,
-        Some("status") => Some(
-            conditions(new)
-                .iter()
-                .filter(|c| !is_type(c, DECISIONS))
-                .chain(conditions(old).iter().filter(|c| is_type(c, DECISIONS)))
-                .cloned()
-                .collect(),
-        ),
+        Some("status") => Some(keep_decisions(conditions(new), conditions(old))),
         _ => None,
     };
     if subresource == Some("approval") {
@@ -137,6 +130,28 @@ pub fn prepare_update(old: &Value, new: &mut Value, subresource: Option<&str>, n
         }
     }
     default_conditions(new, Some(old), now);
+}
+
+/// A status write's conditions in the order written, with the Approved/Denied instances
+/// as stored (upstream's `preserveConditionInstances`, in place). A write that adds or drops a
+/// decision keeps the stored ones instead (appended): only the approval subresource decides.
+fn keep_decisions(written: &[Value], stored: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = written.to_vec();
+    for t in DECISIONS {
+        let of = |list: &[Value]| -> Vec<usize> {
+            (0..list.len()).filter(|&i| list[i]["type"] == *t).collect()
+        };
+        let (at_new, at_old) = (of(&out), of(stored));
+        if at_new.len() == at_old.len() {
+            for (n, o) in at_new.into_iter().zip(at_old) {
+                out[n] = stored[o].clone();
+            }
+        } else {
+            out.retain(|c| c["type"] != *t);
+            out.extend(at_old.into_iter().map(|o| stored[o].clone()));
+        }
+    }
+    out
 }
 
 /// Upstream's condition defaults (`SetDefaults_CertificateSigningRequestCondition` and
@@ -600,6 +615,21 @@ mod tests {
             conditions(&new)[0]["lastTransitionTime"],
             "2020-01-01T00:00:00Z"
         );
+        // A status write keeps the written order, the decision as stored in its place.
+        let stored = json!([{"type": "ApprovalPatch"}, {"type": "Approved", "reason": "kept"}]);
+        let written = json!([{"type": "ApprovalPatch"}, {"type": "Approved", "reason": "changed"},
+            {"type": "StatusUpdate"}]);
+        let kept = keep_decisions(written.as_array().unwrap(), stored.as_array().unwrap());
+        let types: Vec<&Value> = kept.iter().map(|c| &c["type"]).collect();
+        assert_eq!(
+            types,
+            [
+                &json!("ApprovalPatch"),
+                &json!("Approved"),
+                &json!("StatusUpdate")
+            ]
+        );
+        assert_eq!(kept[1]["reason"], "kept");
         // Removing a permanent condition is refused.
         let mut gone = approved.clone();
         gone["status"]["conditions"] = json!([]);

@@ -12,6 +12,7 @@
 
 mod certificates;
 mod config_data;
+pub mod conversion;
 mod decoded;
 mod events;
 pub mod fields;
@@ -266,7 +267,7 @@ impl Rest {
             Some(shared) => Value::clone(&shared),
             None => self.decode_stored(res, &kv.key, &kv.value, kv.mod_revision)?,
         };
-        Ok((obj, kv.mod_revision))
+        Ok((self.to_served(res, obj).await?, kv.mod_revision))
     }
 
     /// Reads one object to look at it, shared with every other reader of the same revision:
@@ -409,6 +410,20 @@ impl Rest {
 
     /// Lists objects with selectors, pagination and the resourceVersion rules of upstream.
     pub async fn list(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ListPage, ApiError> {
+        let mut page = self.list_stored(res, ns, opts).await?;
+        if conversion::by_webhook(res) {
+            page.items = self.to_served_all(res, page.items).await?;
+        }
+        Ok(page)
+    }
+
+    /// [`Rest::list`] of the objects as decoded from the store (before a conversion webhook).
+    async fn list_stored(
         &self,
         res: &ResourceType,
         ns: Option<&str>,
@@ -632,7 +647,9 @@ impl Rest {
             )
         })?;
         meta::set_resource_version(&mut obj, rev);
-        if let Some(custom) = &res.custom {
+        // A webhook-converted custom resource keeps its stored version here: the conversion
+        // (and the defaults, which are the served version's) follow in `to_served`.
+        if let Some(custom) = res.custom.as_ref().filter(|_| !conversion::by_webhook(res)) {
             obj["apiVersion"] = Value::String(res.api_version());
             // Defaults the schema gained after the object was written apply on read too, as
             // upstream's (an unstructured defaulter runs when objects come from storage).

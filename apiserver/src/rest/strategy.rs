@@ -90,6 +90,9 @@ fn generate_job_selector(job: &mut Value) {
 /// Upstream's defaulting (`SetDefaults_*`) of the fields components rely on; it runs on every
 /// create and update, as decoding does upstream.
 pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
+    if res.is_crd() {
+        crate::crds::default(obj);
+    }
     if kind_of(res) == ("", "Namespace") {
         // Upstream (1.21+) labels every namespace with its own name on create and update,
         // so that NetworkPolicy namespace selectors can pick namespaces by name.
@@ -156,6 +159,11 @@ fn default_spec(res: &ResourceType, spec: &mut Value) {
         ("", "Pod") => {
             default_pod_spec(spec);
             default_requests_from_limits(spec);
+        }
+        ("apiregistration.k8s.io", "APIService") => {
+            if let Some(svc) = spec.get_mut("service").filter(|s| s.is_object()) {
+                set_default(svc, "port", json!(443));
+            }
         }
         ("", "PersistentVolumeClaim") => set_default(spec, "volumeMode", json!("Filesystem")),
         ("", "PersistentVolume") => {
@@ -289,6 +297,9 @@ pub fn prepare_update(res: &ResourceType, old: &Value, new: &mut Value, subresou
     if kind_of(res) == ("certificates.k8s.io", "CertificateSigningRequest") {
         certificates::prepare_update(old, new, subresource, &meta::now());
     }
+    if res.is_crd() {
+        crate::crds::prepare_update(new);
+    }
     if kind_of(res) == ("", "Pod") {
         // The node a pod is bound to changes only through the binding subresource.
         if !old["spec"]["nodeName"].is_null() {
@@ -413,6 +424,9 @@ pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<
     }
     if res.is_crd() {
         causes.extend(crate::crds::validate(obj));
+    }
+    if kind_of(res) == ("apiregistration.k8s.io", "APIService") {
+        validation::api_service(obj, &mut causes);
     }
     if causes.is_empty() {
         Ok(())

@@ -569,6 +569,79 @@ pub fn tolerations(path: &str, list: &Value, out: &mut Causes) {
     }
 }
 
+/// An APIService, as upstream's `ValidateAPIService`: named `VERSION.GROUP`, priorities in
+/// range, and TLS settings only for one backed by a Service (and not both a CA and no check).
+pub fn api_service(obj: &Value, out: &mut Causes) {
+    let spec = &obj["spec"];
+    let group = spec["group"].as_str().unwrap_or("");
+    let version = spec["version"].as_str().unwrap_or("");
+    let name = obj["metadata"]["name"].as_str().unwrap_or("");
+    if version.is_empty() {
+        out.push(("spec.version".into(), "Required value".into()));
+    }
+    let want = format!("{version}.{group}");
+    if name != want {
+        out.push((
+            "metadata.name".into(),
+            format!("Invalid value: {name:?}: must be {want}"),
+        ));
+    }
+    let in_range = |field: &str, max: i64, msg: &str, out: &mut Causes| {
+        let v = spec[field].as_i64().unwrap_or(0);
+        if v <= 0 || v > max {
+            out.push((
+                format!("spec.{field}"),
+                format!("Invalid value: {v}: {msg}"),
+            ));
+        }
+    };
+    in_range(
+        "groupPriorityMinimum",
+        20000,
+        "must be positive and less than 20000",
+        out,
+    );
+    in_range(
+        "versionPriority",
+        1000,
+        "must be positive and less than 1000",
+        out,
+    );
+    let ca = spec["caBundle"].as_str().is_some_and(|c| !c.is_empty());
+    let insecure = spec["insecureSkipTLSVerify"] == true;
+    if spec["service"].is_object() {
+        if insecure && ca {
+            out.push((
+                "spec.insecureSkipTLSVerify".into(),
+                "Invalid value: true: may not be true if caBundle is present".into(),
+            ));
+        }
+        if spec["service"]["name"].as_str().unwrap_or("").is_empty() {
+            out.push(("spec.service.name".into(), "Required value".into()));
+        }
+        if spec["service"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty()
+        {
+            out.push(("spec.service.namespace".into(), "Required value".into()));
+        }
+    } else {
+        if ca {
+            out.push((
+                "spec.caBundle".into(),
+                "Invalid value: \"<ca bundle>\": local APIServices may not have a caBundle".into(),
+            ));
+        }
+        if insecure {
+            out.push((
+                "spec.insecureSkipTLSVerify".into(),
+                "Invalid value: true: local APIServices may not have insecureSkipTLSVerify".into(),
+            ));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

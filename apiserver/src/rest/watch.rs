@@ -240,6 +240,12 @@ impl Rest {
                 }
                 Err(e) => return Err(e.into()),
             };
+            let event = match event {
+                Some(ev) if super::conversion::by_webhook(res) => {
+                    Some(self.served_event(res, ev).await?)
+                }
+                other => other,
+            };
             if let Some(ev) = event
                 && tx.send(ev).await.is_err()
             {

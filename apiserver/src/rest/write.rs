@@ -203,7 +203,8 @@ impl Rest {
         }
         let claims = self.allocate_service(res, None, &mut obj).await?;
         let key = res.key(meta::namespace(&obj), &name);
-        let created = match self.encode_stored(&key, &obj) {
+        let stored = self.to_storage(res, &obj).await;
+        let created = match stored.and_then(|o| self.encode_stored(&key, &o)) {
             Ok(value) => self.store.create(&key, value).await.map_err(|e| match e {
                 StoreError::AlreadyExists { .. } => ApiError::already_exists(res, &name),
                 other => other.into(),
@@ -454,6 +455,25 @@ impl Rest {
                         m.insert("status".into(), s);
                     }
                 }
+                if res.group == "apps" && res.kind == "Deployment" {
+                    // Deployments keep their labels (upstream's deployment status strategy).
+                    match old["metadata"].get("labels") {
+                        Some(l) => o["metadata"]["labels"] = l.clone(),
+                        None => {
+                            if let Some(m) = o["metadata"].as_object_mut() {
+                                m.remove("labels");
+                            }
+                        }
+                    }
+                }
+                if res.group == "storage.k8s.io" && res.kind == "VolumeAttachment" {
+                    // Upstream's ResetObjectMetaForStatus: status writes change no metadata.
+                    let managed = o["metadata"].get("managedFields").cloned();
+                    o["metadata"] = old["metadata"].clone();
+                    if let Some(m) = managed {
+                        o["metadata"]["managedFields"] = m;
+                    }
+                }
                 if res.group.is_empty() && res.kind == "Pod" {
                     // Pods keep their owners (upstream's pod status strategy).
                     match old["metadata"].get("ownerReferences") {
@@ -695,9 +715,10 @@ impl Rest {
                 warnings: Vec::new(),
             });
         }
+        let stored = self.to_storage(res, &obj).await?;
         let rev = self
             .store
-            .update(&key, self.encode_stored(&key, &obj)?, old_rev)
+            .update(&key, self.encode_stored(&key, &stored)?, old_rev)
             .await
             .map_err(|e| self.write_error(res, name, e))?;
         meta::set_resource_version(&mut obj, rev);
@@ -860,9 +881,10 @@ impl Rest {
                 });
             }
             let key = res.key(ns, name);
+            let stored = self.to_storage(res, &obj).await?;
             match self
                 .store
-                .update(&key, self.encode_stored(&key, &obj)?, old_rev)
+                .update(&key, self.encode_stored(&key, &stored)?, old_rev)
                 .await
             {
                 Ok(rev) => {

@@ -272,9 +272,9 @@ fn denial(webhook: &Value, status: &Value) -> ApiError {
     e
 }
 
-/// Where a webhook is reached now: its URL, or one ready endpoint of its Service (else the
-/// Service's cluster IP).
-async fn endpoint(
+/// Where a webhook (anything with a `clientConfig`: also a CRD's conversion webhook) is
+/// reached now: its URL, or one ready endpoint of its Service (else the Service's cluster IP).
+pub(crate) async fn endpoint(
     rest: &Rest,
     webhook: &Value,
     timeout: Duration,
@@ -387,7 +387,7 @@ async fn call_one(
 }
 
 /// `caBundle` is base64 of PEM in JSON.
-fn decode_ca(b64: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn decode_ca(b64: &str) -> Result<Vec<u8>, String> {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD
         .decode(b64)

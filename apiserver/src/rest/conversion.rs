@@ -1,0 +1,351 @@
+//! Custom resources across the versions of their CRD, as upstream's apiextensions-apiserver
+//! converts them: stored in the CRD's storage version, served in the version a request
+//! names. Strategy `None` changes `apiVersion` only (done as objects are decoded, in
+//! [`Rest::decode_stored`]); strategy `Webhook` sends the objects that are in another version
+//! to the CRD's conversion webhook in one `ConversionReview` (per object read or written, per
+//! list page, per watch event) and checks the answer as upstream does: as many objects as
+//! sent, each of the desired `apiVersion` and the same kind, metadata unchanged but for labels
+//! and annotations (the rest is put back).
+//!
+//! Owns the conversion of custom resources. The webhook is reached as admission webhooks are
+//! ([`crate::admission::webhook`]: a URL or a Service's ready endpoint, TLS against the
+//! `caBundle`). In-process readers that mirror the store (the controllers' client) see
+//! webhook-converted resources in their stored version; k1s's own controllers read none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::admission::webhook;
+use crate::registry::ResourceType;
+use crate::rest::Rest;
+use crate::rest::watch::WatchEvent;
+use crate::status::ApiError;
+
+/// The `ConversionReview` versions k1s speaks, most preferred first.
+const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
+
+/// Upstream's limit on one conversion call.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The conversion a CRD asks for, for its served resources.
+#[derive(Debug, Clone, Default)]
+pub struct Conversion {
+    /// `group/version` of the CRD's storage version.
+    pub storage_version: String,
+    /// `spec.conversion.webhook` when the strategy is `Webhook`.
+    pub webhook: Option<Value>,
+}
+
+impl Conversion {
+    /// The conversion of `crd` (its storage version and webhook, if any).
+    pub fn of(crd: &Value) -> Self {
+        let spec = &crd["spec"];
+        let group = spec["group"].as_str().unwrap_or("");
+        let storage = spec["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["storage"] == true)
+            .and_then(|v| v["name"].as_str())
+            .unwrap_or("");
+        let webhook = (spec["conversion"]["strategy"] == "Webhook")
+            .then(|| spec["conversion"]["webhook"].clone())
+            .filter(Value::is_object);
+        Conversion {
+            storage_version: format!("{group}/{storage}"),
+            webhook,
+        }
+    }
+}
+
+fn webhook_of(res: &ResourceType) -> Option<&Value> {
+    res.custom.as_ref()?.conversion.webhook.as_ref()
+}
+
+/// Whether objects of `res` are converted by a webhook (and so keep their stored
+/// `apiVersion` when decoded).
+pub fn by_webhook(res: &ResourceType) -> bool {
+    webhook_of(res).is_some()
+}
+
+fn conversion_error(res: &ResourceType, why: &str) -> ApiError {
+    let crd = format!("{}.{}", res.plural, res.group);
+    ApiError::new(
+        500,
+        "InternalError",
+        format!("conversion webhook for {crd} failed: {why}"),
+    )
+}
+
+impl Rest {
+    /// An object of `res` as served: converted from its stored version by the CRD's webhook
+    /// and defaulted by the served version's schema. Objects of other resources, and those
+    /// converted without a webhook, are returned as they are.
+    pub(crate) async fn to_served(
+        &self,
+        res: &ResourceType,
+        obj: Value,
+    ) -> Result<Value, ApiError> {
+        if !by_webhook(res) {
+            return Ok(obj);
+        }
+        let mut out = self.to_served_all(res, vec![obj]).await?;
+        Ok(out.pop().unwrap_or(Value::Null))
+    }
+
+    /// [`Rest::to_served`] of many objects, in one webhook call.
+    pub(crate) async fn to_served_all(
+        &self,
+        res: &ResourceType,
+        objs: Vec<Value>,
+    ) -> Result<Vec<Value>, ApiError> {
+        let Some(custom) = res.custom.as_ref().filter(|_| by_webhook(res)) else {
+            return Ok(objs);
+        };
+        let mut objs = self.convert(res, objs, &res.api_version()).await?;
+        if let Some(schema) = &custom.schema {
+            objs.iter_mut().for_each(|o| schema.default(o));
+        }
+        Ok(objs)
+    }
+
+    /// A watch event of `res` with its object as served.
+    pub(crate) async fn served_event(
+        &self,
+        res: &ResourceType,
+        ev: WatchEvent,
+    ) -> Result<WatchEvent, ApiError> {
+        let served = |o: Arc<Value>| self.to_served(res, Value::clone(&o));
+        Ok(match ev {
+            WatchEvent::Added(o) => WatchEvent::Added(Arc::new(served(o).await?)),
+            WatchEvent::Modified(o) => WatchEvent::Modified(Arc::new(served(o).await?)),
+            WatchEvent::Deleted(o) => WatchEvent::Deleted(Arc::new(served(o).await?)),
+            other => other,
+        })
+    }
+
+    /// An object of `res` as it is stored: in the CRD's storage version.
+    pub(crate) async fn to_storage(
+        &self,
+        res: &ResourceType,
+        obj: &Value,
+    ) -> Result<Value, ApiError> {
+        let Some(custom) = &res.custom else {
+            return Ok(obj.clone());
+        };
+        let storage = custom.conversion.storage_version.clone();
+        if storage == "/" || storage.is_empty() {
+            return Ok(obj.clone());
+        }
+        let mut out = self.convert(res, vec![obj.clone()], &storage).await?;
+        Ok(out.pop().unwrap_or(Value::Null))
+    }
+
+    /// `objs` in `desired` (`group/version`): the webhook converts those in another version;
+    /// without a webhook only `apiVersion` changes.
+    async fn convert(
+        &self,
+        res: &ResourceType,
+        mut objs: Vec<Value>,
+        desired: &str,
+    ) -> Result<Vec<Value>, ApiError> {
+        let todo: Vec<usize> = (0..objs.len())
+            .filter(|&i| objs[i]["apiVersion"].as_str() != Some(desired))
+            .collect();
+        if todo.is_empty() {
+            return Ok(objs);
+        }
+        let Some(hook) = webhook_of(res) else {
+            for i in todo {
+                objs[i]["apiVersion"] = json!(desired);
+            }
+            return Ok(objs);
+        };
+        let sent: Vec<Value> = todo.iter().map(|&i| objs[i].clone()).collect();
+        // Boxed: reaching the webhook reads its Service, through the read path that calls
+        // this.
+        let converted = Box::pin(self.call_conversion_webhook(hook, &sent, desired))
+            .await
+            .map_err(|why| conversion_error(res, &why))?;
+        for (&i, mut c) in todo.iter().zip(converted) {
+            check_converted(&objs[i], &mut c, desired)
+                .map_err(|why| conversion_error(res, &why))?;
+            objs[i] = c;
+        }
+        Ok(objs)
+    }
+
+    /// One `ConversionReview` round trip; the converted objects, in order.
+    async fn call_conversion_webhook(
+        &self,
+        hook: &Value,
+        objects: &[Value],
+        desired: &str,
+    ) -> Result<Vec<Value>, String> {
+        let version = hook["conversionReviewVersions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .find_map(|v| REVIEW_VERSIONS.iter().copied().find(|k| *k == v))
+            .ok_or("the webhook accepts no ConversionReview version k1s speaks (v1, v1beta1)")?;
+        let started = tokio::time::Instant::now();
+        let endpoint = tokio::time::timeout(TIMEOUT, webhook::endpoint(self, hook, TIMEOUT))
+            .await
+            .map_err(|_| "context deadline exceeded".to_string())??;
+        let uid = uuid::Uuid::new_v4().to_string();
+        let review = json!({
+            "apiVersion": format!("apiextensions.k8s.io/{version}"),
+            "kind": "ConversionReview",
+            "request": {"uid": uid, "desiredAPIVersion": desired, "objects": objects},
+        });
+        let ca = hook["clientConfig"]["caBundle"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .map(webhook::decode_ca)
+            .transpose()?;
+        let left = TIMEOUT.saturating_sub(started.elapsed());
+        let body = webhook::call::post(&endpoint, ca.as_deref(), &review, left).await?;
+        parse_answer(&uid, objects.len(), &body)
+    }
+}
+
+/// The converted objects of a `ConversionReview` answer, checked as upstream does.
+fn parse_answer(uid: &str, sent: usize, body: &[u8]) -> Result<Vec<Value>, String> {
+    let answer: Value =
+        serde_json::from_slice(body).map_err(|e| format!("invalid ConversionReview: {e}"))?;
+    let response = &answer["response"];
+    if !response.is_object() {
+        return Err("no response provided".into());
+    }
+    if response["uid"].as_str() != Some(uid) {
+        return Err(format!(
+            "expected response.uid={uid:?}, got {:?}",
+            response["uid"].as_str().unwrap_or("")
+        ));
+    }
+    if response["result"]["status"] != "Success" {
+        return Err(response["result"]["message"]
+            .as_str()
+            .filter(|m| !m.is_empty())
+            .unwrap_or("the webhook did not report success")
+            .to_owned());
+    }
+    let converted = response["convertedObjects"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if converted.len() != sent {
+        return Err(format!(
+            "expected {sent} converted objects, got {}",
+            converted.len()
+        ));
+    }
+    Ok(converted)
+}
+
+/// Upstream's checks of one converted object: the desired apiVersion, the original kind, and
+/// metadata as it was but for labels and annotations (the rest is restored).
+fn check_converted(original: &Value, converted: &mut Value, desired: &str) -> Result<(), String> {
+    if converted["apiVersion"].as_str() != Some(desired) {
+        return Err(format!(
+            "invalid converted object: expected apiVersion {desired:?}, got {:?}",
+            converted["apiVersion"].as_str().unwrap_or("")
+        ));
+    }
+    if converted["kind"] != original["kind"] {
+        return Err(format!(
+            "invalid converted object: expected kind {}, got {}",
+            original["kind"], converted["kind"]
+        ));
+    }
+    let mut meta = original["metadata"].clone();
+    for k in ["labels", "annotations"] {
+        match converted["metadata"].get(k) {
+            Some(v) if v.is_object() => {
+                if v.as_object()
+                    .is_some_and(|m| m.values().any(|x| !x.is_string()))
+                {
+                    return Err(format!("invalid metadata.{k} in a converted object"));
+                }
+                meta[k] = v.clone();
+            }
+            _ => {
+                if let Some(m) = meta.as_object_mut() {
+                    m.remove(k);
+                }
+            }
+        }
+    }
+    converted["metadata"] = meta;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(version: &str) -> Value {
+        json!({"apiVersion": format!("stable.example.com/{version}"), "kind": "Widget",
+            "metadata": {"name": "w", "uid": "u1", "labels": {"a": "1"}}, "hostPort": "h:1"})
+    }
+
+    #[test]
+    fn the_crd_says_storage_and_webhook() {
+        let crd = json!({"spec": {"group": "stable.example.com", "versions": [
+            {"name": "v1", "served": true, "storage": false},
+            {"name": "v2", "served": true, "storage": true}],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"], "clientConfig": {"url": "https://x/"}}}}});
+        let c = Conversion::of(&crd);
+        assert_eq!(c.storage_version, "stable.example.com/v2");
+        assert!(c.webhook.is_some());
+        let mut none = crd.clone();
+        none["spec"]["conversion"] = json!({"strategy": "None"});
+        assert!(Conversion::of(&none).webhook.is_none());
+    }
+
+    #[test]
+    fn answers_are_checked_as_upstream() {
+        let ok = json!({"response": {"uid": "x", "result": {"status": "Success"},
+            "convertedObjects": [obj("v2")]}});
+        let got = parse_answer("x", 1, ok.to_string().as_bytes()).unwrap();
+        assert_eq!(got.len(), 1);
+        assert!(
+            parse_answer("y", 1, ok.to_string().as_bytes())
+                .unwrap_err()
+                .contains("response.uid")
+        );
+        assert!(
+            parse_answer("x", 2, ok.to_string().as_bytes())
+                .unwrap_err()
+                .contains("expected 2 converted objects")
+        );
+        let failed = json!({"response": {"uid": "x", "result": {"status": "Failure",
+            "message": "cannot convert"}}});
+        assert_eq!(
+            parse_answer("x", 1, failed.to_string().as_bytes()).unwrap_err(),
+            "cannot convert"
+        );
+    }
+
+    #[test]
+    fn converted_metadata_keeps_all_but_labels_and_annotations() {
+        let original = obj("v1");
+        let mut c = obj("v2");
+        c["metadata"]["uid"] = json!("changed");
+        c["metadata"]["labels"] = json!({"b": "2"});
+        c["metadata"]["annotations"] = json!({"n": "x"});
+        check_converted(&original, &mut c, "stable.example.com/v2").unwrap();
+        assert_eq!(c["metadata"]["uid"], "u1");
+        assert_eq!(c["metadata"]["labels"], json!({"b": "2"}));
+        assert_eq!(c["metadata"]["annotations"], json!({"n": "x"}));
+        let mut wrong = obj("v1");
+        assert!(check_converted(&original, &mut wrong, "stable.example.com/v2").is_err());
+        let mut kind = obj("v2");
+        kind["kind"] = json!("Other");
+        assert!(check_converted(&original, &mut kind, "stable.example.com/v2").is_err());
+    }
+}
