@@ -86,10 +86,6 @@ fn conditions(csr: &Value) -> &[Value] {
         .map_or(&[][..], Vec::as_slice)
 }
 
-fn is_type(c: &Value, types: &[&str]) -> bool {
-    c["type"].as_str().is_some_and(|t| types.contains(&t))
-}
-
 /// The update rules of the three write paths, after the generic ones (which already keep
 /// `status` on the main resource and everything but status on `status`):
 /// * every path keeps `spec`;
