@@ -18,9 +18,11 @@ use crate::rest::{Rest, WriteOptions, meta};
 /// How often every APIService is checked.
 const PERIOD: Duration = Duration::from_secs(5);
 
-/// Checks the APIServices until `cancel`.
+/// Keeps the local APIServices registered ([`crate::apiservice_registration`]) and checks
+/// every APIService until `cancel`.
 pub async fn run(rest: Arc<Rest>, front_proxy: Option<CertKeyPem>, cancel: CancellationToken) {
     loop {
+        crate::apiservice_registration::sync(&rest).await;
         check_all(&rest, front_proxy.as_ref()).await;
         tokio::select! {
             _ = cancel.cancelled() => return,

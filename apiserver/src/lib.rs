@@ -29,6 +29,7 @@
 //! - [`table`]: the `kubectl get` columns of each resource (Table responses).
 
 pub mod admission;
+pub mod apiservice_registration;
 pub mod apiservice_status;
 pub mod apply;
 pub mod auth;

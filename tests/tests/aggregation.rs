@@ -5,6 +5,7 @@
 //! `k1s server` proxies `/apis/wardle.k1s.test/v1alpha1/...` to it through a Service, lists
 //! the group in discovery, reports the APIService Available, passes the user along in
 //! `X-Remote-User`/`X-Remote-Group`, and streams a watch; stock kubectl reads the resource.
+//! The group versions k1s serves itself have local APIServices.
 
 use std::sync::{Arc, Mutex};
 
@@ -327,6 +328,34 @@ fn aggregated_api_is_proxied_discovered_and_available() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     assert_eq!(available["reason"], "Passed", "{available}");
+
+    // The group versions served locally have local APIServices, available.
+    let mut local = Value::Null;
+    for _ in 0..100 {
+        local = c
+            .raw(
+                "GET",
+                "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps",
+                None,
+                None,
+            )
+            .json();
+        if local["status"]["conditions"][0]["reason"] == "Local" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(local["spec"]["groupPriorityMinimum"], 17800, "{local}");
+    assert_eq!(
+        local["status"]["conditions"][0]["status"], "True",
+        "{local}"
+    );
+    let listed = c.ok(&["get", "apiservices", "-o", "name"]);
+    assert!(
+        listed.contains("apiservice.apiregistration.k8s.io/v1."),
+        "{listed}"
+    );
+    assert!(listed.contains("v1alpha1.wardle.k1s.test"), "{listed}");
 
     // Without its Endpoints the group version is unavailable (503) and says so.
     c.ok(&["delete", "endpoints", "ext"]);
