@@ -508,12 +508,7 @@ pub fn unverified_client_tls_config(
         .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)));
     Ok(match client {
         Some((cert, key)) => {
-            let chain = certificates(cert, "client certificate")?;
-            let key =
-                PrivateKeyDer::from_pem_slice(key).map_err(|source| HttpClientError::Pem {
-                    what: "client key",
-                    source,
-                })?;
+            let (chain, key) = client_identity(cert, key)?;
             builder.with_client_auth_cert(chain, key)?
         }
         None => builder.with_no_client_auth(),
@@ -592,12 +587,7 @@ pub fn client_tls_config(
         .with_root_certificates(roots);
     let mut config = match (&tls.client_cert_pem, &tls.client_key_pem) {
         (Some(cert), Some(key)) => {
-            let chain = certificates(cert, "client certificate")?;
-            let key =
-                PrivateKeyDer::from_pem_slice(key).map_err(|source| HttpClientError::Pem {
-                    what: "client key",
-                    source,
-                })?;
+            let (chain, key) = client_identity(cert, key)?;
             builder.with_client_auth_cert(chain, key)?
         }
         (None, None) => builder.with_no_client_auth(),
@@ -609,6 +599,19 @@ pub fn client_tls_config(
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     };
     Ok(config)
+}
+
+/// A client certificate chain and its key, from PEM.
+fn client_identity(
+    cert: &[u8],
+    key: &[u8],
+) -> std::result::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), HttpClientError> {
+    let chain = certificates(cert, "client certificate")?;
+    let key = PrivateKeyDer::from_pem_slice(key).map_err(|source| HttpClientError::Pem {
+        what: "client key",
+        source,
+    })?;
+    Ok((chain, key))
 }
 
 fn certificates(

@@ -7,6 +7,8 @@
 //! `X-Remote-User`/`X-Remote-Group`, and streams a watch; stock kubectl reads the resource.
 //! The group versions k1s serves itself have local APIServices.
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
@@ -44,7 +46,7 @@ fn flunder(name: &str, user: &str) -> Value {
 fn start_extension(serving: (&str, &str), front_proxy_ca: &str, seen: Seen) -> u16 {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     let chain = CertificateDer::pem_slice_iter(serving.0.as_bytes())
         .collect::<Result<Vec<_>, _>>()
@@ -87,30 +89,9 @@ fn start_extension(serving: (&str, &str), front_proxy_ca: &str, seen: Seen) -> u
                     let Ok(mut tls) = acceptor.accept(tcp).await else {
                         return;
                     };
-                    let mut data = Vec::new();
-                    let mut buf = [0u8; 8192];
-                    let (head_len, body_len) = loop {
-                        match tls.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => data.extend_from_slice(&buf[..n]),
-                        }
-                        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&data[..end]).to_lowercase();
-                            let len = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            break (end + 4, len);
-                        }
+                    let Some((head, body)) = support::read_request(&mut tls).await else {
+                        return;
                     };
-                    while data.len() < head_len + body_len {
-                        match tls.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => data.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&data[..head_len]).into_owned();
                     let mut words = head.split_whitespace();
                     let method = words.next().unwrap_or("").to_owned();
                     let target = words.next().unwrap_or("/").to_owned();
@@ -137,7 +118,7 @@ fn start_extension(serving: (&str, &str), front_proxy_ca: &str, seen: Seen) -> u
                             (200, list.to_string(), false)
                         }
                         ("POST", p) if p == list_path => {
-                            let mut f: Value = serde_json::from_slice(&data[head_len..]).unwrap_or(Value::Null);
+                            let mut f: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
                             f["metadata"]["annotations"] = json!({"seen-user": user});
                             (201, f.to_string(), false)
                         }
@@ -169,6 +150,20 @@ fn start_extension(serving: (&str, &str), front_proxy_ca: &str, seen: Seen) -> u
         });
     });
     port_rx.recv().unwrap()
+}
+
+/// The APIService `name` once `until` holds (or as last read, after 20 s).
+fn apiservice_where(c: &Cluster, name: &str, until: impl Fn(&Value) -> bool) -> Value {
+    let path = format!("/apis/apiregistration.k8s.io/v1/apiservices/{name}");
+    let mut last = Value::Null;
+    for _ in 0..100 {
+        last = c.raw("GET", &path, None, None).json();
+        if until(&last) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    last
 }
 
 #[test]
@@ -311,40 +306,16 @@ fn aggregated_api_is_proxied_discovered_and_available() {
     assert_eq!(names, ["one", "two"], "{}", watched.body);
 
     // The availability check passes.
-    let mut available = Value::Null;
-    for _ in 0..100 {
-        let a = c
-            .raw(
-                "GET",
-                "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.wardle.k1s.test",
-                None,
-                None,
-            )
-            .json();
-        available = a["status"]["conditions"][0].clone();
-        if available["status"] == "True" {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let available = apiservice_where(&c, "v1alpha1.wardle.k1s.test", |a| {
+        a["status"]["conditions"][0]["status"] == "True"
+    });
+    let available = &available["status"]["conditions"][0];
     assert_eq!(available["reason"], "Passed", "{available}");
 
     // The group versions served locally have local APIServices, available.
-    let mut local = Value::Null;
-    for _ in 0..100 {
-        local = c
-            .raw(
-                "GET",
-                "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps",
-                None,
-                None,
-            )
-            .json();
-        if local["status"]["conditions"][0]["reason"] == "Local" {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let local = apiservice_where(&c, "v1.apps", |a| {
+        a["status"]["conditions"][0]["reason"] == "Local"
+    });
     assert_eq!(local["spec"]["groupPriorityMinimum"], 17800, "{local}");
     assert_eq!(
         local["status"]["conditions"][0]["status"], "True",
@@ -366,21 +337,9 @@ fn aggregated_api_is_proxied_discovered_and_available() {
         None,
     );
     assert_eq!(gone.code, 503, "{}", gone.body);
-    let mut reason = Value::Null;
-    for _ in 0..100 {
-        let a = c
-            .raw(
-                "GET",
-                "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.wardle.k1s.test",
-                None,
-                None,
-            )
-            .json();
-        reason = a["status"]["conditions"][0]["reason"].clone();
-        if a["status"]["conditions"][0]["status"] == "False" {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let failing = apiservice_where(&c, "v1alpha1.wardle.k1s.test", |a| {
+        a["status"]["conditions"][0]["status"] == "False"
+    });
+    let reason = &failing["status"]["conditions"][0]["reason"];
     assert_ne!(reason, "Passed");
 }

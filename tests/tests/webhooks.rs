@@ -6,6 +6,8 @@
 //! configurations, and configurations that no webhook can block. The same server converts
 //! custom resources between the versions of a CRD (`conversion.strategy: Webhook`).
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
@@ -120,7 +122,7 @@ fn convert(request: &Value) -> Value {
 fn start_hook() -> Hook {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
 
     let (ca, cert, key) = certificates();
     let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
@@ -157,34 +159,13 @@ fn start_hook() -> Hook {
                     let Ok(mut tls) = acceptor.accept(tcp).await else {
                         return;
                     };
-                    let mut data = Vec::new();
-                    let mut buf = [0u8; 8192];
-                    let (head_len, body_len) = loop {
-                        match tls.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => data.extend_from_slice(&buf[..n]),
-                        }
-                        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                            let head = String::from_utf8_lossy(&data[..end]).to_lowercase();
-                            let len = head
-                                .lines()
-                                .find_map(|l| l.strip_prefix("content-length:"))
-                                .and_then(|v| v.trim().parse::<usize>().ok())
-                                .unwrap_or(0);
-                            break (end + 4, len);
-                        }
+                    let Some((head, body)) = support::read_request(&mut tls).await else {
+                        return;
                     };
-                    while data.len() < head_len + body_len {
-                        match tls.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => data.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&data[..head_len]).into_owned();
                     let target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
                     let path = target.split('?').next().unwrap_or("/").to_owned();
                     let review: Value =
-                        serde_json::from_slice(&data[head_len..head_len + body_len])
+                        serde_json::from_slice(&body)
                             .unwrap_or(Value::Null);
                     log.lock().unwrap().push(json!({"path": path, "target": target,
                         "request": review["request"]}));

@@ -146,28 +146,11 @@ pub(crate) fn group_document(group: &str, apiservices: &[Arc<Value>]) -> Option<
     Some(g)
 }
 
-/// Headers that belong to one connection, the client's credentials, and the user headers a
-/// client might forge: none go along.
+/// What the proxy subresources forward ([`super::proxy::forwarded`]), less the user headers a
+/// client might forge.
 fn forwarded(name: &header::HeaderName) -> bool {
     let n = name.as_str();
-    !(matches!(
-        n,
-        "authorization"
-            | "connection"
-            | "keep-alive"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-            | "content-length"
-            | "impersonate-user"
-            | "impersonate-group"
-            | "impersonate-uid"
-    ) || n.starts_with("x-remote-")
-        || n.starts_with("impersonate-extra-"))
+    super::proxy::forwarded(name) && !(n.starts_with("x-remote-") || n.starts_with("impersonate-"))
 }
 
 /// The user as the front proxy tells the extension server (upstream's requestheader

@@ -186,7 +186,7 @@ fn default_port(scheme: &str) -> u16 {
 
 /// Headers that belong to one connection and are not forwarded (RFC 9110 §7.6.1), and the
 /// client's credentials.
-fn forwarded(name: &header::HeaderName) -> bool {
+pub(crate) fn forwarded(name: &header::HeaderName) -> bool {
     !matches!(
         name.as_str(),
         "authorization"
