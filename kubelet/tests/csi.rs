@@ -5,6 +5,8 @@
 //! in process (LocalClient on a temp redb file); the container runtime, cgroups and network
 //! are the fakes. Needs root (the fixture mounts).
 
+#[path = "../../tests/src/mounts.rs"]
+mod mounts;
 mod support;
 
 use std::path::PathBuf;
@@ -34,30 +36,18 @@ struct Env {
     cancel: CancellationToken,
     deps: Arc<Deps>,
     kubelet: Option<(CancellationToken, tokio::task::JoinHandle<()>)>,
-    dir: tempfile::TempDir,
+    /// Unmounts whatever a failed test left mounted below it when the test ends.
+    dir: mounts::ScratchDir,
 }
 
 impl Drop for Env {
     fn drop(&mut self) {
         self.cancel.cancel();
-        // Whatever a failed test left mounted under the temp dir.
-        if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
-            let base = self.dir.path().display().to_string();
-            let mut points: Vec<&str> = info
-                .lines()
-                .filter_map(|l| l.split_whitespace().nth(4))
-                .filter(|p| p.starts_with(&base))
-                .collect();
-            points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-            for p in points {
-                let _ = nix::mount::umount2(p, nix::mount::MntFlags::MNT_DETACH);
-            }
-        }
     }
 }
 
 async fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = mounts::ScratchDir::new();
     let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
     let state = ApiState::new(Arc::new(store), &ApiConfig::default()).unwrap();
     k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)

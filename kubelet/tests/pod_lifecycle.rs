@@ -25,13 +25,16 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "support/device_plugin.rs"]
 mod device_plugin;
+#[path = "../../tests/src/mounts.rs"]
+mod mounts;
 
 struct Env {
     client: Arc<dyn Client>,
     runtime: Arc<FakeRuntime>,
     cgroups: Arc<FakeCgroupManager>,
     cancel: CancellationToken,
-    _dir: tempfile::TempDir,
+    /// Unmounts the pods' namespaces (the kubelet is only cancelled) when the test ends.
+    _dir: mounts::ScratchDir,
 }
 
 impl Drop for Env {
@@ -46,7 +49,7 @@ async fn env() -> Env {
 
 /// An environment whose kubelet configuration `tweak` changes.
 async fn env_with(tweak: impl FnOnce(&mut Config)) -> Env {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = mounts::ScratchDir::new();
     let store = RedbStore::open(RedbConfig::new(dir.path().join("state.redb"))).unwrap();
     let state = ApiState::new(Arc::new(store), &ApiConfig::default()).unwrap();
     k1s_apiserver::bootstrap::run(&state.rest, "127.0.0.1".parse().unwrap(), 6443)

@@ -322,18 +322,8 @@ pub struct StorageCleanup(pub PathBuf);
 
 impl Drop for StorageCleanup {
     fn drop(&mut self) {
+        crate::mounts::unmount_under(&self.0);
         let dir = self.0.to_string_lossy().into_owned();
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<String> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .map(|m| m.replace("\\040", " "))
-            .filter(|m| m.starts_with(&dir))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            let _ = Command::new("umount").args(["-l", &m]).status();
-        }
         for e in std::fs::read_dir("/sys/block")
             .into_iter()
             .flatten()

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 mod build;
 pub mod host;
 pub mod lan;
+pub mod mounts;
 #[path = "../../kubelet/tests/support/registry.rs"]
 pub mod registry;
 
@@ -388,7 +389,8 @@ pub fn proxy_flags(flags: &[String], table: &str) -> Vec<String> {
 /// A server on a temp dir with everything a test needs to talk to it.
 pub struct Cluster {
     pub server: Server,
-    pub dir: tempfile::TempDir,
+    /// Unmounts what the server's kubelet left mounted when it goes (after the server).
+    pub dir: mounts::ScratchDir,
     pub port: u16,
     pub kubeconfig: PathBuf,
     pub kubectl: PathBuf,
@@ -422,7 +424,7 @@ impl Cluster {
         let server = Server::start(&dir.path().join("data"), port, &kubeconfig, extra);
         Some(Cluster {
             server,
-            dir,
+            dir: dir.into(),
             port,
             kubeconfig,
             kubectl,
