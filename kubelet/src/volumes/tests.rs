@@ -494,6 +494,8 @@ async fn downward_api_limits_default_to_node_allocatable() {
         // The container's own memory limit wins.
         assert_eq!(read(&path.join("mem")), "64", "{v}");
     }
+    // The projected volume is a tmpfs (as root): it goes with the pod.
+    e.vm.teardown("u1").await.unwrap();
 }
 
 #[tokio::test]
