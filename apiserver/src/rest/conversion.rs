@@ -12,6 +12,7 @@
 //! `caBundle`). In-process readers that mirror the store (the controllers' client) see
 //! webhook-converted resources in their stored version; k1s's own controllers read none.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,21 +127,22 @@ impl Rest {
         })
     }
 
-    /// An object of `res` as it is stored: in the CRD's storage version.
-    pub(crate) async fn to_storage(
+    /// An object of `res` as it is stored: in the CRD's storage version (other resources'
+    /// objects as they are, not copied).
+    pub(crate) async fn to_storage<'a>(
         &self,
         res: &ResourceType,
-        obj: &Value,
-    ) -> Result<Value, ApiError> {
+        obj: &'a Value,
+    ) -> Result<Cow<'a, Value>, ApiError> {
         let Some(custom) = &res.custom else {
-            return Ok(obj.clone());
+            return Ok(Cow::Borrowed(obj));
         };
         let storage = custom.conversion.storage_version.clone();
-        if storage == "/" || storage.is_empty() {
-            return Ok(obj.clone());
+        if storage == "/" || storage.is_empty() || obj["apiVersion"] == storage.as_str() {
+            return Ok(Cow::Borrowed(obj));
         }
         let mut out = self.convert(res, vec![obj.clone()], &storage).await?;
-        Ok(out.pop().unwrap_or(Value::Null))
+        Ok(Cow::Owned(out.pop().unwrap_or(Value::Null)))
     }
 
     /// `objs` in `desired` (`group/version`): the webhook converts those in another version;
