@@ -242,6 +242,20 @@ pub async fn publish(
     data_dir: &Path,
     password: &str,
 ) -> Result<bool, IdentityError> {
+    let files = local_files(data_dir)?;
+    let password = password.to_owned();
+    let sealed = tokio::task::spawn_blocking(move || seal(&files, &password))
+        .await
+        .map_err(|e| IdentityError::Kdf(e.to_string()))??;
+    match store.create(KEY, sealed.into()).await {
+        Ok(_) => Ok(true),
+        Err(StoreError::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The files of [`FILES`] this server has.
+fn local_files(data_dir: &Path) -> Result<Files, IdentityError> {
     let mut files = Files::default();
     for (rel, _) in FILES {
         let path = data_dir.join(rel);
@@ -259,15 +273,68 @@ pub async fn publish(
             }
         }
     }
-    let password = password.to_owned();
-    let sealed = tokio::task::spawn_blocking(move || seal(&files, &password))
+    Ok(files)
+}
+
+/// Adds to the cluster's identity the files of [`FILES`] it lacks and this server has: a
+/// cluster published before a file joined the identity (the front proxy CA) gets the first
+/// upgraded server's, and every other server takes it with [`fetch`] (the record is
+/// replaced by a compare-and-swap: of two servers extending at once one wins).
+pub async fn extend(
+    store: &dyn Store,
+    data_dir: &Path,
+    password: &str,
+) -> Result<Extended, IdentityError> {
+    let Some(kv) = store.get(KEY).await? else {
+        return Ok(Extended::Complete);
+    };
+    let local = local_files(data_dir)?;
+    let pw = password.to_owned();
+    let bytes = kv.value.clone();
+    let mut record = tokio::task::spawn_blocking(move || open(&bytes, &pw))
         .await
         .map_err(|e| IdentityError::Kdf(e.to_string()))??;
-    match store.create(KEY, sealed.into()).await {
-        Ok(_) => Ok(true),
-        Err(StoreError::AlreadyExists { .. }) => Ok(false),
+    // Files this server has that the record holds otherwise: another server extended the
+    // record after this one's fetch.
+    let differs = local
+        .files
+        .iter()
+        .any(|(rel, text)| record.files.get(rel).is_some_and(|r| r != text));
+    let mut added = false;
+    for (rel, text) in local.files {
+        if let std::collections::btree_map::Entry::Vacant(e) = record.files.entry(rel) {
+            e.insert(text);
+            added = true;
+        }
+    }
+    if !added {
+        return Ok(if differs {
+            Extended::Raced
+        } else {
+            Extended::Complete
+        });
+    }
+    let pw = password.to_owned();
+    let sealed = tokio::task::spawn_blocking(move || seal(&record, &pw))
+        .await
+        .map_err(|e| IdentityError::Kdf(e.to_string()))??;
+    match store.update(KEY, sealed.into(), kv.mod_revision).await {
+        Ok(_) => Ok(Extended::Added),
+        Err(StoreError::Conflict { .. }) => Ok(Extended::Raced),
         Err(e) => Err(e.into()),
     }
+}
+
+/// What [`extend`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Extended {
+    /// This server's files that the record lacked are in it now.
+    Added,
+    /// The record lacked nothing this server has (or there is none).
+    Complete,
+    /// Another server changed the record first (it holds other files than this server's):
+    /// [`fetch`] it.
+    Raced,
 }
 
 #[cfg(test)]
@@ -350,6 +417,28 @@ mod tests {
         assert_eq!(
             fetch(&store, second.path(), "password-1").await.unwrap(),
             Fetched::Written(vec![])
+        );
+        // A file that joined the identity later (the front proxy CA): the first server to
+        // have it adds its own, once; the others take that one.
+        let rh = "tls/request-header-ca.crt";
+        write_atomic(&first.path().join(rh), b"RH-1", 0o644).unwrap();
+        write_atomic(&second.path().join(rh), b"RH-2", 0o644).unwrap();
+        assert_eq!(
+            extend(&store, first.path(), "password-1").await.unwrap(),
+            Extended::Added
+        );
+        assert_eq!(
+            extend(&store, second.path(), "password-1").await.unwrap(),
+            Extended::Raced
+        );
+        assert_eq!(
+            fetch(&store, second.path(), "password-1").await.unwrap(),
+            Fetched::Written(vec![rh.into()])
+        );
+        assert_eq!(fs::read_to_string(second.path().join(rh)).unwrap(), "RH-1");
+        assert_eq!(
+            extend(&store, second.path(), "password-1").await.unwrap(),
+            Extended::Complete
         );
         assert!(store.get(KEY).await.unwrap().is_some());
     }

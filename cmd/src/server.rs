@@ -319,6 +319,21 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             pki = Pki::load_or_create(&pki_config)?;
         }
     }
+    if matches!(fetched, cluster_identity::Fetched::Written(_)) {
+        // A cluster whose identity predates a file of it (the front proxy CA): the first
+        // server with one shares it; the others take that one and re-issue what it signs.
+        match cluster_identity::extend(&*store, &args.data_dir, &password).await? {
+            cluster_identity::Extended::Added => {
+                tracing::info!("added this server's new identity files to the cluster's");
+            }
+            cluster_identity::Extended::Complete => {}
+            cluster_identity::Extended::Raced => {
+                cluster_identity::fetch(&*store, &args.data_dir, &password).await?;
+                tracing::info!("took the new identity files another server added");
+                pki = Pki::load_or_create(&pki_config)?;
+            }
+        }
+    }
     // The generated configuration (--secrets-encryption) is the cluster's: kept in step with
     // the datastore's copy. A server started without the flag on a cluster that has one takes
     // it too, or it could not read the cluster's secrets.
