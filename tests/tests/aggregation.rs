@@ -321,6 +321,31 @@ fn aggregated_api_is_proxied_discovered_and_available() {
         local["status"]["conditions"][0]["status"], "True",
         "{local}"
     );
+    // kubectl's table, as upstream's printer: SERVICE Local or NS/NAME, AVAILABLE.
+    let table = c.ok(&["get", "apiservices"]);
+    let row = |name: &str| -> Vec<String> {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {table}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["NAME", "SERVICE", "AVAILABLE", "AGE"]
+    );
+    assert_eq!(row("v1.apps")[1..3], ["Local", "True"]);
+    assert_eq!(
+        row("v1alpha1.wardle.k1s.test")[1..3],
+        ["default/ext", "True"]
+    );
     let listed = c.ok(&["get", "apiservices", "-o", "name"]);
     assert!(
         listed.contains("apiservice.apiregistration.k8s.io/v1."),

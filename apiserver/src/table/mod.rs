@@ -167,6 +167,7 @@ pub fn builtin(group: &str, resource: &str) -> Option<&'static dyn Printer> {
         ("policy", "poddisruptionbudgets") => &others::PodDisruptionBudgets,
         ("scheduling.k8s.io", "priorityclasses") => &others::PriorityClasses,
         ("node.k8s.io", "runtimeclasses") => &others::RuntimeClasses,
+        ("apiregistration.k8s.io", "apiservices") => &others::ApiServices,
         ("coordination.k8s.io", "leases") => &others::Leases,
         ("coordination.k8s.io", "leasecandidates") => &others::LeaseCandidates,
         ("certificates.k8s.io", "certificatesigningrequests") => {

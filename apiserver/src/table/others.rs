@@ -270,6 +270,54 @@ impl Printer for RuntimeClasses {
 }
 
 // ---------------------------------------------------------------------------
+// APIServices
+
+pub(crate) struct ApiServices;
+
+impl Printer for ApiServices {
+    fn columns(&self) -> Vec<Column> {
+        vec![
+            Column::name(),
+            Column::s(
+                "Service",
+                "The reference to the service that hosts this API endpoint.",
+            ),
+            Column::s("Available", "Whether this service is available."),
+            Column::age(),
+        ]
+    }
+
+    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+        let svc = &obj["spec"]["service"];
+        let service = if svc.is_object() {
+            format!(
+                "{}/{}",
+                svc["namespace"].as_str().unwrap_or(""),
+                svc["name"].as_str().unwrap_or("")
+            )
+        } else {
+            "Local".to_owned()
+        };
+        let available = obj["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Available"))
+            .map_or_else(
+                || "Unknown".to_owned(),
+                |c| match c["status"].as_str().unwrap_or("") {
+                    "True" => "True".to_owned(),
+                    other => format!("{other} ({})", c["reason"].as_str().unwrap_or("")),
+                },
+            );
+        vec![
+            name(obj).into(),
+            service.into(),
+            available.into(),
+            age(obj, now),
+        ]
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Leases
 
 pub(crate) struct Leases;
