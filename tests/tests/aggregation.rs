@@ -44,112 +44,84 @@ fn flunder(name: &str, user: &str) -> Value {
 /// Starts the extension server; its port. Only clients with a certificate from
 /// `front_proxy_ca` get through the handshake.
 fn start_extension(serving: (&str, &str), front_proxy_ca: &str, seen: Seen) -> u16 {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     use tokio::io::AsyncWriteExt;
 
-    let chain = CertificateDer::pem_slice_iter(serving.0.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(serving.1.as_bytes()).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(front_proxy_ca.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(roots),
-        provider.clone(),
-    )
-    .build()
-    .unwrap();
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(chain, key)
-        .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            port_tx.send(listener.local_addr().unwrap().port()).unwrap();
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (acceptor, seen) = (acceptor.clone(), seen.clone());
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let Some((head, body)) = support::read_request(&mut tls).await else {
-                        return;
-                    };
-                    let mut words = head.split_whitespace();
-                    let method = words.next().unwrap_or("").to_owned();
-                    let target = words.next().unwrap_or("/").to_owned();
-                    let header = |name: &str| -> Vec<String> {
-                        head.lines()
-                            .filter_map(|l| l.split_once(':'))
-                            .filter(|(k, _)| k.trim().eq_ignore_ascii_case(name))
-                            .map(|(_, v)| v.trim().to_owned())
-                            .collect()
-                    };
-                    let user = header("x-remote-user").into_iter().next().unwrap_or_default();
-                    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-                    seen.lock()
-                        .unwrap()
-                        .push((method.clone(), path.to_owned(), user.clone(), header("x-remote-group")));
-                    let list_path = "/apis/wardle.k1s.test/v1alpha1/namespaces/default/flunders";
-                    let (code, body, stream) = match (method.as_str(), path) {
-                        ("GET", "/apis/wardle.k1s.test/v1alpha1") => (200, RESOURCES.to_owned(), false),
-                        ("GET", p) if p == list_path && query.contains("watch=") => (200, String::new(), true),
-                        ("GET", p) if p == list_path => {
-                            let list = json!({"apiVersion": "wardle.k1s.test/v1alpha1",
+    let config = support::server_config(serving.0, serving.1, Some(front_proxy_ca));
+    support::serve_tls(config, move |mut tls| {
+        let seen = seen.clone();
+        async move {
+            let Some((head, body)) = support::read_request(&mut tls).await else {
+                return;
+            };
+            let mut words = head.split_whitespace();
+            let method = words.next().unwrap_or("").to_owned();
+            let target = words.next().unwrap_or("/").to_owned();
+            let header = |name: &str| -> Vec<String> {
+                head.lines()
+                    .filter_map(|l| l.split_once(':'))
+                    .filter(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.trim().to_owned())
+                    .collect()
+            };
+            let user = header("x-remote-user")
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+            seen.lock().unwrap().push((
+                method.clone(),
+                path.to_owned(),
+                user.clone(),
+                header("x-remote-group"),
+            ));
+            let list_path = "/apis/wardle.k1s.test/v1alpha1/namespaces/default/flunders";
+            let (code, body, stream) = match (method.as_str(), path) {
+                ("GET", "/apis/wardle.k1s.test/v1alpha1") => (200, RESOURCES.to_owned(), false),
+                ("GET", p) if p == list_path && query.contains("watch=") => {
+                    (200, String::new(), true)
+                }
+                ("GET", p) if p == list_path => {
+                    let list = json!({"apiVersion": "wardle.k1s.test/v1alpha1",
                                 "kind": "FlunderList", "metadata": {"resourceVersion": "1"},
                                 "items": [flunder("one", &user)]});
-                            (200, list.to_string(), false)
-                        }
-                        ("POST", p) if p == list_path => {
-                            let mut f: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                            f["metadata"]["annotations"] = json!({"seen-user": user});
-                            (201, f.to_string(), false)
-                        }
-                        _ => (404, json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                            "reason": "NotFound", "code": 404}).to_string(), false),
-                    };
-                    if stream {
-                        // A watch: two events, a moment apart, in chunks.
-                        let _ = tls
+                    (200, list.to_string(), false)
+                }
+                ("POST", p) if p == list_path => {
+                    let mut f: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    f["metadata"]["annotations"] = json!({"seen-user": user});
+                    (201, f.to_string(), false)
+                }
+                _ => (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "NotFound", "code": 404})
+                    .to_string(),
+                    false,
+                ),
+            };
+            if stream {
+                // A watch: two events, a moment apart, in chunks.
+                let _ = tls
                             .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n")
                             .await;
-                        for name in ["one", "two"] {
-                            let ev = format!("{}\n", json!({"type": "ADDED", "object": flunder(name, &user)}));
-                            let _ = tls.write_all(format!("{:x}\r\n{ev}\r\n", ev.len()).as_bytes()).await;
-                            let _ = tls.flush().await;
-                            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-                        }
-                        let _ = tls.write_all(b"0\r\n\r\n").await;
-                    } else {
-                        let answer = format!(
-                            "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let _ = tls.write_all(answer.as_bytes()).await;
-                    }
-                    let _ = tls.shutdown().await;
-                });
+                for name in ["one", "two"] {
+                    let ev = format!(
+                        "{}\n",
+                        json!({"type": "ADDED", "object": flunder(name, &user)})
+                    );
+                    let _ = tls
+                        .write_all(format!("{:x}\r\n{ev}\r\n", ev.len()).as_bytes())
+                        .await;
+                    let _ = tls.flush().await;
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                }
+                let _ = tls.write_all(b"0\r\n\r\n").await;
+                let _ = tls.shutdown().await;
+            } else {
+                support::respond(&mut tls, code, &body).await;
             }
-        });
-    });
-    port_rx.recv().unwrap()
+        }
+    })
 }
 
 /// The APIService `name` once `until` holds (or as last read, after 20 s).
@@ -172,28 +144,23 @@ fn aggregated_api_is_proxied_discovered_and_available() {
         return;
     };
     // What extension servers read to trust the front proxy.
-    let front_proxy_ca = c.ok(&[
-        "-n",
-        "kube-system",
-        "get",
-        "configmap",
-        "extension-apiserver-authentication",
-        "-o",
-        "jsonpath={.data.requestheader-client-ca-file}",
-    ]);
+    let auth_config = |key: &str| {
+        c.ok(&[
+            "-n",
+            "kube-system",
+            "get",
+            "configmap",
+            "extension-apiserver-authentication",
+            "-o",
+            &format!("jsonpath={{.data.{key}}}"),
+        ])
+    };
+    let front_proxy_ca = auth_config("requestheader-client-ca-file");
     assert!(
         front_proxy_ca.contains("BEGIN CERTIFICATE"),
         "{front_proxy_ca}"
     );
-    let names = c.ok(&[
-        "-n",
-        "kube-system",
-        "get",
-        "configmap",
-        "extension-apiserver-authentication",
-        "-o",
-        "jsonpath={.data.requestheader-allowed-names}",
-    ]);
+    let names = auth_config("requestheader-allowed-names");
     assert_eq!(names, r#"["front-proxy-client"]"#);
     c.ok(&[
         "-n",

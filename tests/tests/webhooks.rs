@@ -120,76 +120,37 @@ fn convert(request: &Value) -> Value {
 
 /// Starts the webhook server on a thread of its own.
 fn start_hook() -> Hook {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    use tokio::io::AsyncWriteExt;
-
     let (ca, cert, key) = certificates();
-    let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap();
-    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .unwrap();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
-    let (port_tx, port_rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            port_tx.send(listener.local_addr().unwrap().port()).unwrap();
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (acceptor, log) = (acceptor.clone(), log.clone());
-                tokio::spawn(async move {
-                    let Ok(mut tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let Some((head, body)) = support::read_request(&mut tls).await else {
-                        return;
-                    };
-                    let target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-                    let path = target.split('?').next().unwrap_or("/").to_owned();
-                    let review: Value =
-                        serde_json::from_slice(&body)
-                            .unwrap_or(Value::Null);
-                    log.lock().unwrap().push(json!({"path": path, "target": target,
+    let config = support::server_config(&cert, &key, None);
+    let port = support::serve_tls(config, move |mut tls| {
+        let log = log.clone();
+        async move {
+            let Some((head, body)) = support::read_request(&mut tls).await else {
+                return;
+            };
+            let target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+            let path = target.split('?').next().unwrap_or("/").to_owned();
+            let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            log.lock()
+                .unwrap()
+                .push(json!({"path": path, "target": target,
                         "request": review["request"]}));
-                    let response = decide(&path, &review["request"]).await;
-                    let body = if path == "/convert" {
-                        json!({"apiVersion": "apiextensions.k8s.io/v1",
+            let response = decide(&path, &review["request"]).await;
+            let body = if path == "/convert" {
+                json!({"apiVersion": "apiextensions.k8s.io/v1",
                             "kind": "ConversionReview", "response": response})
-                    } else {
-                        json!({"apiVersion": "admission.k8s.io/v1",
+            } else {
+                json!({"apiVersion": "admission.k8s.io/v1",
                             "kind": "AdmissionReview", "response": response})
-                    }
-                    .to_string();
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = tls.write_all(answer.as_bytes()).await;
-                    let _ = tls.shutdown().await;
-                });
             }
-        });
+            .to_string();
+            support::respond(&mut tls, 200, &body).await;
+        }
     });
     Hook {
-        port: port_rx.recv().unwrap(),
+        port,
         ca_bundle: base64::engine::general_purpose::STANDARD.encode(ca),
         seen,
     }
