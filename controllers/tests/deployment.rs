@@ -49,6 +49,12 @@ async fn kubelet(c: Arc<dyn Client>, cancel: CancellationToken) {
     }
 }
 
+/// The ReplicaSet and Deployment controllers, until `cancel`.
+fn start_controllers(c: &Arc<dyn Client>, cancel: &CancellationToken) {
+    tokio::spawn(k1s_controllers::replicaset::run(c.clone(), cancel.clone()));
+    tokio::spawn(k1s_controllers::deployment::run(c.clone(), cancel.clone()));
+}
+
 async fn replica_sets(c: &Arc<dyn Client>) -> Vec<Value> {
     c.list(&sets(), &ListParams::default()).await.unwrap().items
 }
@@ -104,14 +110,7 @@ fn progressing(d: &Value) -> Option<&Value> {
 async fn rolling_update_undo_scale_and_recreate() {
     let env = env().await;
     let c = env.client.clone();
-    tokio::spawn(k1s_controllers::replicaset::run(
-        c.clone(),
-        env.cancel.clone(),
-    ));
-    tokio::spawn(k1s_controllers::deployment::run(
-        c.clone(),
-        env.cancel.clone(),
-    ));
+    start_controllers(&c, &env.cancel);
     tokio::spawn(kubelet(c.clone(), env.cancel.clone()));
     create(&c, &deploys(), json!({"metadata": {"name": "web"},
         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
@@ -255,14 +254,7 @@ async fn rolling_update_undo_scale_and_recreate() {
 async fn pause_resume_and_progress_deadline() {
     let env = env().await;
     let c = env.client.clone();
-    tokio::spawn(k1s_controllers::replicaset::run(
-        c.clone(),
-        env.cancel.clone(),
-    ));
-    tokio::spawn(k1s_controllers::deployment::run(
-        c.clone(),
-        env.cancel.clone(),
-    ));
+    start_controllers(&c, &env.cancel);
     let kubelet_cancel = env.cancel.child_token();
     tokio::spawn(kubelet(c.clone(), kubelet_cancel.clone()));
     create(
@@ -395,14 +387,7 @@ fn spec_of(rss: &[Value], image: &str) -> Option<i64> {
 async fn stuck_rollout_scales_proportionally_and_a_new_template_rolls_out() {
     let env = env().await;
     let c = env.client.clone();
-    tokio::spawn(k1s_controllers::replicaset::run(
-        c.clone(),
-        env.cancel.clone(),
-    ));
-    tokio::spawn(k1s_controllers::deployment::run(
-        c.clone(),
-        env.cancel.clone(),
-    ));
+    start_controllers(&c, &env.cancel);
     tokio::spawn(kubelet(c.clone(), env.cancel.clone()));
     create(
         &c,
