@@ -519,7 +519,9 @@ fn start_proxy(
     tasks: &TaskTracker,
     cancel: &CancellationToken,
 ) {
-    let nft = Arc::new(k1s_proxy::nft::NftCommand::default());
+    // Compiled to netlink; `nft` only for text the compiler does not cover (none of the
+    // proxy's today).
+    let nft = Arc::new(k1s_proxy::nft::NftNetlink::default());
     if args.disable_kube_proxy {
         let table = args.proxy_table.clone();
         tasks.spawn(async move {

@@ -3,10 +3,12 @@
 //!
 //! - **Programming**: a proxier with N Services of E endpoints (fed its typed changes
 //!   directly: the informer's delivery is the API benchmark's concern) programs an
-//!   `ip k1s-proxy` table with `nft` in a scratch namespace: the full sync of all of them,
-//!   then the latency from one EndpointSlice change to its transaction applied, p50/p99 over
+//!   `ip k1s-proxy` table in a scratch namespace: the full sync of all of them, then the
+//!   latency from one EndpointSlice change to its transaction applied, p50/p99 over
 //!   `--changes` changes; and the proxy's memory (RSS growth of this process for the N
-//!   Services, their slices and the applied rules).
+//!   Services, their slices and the applied rules). Each size runs with the transactions
+//!   compiled to netlink (what k1s does) and, as the peer in the same run, handed to `nft -f`
+//!   (kube-proxy's way), unless `--apply` picks one.
 //! - **Data path**: a "node" namespace with a bridge and a "pod" namespace running busybox
 //!   `httpd`; `wrk` from the node to the pod's address and to a ClusterIP that DNATs to it, in
 //!   the same run; and one `iperf3` TCP stream to each (throughput, the per-packet cost).
@@ -21,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use k1s_proxy::conntrack::FakeConntrack;
-use k1s_proxy::nft::NftCommand;
+use k1s_proxy::nft::{Nft, NftCommand, NftNetlink};
 use k1s_proxy::{Proxier, ProxyConfig, RulesConfig};
 use k1s_runtime::reflector::Change;
 use k8s_openapi::api::core::v1::Service;
@@ -42,6 +44,18 @@ pub struct ProxyBenchArgs {
     /// Seconds of each `wrk` run of the data path (0 skips it).
     #[arg(long, default_value_t = 10)]
     pub datapath_seconds: u64,
+    /// How transactions reach the kernel: `netlink`, `nft`, or both (one after the other).
+    #[arg(long, value_delimiter = ',', default_value = "netlink,nft")]
+    pub apply: Vec<Apply>,
+}
+
+/// The edge that applies the proxier's transactions.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Apply {
+    /// Compiled to nf_tables netlink messages (`NftNetlink`, what k1s uses).
+    Netlink,
+    /// Handed to the `nft` program as text (`nft -f -`).
+    Nft,
 }
 
 /// A scratch network namespace, deleted on drop.
@@ -76,6 +90,11 @@ impl Netns {
                 .map(String::from)
                 .to_vec(),
         }
+    }
+
+    /// Programs the namespace over netlink (the socket opened inside it).
+    pub(crate) fn netlink(&self) -> NftNetlink {
+        NftNetlink::new(Some(format!("/run/netns/{}", self.0).into()), self.nft())
     }
 }
 
@@ -144,12 +163,16 @@ pub(crate) fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-async fn programming(services: usize, args: &ProxyBenchArgs) -> anyhow::Result<()> {
+async fn programming(services: usize, apply: Apply, args: &ProxyBenchArgs) -> anyhow::Result<()> {
     let ns = Netns::new(&format!("k1s-bench-proxy-{}", std::process::id()))?;
     let rss_before = rss_kib();
+    let nft: Arc<dyn Nft> = match apply {
+        Apply::Netlink => Arc::new(ns.netlink()),
+        Apply::Nft => Arc::new(ns.nft()),
+    };
     let mut proxier = Proxier::new(
         ProxyConfig::new("bench-node", rules()),
-        Arc::new(ns.nft()),
+        nft,
         Arc::new(FakeConntrack::default()),
     );
     for i in 0..services {
@@ -177,6 +200,7 @@ async fn programming(services: usize, args: &ProxyBenchArgs) -> anyhow::Result<(
         "{}",
         json!({
             "bench": "proxy-programming",
+            "apply": format!("{apply:?}").to_lowercase(),
             "services": services,
             "endpoints_per_service": args.endpoints,
             "full_sync_ms": full.as_secs_f64() * 1000.0,
@@ -374,7 +398,9 @@ pub(crate) fn iperf3(ns: &Netns, ip: &str, port: u16, seconds: u64) -> anyhow::R
 
 pub async fn run(args: ProxyBenchArgs) -> anyhow::Result<()> {
     for n in args.services.clone() {
-        programming(n, &args).await?;
+        for apply in args.apply.clone() {
+            programming(n, apply, &args).await?;
+        }
     }
     if args.datapath_seconds > 0 {
         datapath(args.datapath_seconds).await?;

@@ -1,14 +1,18 @@
 //! The nftables edge shared by the components that own a table of their own (the service
 //! proxy's `ip k1s-proxy`, the network policy's `ip k1s-policy`): the typed ruleset and its
-//! transactions ([`ruleset`]), and the edge that hands a transaction to the kernel ([`Nft`]: [`NftCommand`] runs Debian's `nft -f -`, as
-//! kube-proxy's nftables mode does; [`FakeNft`] records transactions for tests).
+//! transactions ([`ruleset`]), and the edges that hand a transaction to the kernel
+//! ([`Nft`]): [`NftNetlink`] compiles it to nf_tables netlink messages and sends them as one
+//! batch ([`netlink`]); [`NftCommand`] runs Debian's `nft -f -`, as kube-proxy's nftables mode
+//! does; [`FakeNft`] records transactions for tests.
 //!
-//! Why the `nft` program rather than nf_tables netlink from Rust: the rule language (verdict
-//! maps over concatenations, `numgen`, `fib`, dynamic sets with timeouts) is compiled to
-//! bytecode by libnftables, and no maintained Rust crate covers it; the text is also what an
-//! operator reads with `nft list table ip k1s-proxy` and what the golden tests compare. One
-//! `nft -f -` run is one atomic kernel transaction.
+//! Transactions are written as `nft -f` text either way: it is what an operator reads with
+//! `nft list table ip k1s-proxy`, what the golden tests compare, and one run of it is one
+//! atomic kernel transaction. The netlink path compiles the part of the language k1s's
+//! tables use (the service proxy's, whole) and hands anything else to `nft`: parsing and
+//! cache loads in `nft` made a full sync of 10,000 Services take seconds, most of which the
+//! compiled batch does not spend (docs/benchmarks.md, proxy).
 
+pub mod netlink;
 pub mod ruleset;
 pub mod sysctl;
 
@@ -17,6 +21,8 @@ use std::sync::Mutex;
 
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+
+pub use netlink::NftNetlink;
 
 /// Why a transaction was not applied.
 #[derive(Debug, thiserror::Error)]

@@ -78,10 +78,11 @@ impl Ruleset {
     }
 
     pub fn element(&mut self, set: &str, key: impl Into<String>, value: impl Into<String>) {
-        self.elements
-            .entry(set.to_string())
-            .or_default()
-            .insert(key.into(), value.into());
+        let elems = match self.elements.get_mut(set) {
+            Some(e) => e,
+            None => self.elements.entry(set.to_string()).or_default(),
+        };
+        elems.insert(key.into(), value.into());
     }
 
     /// Adds everything of `other` (a fragment with names of its own) to this ruleset.
@@ -118,50 +119,93 @@ impl Ruleset {
     }
 }
 
-/// One transaction, in phases (see the module doc for why this order).
+/// One transaction, in phases (see the module doc for why this order); each phase is the
+/// text of its commands, one per line (a full sync of a large table is hundreds of
+/// thousands of lines: written once, not allocated line by line).
 #[derive(Debug, Default)]
 pub struct Tx {
-    prelude: Vec<String>,
-    add_objects: Vec<String>,
-    delete_elements: Vec<String>,
-    rules: Vec<String>,
-    add_elements: Vec<String>,
-    flush_stale: Vec<String>,
-    delete_stale: Vec<String>,
+    prelude: String,
+    add_objects: String,
+    delete_elements: String,
+    rules: String,
+    add_elements: String,
+    flush_stale: String,
+    delete_stale: String,
 }
 
-fn add_chain(t: &str, name: &str, c: &Chain) -> String {
-    match &c.hook {
-        Some(h) => format!("add chain {t} {name} {{ {h} ; }}"),
-        None => format!("add chain {t} {name}"),
-    }
+fn add_chain(out: &mut String, t: &str, name: &str, hook: Option<&String>) {
+    let _ = match hook {
+        Some(h) => writeln!(out, "add chain {t} {name} {{ {h} ; }}"),
+        None => writeln!(out, "add chain {t} {name}"),
+    };
 }
 
-fn add_set(t: &str, name: &str, s: &Set) -> String {
+fn add_set(out: &mut String, t: &str, name: &str, s: &Set) {
     let kind = if s.map { "map" } else { "set" };
-    format!("add {kind} {t} {name} {{ {} }}", s.declaration)
+    let _ = writeln!(out, "add {kind} {t} {name} {{ {} }}", s.declaration);
 }
 
-fn element(key: &str, value: &str) -> String {
-    if value.is_empty() {
-        key.to_string()
+fn add_element_line(out: &mut String, t: &str, set: &str, key: &str, value: &str) {
+    let _ = if value.is_empty() {
+        writeln!(out, "add element {t} {set} {{ {key} }}")
     } else {
-        format!("{key} : {value}")
-    }
+        writeln!(out, "add element {t} {set} {{ {key} : {value} }}")
+    };
 }
 
 impl Tx {
     /// Replaces the table with `new` at once: the old table (if any) is deleted and the new
     /// one built in the same transaction, so traffic never sees a half-built table.
     pub fn full(table: &Table, comment: &str, new: &Ruleset) -> Tx {
+        Tx::full_of(table, comment, &[new])
+    }
+
+    /// [`Tx::full`] of the rulesets `parts` merged (as [`Ruleset::merge`] would merge them, a
+    /// later part's set or element replacing an earlier one's), without copying them.
+    pub fn full_of(table: &Table, comment: &str, parts: &[&Ruleset]) -> Tx {
         let t = table.qualified();
         let mut tx = Tx::default();
         // `add` first so that the `delete` cannot fail on a missing table.
-        tx.prelude.push(format!("add table {t}"));
-        tx.prelude.push(format!("delete table {t}"));
-        tx.prelude
-            .push(format!("add table {t} {{ comment \"{comment}\" ; }}"));
-        tx.add_into(&t, &Ruleset::default(), new);
+        let _ = writeln!(tx.prelude, "add table {t}");
+        let _ = writeln!(tx.prelude, "delete table {t}");
+        let _ = writeln!(tx.prelude, "add table {t} {{ comment \"{comment}\" ; }}");
+        let mut sets: BTreeMap<&str, &Set> = BTreeMap::new();
+        let mut chains: BTreeMap<&str, (Option<&String>, Vec<&String>)> = BTreeMap::new();
+        let mut elements: BTreeMap<&str, BTreeMap<&str, &str>> = BTreeMap::new();
+        for part in parts {
+            for (name, s) in &part.sets {
+                sets.insert(name, s);
+            }
+            for (name, c) in &part.chains {
+                let mine = chains.entry(name).or_default();
+                if c.hook.is_some() {
+                    mine.0 = c.hook.as_ref();
+                }
+                mine.1.extend(&c.rules);
+            }
+            for (set, elems) in &part.elements {
+                let mine = elements.entry(set).or_default();
+                for (k, v) in elems {
+                    mine.insert(k, v);
+                }
+            }
+        }
+        for (name, s) in &sets {
+            add_set(&mut tx.add_objects, &t, name, s);
+        }
+        for (name, (hook, _)) in &chains {
+            add_chain(&mut tx.add_objects, &t, name, *hook);
+        }
+        for (name, (_, rules)) in &chains {
+            for r in rules {
+                let _ = writeln!(tx.rules, "add rule {t} {name} {r}");
+            }
+        }
+        for (set, elems) in &elements {
+            for (k, v) in elems {
+                add_element_line(&mut tx.add_elements, &t, set, k, v);
+            }
+        }
         tx
     }
 
@@ -189,29 +233,27 @@ impl Tx {
 
     /// Adds one element to a set the caller manages itself (elements shared by fragments).
     pub fn add_element(&mut self, table: &Table, set: &str, key: &str) {
-        self.add_elements.push(format!(
-            "add element {} {set} {{ {key} }}",
-            table.qualified()
-        ));
+        add_element_line(&mut self.add_elements, &table.qualified(), set, key, "");
     }
 
     /// Deletes one element of a set the caller manages itself.
     pub fn delete_element(&mut self, table: &Table, set: &str, key: &str) {
-        self.delete_elements.push(format!(
+        let _ = writeln!(
+            self.delete_elements,
             "delete element {} {set} {{ {key} }}",
             table.qualified()
-        ));
+        );
     }
 
     /// Appends another transaction's commands phase by phase.
     pub fn extend(&mut self, other: Tx) {
-        self.prelude.extend(other.prelude);
-        self.add_objects.extend(other.add_objects);
-        self.delete_elements.extend(other.delete_elements);
-        self.rules.extend(other.rules);
-        self.add_elements.extend(other.add_elements);
-        self.flush_stale.extend(other.flush_stale);
-        self.delete_stale.extend(other.delete_stale);
+        self.prelude.push_str(&other.prelude);
+        self.add_objects.push_str(&other.add_objects);
+        self.delete_elements.push_str(&other.delete_elements);
+        self.rules.push_str(&other.rules);
+        self.add_elements.push_str(&other.add_elements);
+        self.flush_stale.push_str(&other.flush_stale);
+        self.delete_stale.push_str(&other.delete_stale);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -227,12 +269,12 @@ impl Tx {
     fn add_into(&mut self, t: &str, old: &Ruleset, new: &Ruleset) {
         for (name, s) in &new.sets {
             if !old.sets.contains_key(name) {
-                self.add_objects.push(add_set(t, name, s));
+                add_set(&mut self.add_objects, t, name, s);
             }
         }
         for (name, c) in &new.chains {
             if !old.chains.contains_key(name) {
-                self.add_objects.push(add_chain(t, name, c));
+                add_chain(&mut self.add_objects, t, name, c.hook.as_ref());
             }
         }
         let empty = BTreeMap::new();
@@ -247,58 +289,58 @@ impl Tx {
             let new_elems = new.elements.get(set).unwrap_or(&empty);
             for (k, v) in old_elems {
                 if new_elems.get(k) != Some(v) {
-                    self.delete_elements
-                        .push(format!("delete element {t} {set} {{ {k} }}"));
+                    let _ = writeln!(self.delete_elements, "delete element {t} {set} {{ {k} }}");
                 }
             }
         }
         for (name, c) in &new.chains {
             match old.chains.get(name) {
                 Some(o) if o.rules == c.rules => continue,
-                Some(_) => self.rules.push(format!("flush chain {t} {name}")),
+                Some(_) => {
+                    let _ = writeln!(self.rules, "flush chain {t} {name}");
+                }
                 None => {}
             }
             for r in &c.rules {
-                self.rules.push(format!("add rule {t} {name} {r}"));
+                let _ = writeln!(self.rules, "add rule {t} {name} {r}");
             }
         }
         for (set, new_elems) in &new.elements {
             let old_elems = old.elements.get(set).unwrap_or(&empty);
             for (k, v) in new_elems {
                 if old_elems.get(k) != Some(v) {
-                    self.add_elements
-                        .push(format!("add element {t} {set} {{ {} }}", element(k, v)));
+                    add_element_line(&mut self.add_elements, t, set, k, v);
                 }
             }
         }
         for name in old.chains.keys() {
             if !new.chains.contains_key(name) {
-                self.flush_stale.push(format!("flush chain {t} {name}"));
-                self.delete_stale.push(format!("delete chain {t} {name}"));
+                let _ = writeln!(self.flush_stale, "flush chain {t} {name}");
+                let _ = writeln!(self.delete_stale, "delete chain {t} {name}");
             }
         }
         for (name, s) in &old.sets {
             if !new.sets.contains_key(name) {
                 let kind = if s.map { "map" } else { "set" };
-                self.delete_stale.push(format!("delete {kind} {t} {name}"));
+                let _ = writeln!(self.delete_stale, "delete {kind} {t} {name}");
             }
         }
     }
 
     /// The transaction as `nft -f` input.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        for line in self
-            .prelude
-            .iter()
-            .chain(&self.add_objects)
-            .chain(&self.delete_elements)
-            .chain(&self.rules)
-            .chain(&self.add_elements)
-            .chain(&self.flush_stale)
-            .chain(&self.delete_stale)
-        {
-            let _ = writeln!(out, "{line}");
+        let parts = [
+            &self.prelude,
+            &self.add_objects,
+            &self.delete_elements,
+            &self.rules,
+            &self.add_elements,
+            &self.flush_stale,
+            &self.delete_stale,
+        ];
+        let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for p in parts {
+            out.push_str(p);
         }
         out
     }

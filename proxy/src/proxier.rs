@@ -436,14 +436,16 @@ impl Proxier {
             }
         };
         let tx = if full {
-            let mut all = rules::base(&self.cfg.rules);
-            for f in &fresh {
-                all.merge(&f.rules);
-            }
+            let base = rules::base(&self.cfg.rules);
+            let mut hairpin = Ruleset::default();
             for ip in refs_delta.keys() {
-                all.element(rules::HAIRPIN, format!("{ip} . {ip}"), "");
+                hairpin.element(rules::HAIRPIN, format!("{ip} . {ip}"), "");
             }
-            Some(Tx::full(&table, "k1s service proxy", &all))
+            let parts: Vec<&Ruleset> = std::iter::once(&base)
+                .chain(fresh.iter().map(|f| &f.rules))
+                .chain(std::iter::once(&hairpin))
+                .collect();
+            Some(Tx::full_of(&table, "k1s service proxy", &parts))
         } else {
             let mut tx = Tx::default();
             let empty = Applied::default();
@@ -752,7 +754,7 @@ mod tests {
         let r = p.sync().await.unwrap();
         assert!(r.full);
         let tx = nft.transactions().pop().unwrap();
-        assert!(tx.contains("dnat to 10.42.0.5:5353"), "{tx}");
+        assert!(tx.contains(": 10.42.0.5 . 5353 }"), "{tx}");
     }
 
     #[tokio::test]

@@ -11,14 +11,18 @@
 //!   addresses) and `l4proto . dport` in `service-nodeports` for local destinations (and the
 //!   same for hostPorts: `hostports-ip`, `hostports-any`).
 //! - A ClusterIP leads to `svc-…`: traffic not from the cluster CIDR is marked for masquerade,
-//!   then rules pick an endpoint at random (`numgen random mod N-j`) and DNAT, or go back to the
-//!   one a client is stuck to (`sessionAffinity: ClientIP`, a dynamic set per endpoint with the
-//!   affinity timeout). A pod reaching itself (hairpin) is masqueraded in postrouting through
-//!   the shared [`HAIRPIN`] set.
+//!   then it goes to `pick-svc-N` (N: the number of endpoints), which DNATs to the endpoint the
+//!   `svc-endpoints` map holds for the packet's address, protocol, port and a random number
+//!   below N (`numgen random mod N`): the endpoints are map elements, so a Service costs two
+//!   rules whatever its size (see [`dispatch`] for why). A client stuck to an endpoint
+//!   (`sessionAffinity: ClientIP`, a dynamic set per endpoint with the affinity timeout) is
+//!   dispatched by rules of the Service's own instead. A pod reaching itself (hairpin) is
+//!   masqueraded in postrouting through the shared [`HAIRPIN`] set.
 //! - External traffic (NodePort, externalIPs, load balancer) leads to `ext-…`: with
-//!   `externalTrafficPolicy: Cluster` it is masqueraded and dispatched to every endpoint; with
+//!   `externalTrafficPolicy: Cluster` it is masqueraded and dispatched to every endpoint
+//!   (`pick-ext-N`, maps `ext-endpoints` by address and `ext-endpoints-np` by NodePort); with
 //!   `Local` the client's address is kept and only this node's endpoints serve it (traffic from
-//!   the node itself still reaches any endpoint, masqueraded).
+//!   the node itself still reaches any endpoint, masqueraded: `pick-any-N`).
 //! - Ports without usable endpoints are not in the dispatch maps but in `no-endpoint-…` maps,
 //!   which filter chains consult before DNAT to reject new connections at once (ICMP).
 //!   Traffic to a ClusterIP's unserved port is rejected, to an unallocated address of the
@@ -26,6 +30,8 @@
 //! - NodePorts answer on every local address, 127.0.0.1 included (as kube-proxy's iptables
 //!   mode with `--iptables-localhost-nodeports`); packets for 127.0.0.0/8 that arrive from
 //!   other hosts are dropped (the CVE-2020-8558 mitigation).
+
+use std::net::Ipv4Addr;
 
 use sha2::{Digest, Sha256};
 
@@ -62,6 +68,46 @@ pub const HAIRPIN: &str = "hairpin";
 const MARK_FOR_MASQUERADE: &str = "mark-for-masquerade";
 const REJECT_CHAIN: &str = "reject-chain";
 
+/// Endpoint counts dispatched through the endpoint maps (`pick-…-1` … `pick-…-MAX_PICK`); a
+/// Service port with more endpoints (or with session affinity) gets rules of its own. Each
+/// pick chain's rules are bindings of the maps, and the kernel checks every binding of a map
+/// for each element added to it: few chains keep adding endpoints cheap.
+pub const MAX_PICK: usize = 32;
+
+/// The endpoint maps: a packet's key (destination address or NodePort, protocol, port, and
+/// a random number below the endpoint count) → the endpoint's address and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// A ClusterIP's endpoints (internal traffic policy), by cluster IP.
+    Svc,
+    /// External traffic's endpoints (external traffic policy), by external address or NodePort.
+    Ext,
+    /// Every endpoint, for traffic from the node itself to a `Local` Service's external
+    /// addresses and NodePort.
+    Any,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Svc => "svc",
+            Role::Ext => "ext",
+            Role::Any => "any",
+        }
+    }
+    /// The map keyed by destination address.
+    fn by_address(self) -> String {
+        format!("{}-endpoints", self.name())
+    }
+    /// The map keyed by NodePort (none for ClusterIPs).
+    fn by_node_port(self) -> Option<String> {
+        (self != Role::Svc).then(|| format!("{}-endpoints-np", self.name()))
+    }
+    fn pick_chain(self, n: usize) -> String {
+        format!("pick-{}-{n}", self.name())
+    }
+}
+
 /// The Service-independent part of the table.
 pub fn base(cfg: &RulesConfig) -> Ruleset {
     let mut r = Ruleset::default();
@@ -80,6 +126,32 @@ pub fn base(cfg: &RulesConfig) -> Ruleset {
     r.declare(HOSTPORTS_IP, true, by_address, true);
     r.declare(HOSTPORTS_ANY, true, by_port, true);
     r.declare(HAIRPIN, false, "type ipv4_addr . ipv4_addr ;", true);
+    let by_address_eps =
+        "typeof ip daddr . meta l4proto . th dport . numgen random mod 1 : ip daddr . th dport ;";
+    let by_port_eps =
+        "typeof meta l4proto . th dport . numgen random mod 1 : ip daddr . th dport ;";
+    for role in [Role::Svc, Role::Ext, Role::Any] {
+        r.declare(&role.by_address(), true, by_address_eps, true);
+        if let Some(np) = role.by_node_port() {
+            r.declare(&np, true, by_port_eps, true);
+        }
+        for n in 1..=MAX_PICK {
+            let chain = role.pick_chain(n);
+            r.rule(
+                &chain,
+                format!(
+                    "dnat ip to ip daddr . meta l4proto . th dport . numgen random mod {n} map @{}",
+                    role.by_address()
+                ),
+            );
+            if let Some(np) = role.by_node_port() {
+                r.rule(
+                    &chain,
+                    format!("dnat ip to meta l4proto . th dport . numgen random mod {n} map @{np}"),
+                );
+            }
+        }
+    }
 
     // The base chains: filter hooks before DNAT (-110) reject new connections to ports
     // without endpoints; after DNAT (-90, and forward) catch what no Service took; nat hooks
@@ -239,13 +311,60 @@ impl Names {
     }
 }
 
-/// The rules that pick one of `eps` and DNAT to it: a client stuck to an endpoint
-/// (`sessionAffinity: ClientIP`) goes back to it; otherwise rule j takes the connection with
-/// probability 1/(N-j), which makes every endpoint equally likely. Plain rules rather than a
-/// `numgen … vmap { … }` or a chain per endpoint: each anonymous set and each chain is a
-/// kernel object, and at 10,000 Services they made a full sync take minutes and every
-/// partial one hundreds of milliseconds (docs/benchmarks.md, proxy).
-fn dispatch(r: &mut Ruleset, chain: &str, port: &ServicePort, n: &Names, eps: &[Endpoint]) {
+/// Whether `eps` are dispatched through the endpoint maps (see [`dispatch`]).
+fn uses_maps(port: &ServicePort, eps: &[Endpoint]) -> bool {
+    port.affinity_seconds.is_none() && !eps.is_empty() && eps.len() <= MAX_PICK
+}
+
+/// The elements of `role`'s maps for `eps`: one per endpoint and key (each address and the
+/// NodePort the traffic can come to), numbered as `numgen random mod N` draws.
+fn endpoint_elements(r: &mut Ruleset, port: &ServicePort, eps: &[Endpoint], role: Role) {
+    let proto = port.id.protocol.nft();
+    let addresses: &[Ipv4Addr] = match role {
+        Role::Svc => &port.cluster_ips,
+        Role::Ext | Role::Any => &port.external_ips,
+    };
+    let (by_address, by_node_port) = (role.by_address(), role.by_node_port());
+    for (i, e) in eps.iter().enumerate() {
+        let to = format!("{} . {}", e.ip, e.port);
+        for ip in addresses {
+            r.element(
+                &by_address,
+                format!("{ip} . {proto} . {} . {i}", port.port),
+                to.clone(),
+            );
+        }
+        if let (Some(map), Some(np)) = (&by_node_port, port.node_port) {
+            r.element(map, format!("{proto} . {np} . {i}"), to);
+        }
+    }
+}
+
+/// Sends what reaches `chain` to one of `eps`, for the packets `role` names: a `goto` to the
+/// pick chain of their count and an element of the role's maps per endpoint and key (the
+/// addresses and NodePort the traffic can come to), so the kernel holds a Service port's
+/// endpoints as map elements, not as rules. Plain rules instead for a port with session
+/// affinity or more than [`MAX_PICK`] endpoints: a client in an endpoint's affinity set goes
+/// back to it (refreshing its entry); otherwise rule j takes the connection with
+/// probability 1/(N-j), which makes every endpoint equally likely.
+///
+/// Why maps: rules cost the kernel ~1 µs per expression and ~4 µs per rule to load, so
+/// 10,000 Services of 10 endpoints as rules (110,000) took 1.2–1.5 s to program even
+/// without `nft` (docs/benchmarks.md, proxy); an inline `vmap { … }` or a set per Service is a
+/// kernel object each, and sets are found by a walk of the table's list.
+fn dispatch(
+    r: &mut Ruleset,
+    chain: &str,
+    port: &ServicePort,
+    n: &Names,
+    eps: &[Endpoint],
+    role: Role,
+) {
+    if uses_maps(port, eps) {
+        r.rule(chain, format!("goto {}", role.pick_chain(eps.len())));
+        endpoint_elements(r, port, eps, role);
+        return;
+    }
     let proto = port.id.protocol.nft();
     let to = |e: &Endpoint| {
         let stick = match port.affinity_seconds {
@@ -305,7 +424,7 @@ pub fn service_port(port: &ServicePort, targets: &Targets, cfg: &RulesConfig) ->
                 cfg.cluster_cidr
             ),
         );
-        dispatch(&mut r, &svc, port, &n, internal);
+        dispatch(&mut r, &svc, port, &n, internal, Role::Svc);
         for ip in &port.cluster_ips {
             r.element(
                 SERVICE_IPS,
@@ -322,26 +441,27 @@ pub fn service_port(port: &ServicePort, targets: &Targets, cfg: &RulesConfig) ->
         let reachable = !cluster.is_empty();
         if reachable && port.external_local {
             // Traffic from this node itself goes to any endpoint, masqueraded.
-            let to_cluster = if port.internal_local {
-                let c = n.cluster();
-                dispatch(&mut r, &c, port, &n, cluster);
-                c
+            let to_any = if uses_maps(port, cluster) {
+                endpoint_elements(&mut r, port, cluster, Role::Any);
+                Role::Any.pick_chain(cluster.len())
             } else {
-                svc.clone()
+                let c = n.cluster();
+                dispatch(&mut r, &c, port, &n, cluster, Role::Any);
+                c
             };
             r.rule(
                 &ext,
                 format!("fib saddr type local jump {MARK_FOR_MASQUERADE}"),
             );
-            r.rule(&ext, format!("fib saddr type local goto {to_cluster}"));
+            r.rule(&ext, format!("fib saddr type local goto {to_any}"));
             if local.is_empty() {
                 r.rule(&ext, "drop comment \"no local endpoints\"");
             } else {
-                dispatch(&mut r, &ext, port, &n, local);
+                dispatch(&mut r, &ext, port, &n, local, Role::Ext);
             }
         } else if reachable {
             r.rule(&ext, format!("jump {MARK_FOR_MASQUERADE}"));
-            dispatch(&mut r, &ext, port, &n, cluster);
+            dispatch(&mut r, &ext, port, &n, cluster, Role::Ext);
         }
         let (ips_map, ports_map, verdict) = if reachable {
             (SERVICE_IPS, SERVICE_NODEPORTS, format!("goto {ext}"))
@@ -462,28 +582,59 @@ mod tests {
             &[ep("10.42.0.5", true, true), ep("10.42.0.6", true, false)],
             &cfg(),
         );
-        // Chains and elements come sorted by name; the hash is of the port's identity.
+        // Chains and elements come sorted by name; the hash is of the port's identity. The
+        // endpoints are elements of the ClusterIP endpoint map, numbered for `numgen`.
         let want = "\
 add chain ip k1s-proxy svc-c7a03e88-ns/web/tcp/http
 add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http ip saddr != 10.42.0.0/16 jump mark-for-masquerade
-add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http numgen random mod 2 0 meta l4proto tcp dnat to 10.42.0.5:8080
-add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http meta l4proto tcp dnat to 10.42.0.6:8080
+add rule ip k1s-proxy svc-c7a03e88-ns/web/tcp/http goto pick-svc-2
 add element ip k1s-proxy cluster-ips { 10.43.0.20 }
 add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88-ns/web/tcp/http }
+add element ip k1s-proxy svc-endpoints { 10.43.0.20 . tcp . 80 . 0 : 10.42.0.5 . 8080 }
+add element ip k1s-proxy svc-endpoints { 10.43.0.20 . tcp . 80 . 1 : 10.42.0.6 . 8080 }
 ";
         assert_eq!(render(&r), want);
-        let three = [
-            ep("10.42.0.5", true, true),
-            ep("10.42.0.6", true, false),
-            ep("10.42.0.7", true, false),
-        ];
-        let r = port_rules(&port("web"), &three, &cfg());
-        let rules = &r.chains.values().next().unwrap().rules;
-        // 1/3, then 1/2 of the rest, then the last: each endpoint equally likely.
-        assert!(rules[1].starts_with("numgen random mod 3 0 "));
-        assert!(rules[2].starts_with("numgen random mod 2 0 "));
-        assert_eq!(rules[3], "meta l4proto tcp dnat to 10.42.0.7:8080");
-        assert_eq!(Targets::of(&three).addresses().len(), 3);
+        assert_eq!(
+            Targets::of(&[ep("10.42.0.5", true, true), ep("10.42.0.6", true, false)])
+                .addresses()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn the_base_has_a_pick_chain_per_endpoint_count() {
+        let b = base(&cfg());
+        assert_eq!(
+            b.chains["pick-svc-3"].rules,
+            [
+                "dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 3 map @svc-endpoints"
+            ]
+        );
+        assert_eq!(
+            b.chains["pick-ext-1"].rules[1],
+            "dnat ip to meta l4proto . th dport . numgen random mod 1 map @ext-endpoints-np"
+        );
+        assert!(b.chains.contains_key(&format!("pick-any-{MAX_PICK}")));
+        assert!(!b.chains.contains_key(&format!("pick-any-{}", MAX_PICK + 1)));
+    }
+
+    #[test]
+    fn more_endpoints_than_the_pick_chains_cover_get_rules_of_their_own() {
+        let eps: Vec<Endpoint> = (0..=MAX_PICK)
+            .map(|i| ep(&format!("10.42.1.{i}"), true, false))
+            .collect();
+        let r = port_rules(&port("big"), &eps, &cfg());
+        let rules = &chain(&r, "svc-");
+        assert_eq!(rules.len(), 1 + eps.len());
+        // 1/N, then 1/(N-1) of the rest, …, then the last: each endpoint equally likely.
+        assert!(rules[1].starts_with(&format!("numgen random mod {} 0 ", MAX_PICK + 1)));
+        assert!(rules[2].starts_with(&format!("numgen random mod {} 0 ", MAX_PICK)));
+        assert_eq!(
+            rules.last().unwrap(),
+            &format!("meta l4proto tcp dnat to 10.42.1.{MAX_PICK}:8080")
+        );
+        assert!(!r.elements.contains_key("svc-endpoints"));
     }
 
     #[test]
@@ -520,26 +671,52 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
         let eps = [ep("10.42.0.5", true, false)];
         let r = port_rules(&p, &eps, &cfg());
         let ext = chain(&r, "ext-");
-        assert_eq!(ext[0], "jump mark-for-masquerade");
-        assert_eq!(ext[1], "meta l4proto tcp dnat to 10.42.0.5:8080");
+        assert_eq!(ext, &["jump mark-for-masquerade", "goto pick-ext-1"]);
         assert!(r.elements["service-nodeports"]["tcp . 30080"].starts_with("goto ext-"));
         assert!(r.elements["service-ips"]["192.0.2.10 . tcp . 80"].starts_with("goto ext-"));
+        assert_eq!(
+            r.elements["ext-endpoints-np"]["tcp . 30080 . 0"],
+            "10.42.0.5 . 8080"
+        );
+        assert_eq!(
+            r.elements["ext-endpoints"]["192.0.2.10 . tcp . 80 . 0"],
+            "10.42.0.5 . 8080"
+        );
         // Local with no local endpoint: this host's own traffic goes anywhere, others dropped.
         p.external_local = true;
         let r = port_rules(&p, &eps, &cfg());
         let ext = chain(&r, "ext-");
-        assert_eq!(ext.len(), 3);
-        assert!(ext[1].starts_with("fib saddr type local goto svc-"));
-        assert!(ext[2].starts_with("drop"));
+        assert_eq!(
+            ext,
+            &[
+                "fib saddr type local jump mark-for-masquerade",
+                "fib saddr type local goto pick-any-1",
+                "drop comment \"no local endpoints\""
+            ]
+        );
+        assert_eq!(
+            r.elements["any-endpoints-np"]["tcp . 30080 . 0"],
+            "10.42.0.5 . 8080"
+        );
+        assert!(!r.elements.contains_key("ext-endpoints-np"));
         // Local with a local endpoint: dispatched among this node's, the client address kept.
         let r = port_rules(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
-        let ext = chain(&r, "ext-");
-        assert_eq!(ext[2], "meta l4proto tcp dnat to 10.42.0.7:8080");
-        // Local with internal Local too: the node's own traffic needs a cluster-wide chain.
+        assert_eq!(chain(&r, "ext-")[2], "goto pick-ext-1");
+        assert_eq!(
+            r.elements["ext-endpoints-np"]["tcp . 30080 . 0"],
+            "10.42.0.7 . 8080"
+        );
+        assert_eq!(r.elements["any-endpoints-np"].len(), 2);
+        // The same with internal Local too: the node's own traffic still reaches any endpoint.
         p.internal_local = true;
         let r = port_rules(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
+        assert_eq!(chain(&r, "ext-")[1], "fib saddr type local goto pick-any-2");
+        assert_eq!(chain(&r, "svc-")[1], "goto pick-svc-1");
+        // With session affinity, rules of the port's own, in a chain for the node's traffic.
+        p.affinity_seconds = Some(60);
+        let r = port_rules(&p, &[ep("10.42.0.7", true, true), eps[0].clone()], &cfg());
         assert!(chain(&r, "ext-")[1].starts_with("fib saddr type local goto cluster-"));
-        assert_eq!(chain(&r, "cluster-").len(), 2);
+        assert_eq!(chain(&r, "cluster-").len(), 4);
         // No endpoint at all: rejected on the NodePort too.
         let r = port_rules(&p, &[], &cfg());
         assert_eq!(
@@ -559,9 +736,11 @@ add element ip k1s-proxy service-ips { 10.43.0.20 . tcp . 80 : goto svc-c7a03e88
             &[ep("10.42.0.6", true, false), ep("10.42.0.5", true, true)],
             &cfg(),
         );
+        assert_eq!(chain(&r, "svc-")[1], "goto pick-svc-1");
+        assert_eq!(r.elements["svc-endpoints"].len(), 1);
         assert_eq!(
-            chain(&r, "svc-")[1],
-            "meta l4proto tcp dnat to 10.42.0.5:8080"
+            r.elements["svc-endpoints"]["10.43.0.20 . tcp . 80 . 0"],
+            "10.42.0.5 . 8080"
         );
     }
 

@@ -1,21 +1,23 @@
 //! The rules against the real kernel: a full transaction and then partial ones, each applied
-//! with `nft -f -` inside a network namespace of the test's own, and read back with
-//! `nft list`. Proves that what the golden tests fix is what nf_tables accepts, and that the
-//! order of a partial transaction never deletes what is still referenced. Skipped (visibly)
-//! where `nft` or root is missing.
+//! twice — with `nft -f -` in one network namespace of the test's own and compiled to
+//! netlink ([`NftNetlink`]) in another — and read back with `nft list`. Proves that what the
+//! golden tests fix is what nf_tables accepts, that the order of a partial transaction never
+//! deletes what is still referenced, and that the netlink path builds the same table as nft,
+//! expression for expression (`nft --debug=netlink list`). Skipped (visibly) where `nft` or
+//! root is missing.
 
 use std::process::Command;
 
 use k1s_proxy::model::{Endpoint, HostPort, PortName, Protocol, ServicePort, Targets};
 use k1s_proxy::nft::ruleset::{Ruleset, Table, Tx};
-use k1s_proxy::nft::{Nft, NftCommand};
+use k1s_proxy::nft::{Nft, NftCommand, NftNetlink};
 use k1s_proxy::rules::{self, RulesConfig};
 
 struct Netns(String);
 
 impl Netns {
-    fn new() -> Option<Netns> {
-        let name = format!("k1s-proxy-kernel-{}", std::process::id());
+    fn new(suffix: &str) -> Option<Netns> {
+        let name = format!("k1s-proxy-kernel-{}-{suffix}", std::process::id());
         let ok = Command::new("ip")
             .args(["netns", "add", &name])
             .status()
@@ -29,21 +31,78 @@ impl Netns {
                 .to_vec(),
         }
     }
-    fn list(&self) -> String {
-        let out = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.0,
-                "nft",
-                "list",
-                "table",
-                "ip",
-                "k1s-proxy",
-            ])
-            .output()
-            .unwrap();
+    fn netlink(&self) -> NftNetlink {
+        NftNetlink::new(Some(format!("/run/netns/{}", self.0).into()), self.nft())
+    }
+    /// The table as `nft list` prints it; with `debug`, each rule's expressions too.
+    fn list_with(&self, debug: bool) -> String {
+        let mut args = vec!["netns", "exec", &self.0, "nft"];
+        if debug {
+            args.push("--debug=netlink");
+        }
+        args.extend(["list", "table", "ip", "k1s-proxy"]);
+        let out = Command::new("ip").args(&args).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+    fn list(&self) -> String {
+        self.list_with(false)
+    }
+}
+
+/// The items of each `elements = { … }` block and the element lines of a debug listing
+/// sorted: a hash set lists them in the order of a hash seeded per set.
+fn normalized(listing: &str) -> String {
+    let mut out = String::new();
+    let mut rest = listing;
+    while let Some(i) = rest.find("elements = {") {
+        let (head, tail) = rest.split_at(i + "elements = {".len());
+        out.push_str(head);
+        let end = tail.find('}').unwrap_or(tail.len());
+        let mut items: Vec<&str> = tail[..end]
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect();
+        items.sort_unstable();
+        out.push_str(&items.join(", "));
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    // `--debug=netlink` prints elements one per line, in the same hash order.
+    let mut lines: Vec<&str> = out.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let run = lines[i..]
+            .iter()
+            .take_while(|l| l.starts_with("\telement "))
+            .count();
+        lines[i..i + run].sort_unstable();
+        i += run.max(1);
+    }
+    lines.join("\n")
+}
+
+/// One namespace programmed with `nft`, one over netlink: every transaction goes to both,
+/// and both tables must then list the same, expressions included.
+struct Both {
+    text: Netns,
+    netlink: Netns,
+}
+
+impl Both {
+    async fn apply(&self, script: &str) {
+        self.text.nft().apply(script).await.unwrap();
+        self.netlink.netlink().apply(script).await.unwrap();
+        for debug in [false, true] {
+            assert_eq!(
+                normalized(&self.netlink.list_with(debug)),
+                normalized(&self.text.list_with(debug)),
+                "netlink and nft built different tables (debug listing: {debug}) after:\n{script}"
+            );
+        }
+    }
+    fn list(&self) -> String {
+        self.text.list()
     }
 }
 
@@ -153,8 +212,10 @@ async fn full_and_partial_transactions_load_into_the_kernel() {
         eprintln!("SKIPPED: needs root and the nft program");
         return;
     }
-    let ns = Netns::new().expect("ip netns add");
-    let nft = ns.nft();
+    let ns = Both {
+        text: Netns::new("text").expect("ip netns add"),
+        netlink: Netns::new("netlink").expect("ip netns add"),
+    };
     let table = Table {
         family: "ip",
         name: "k1s-proxy".into(),
@@ -165,9 +226,7 @@ async fn full_and_partial_transactions_load_into_the_kernel() {
     for f in &first {
         all.merge(f);
     }
-    nft.apply(&Tx::full(&table, "k1s test", &all).render())
-        .await
-        .unwrap();
+    ns.apply(&Tx::full(&table, "k1s test", &all).render()).await;
     let listed = ns.list();
     assert!(
         listed.contains("10.43.0.25 . tcp . 80 : goto reject-chain"),
@@ -183,7 +242,7 @@ async fn full_and_partial_transactions_load_into_the_kernel() {
     for (old, new) in first.iter().zip(&second) {
         tx.extend(Tx::diff(&table, old, new).unwrap());
     }
-    nft.apply(&tx.render()).await.unwrap();
+    ns.apply(&tx.render()).await;
     let listed = ns.list();
     assert!(!listed.contains("reject-chain }"), "{listed}");
     let third = fragments(1);
@@ -192,9 +251,7 @@ async fn full_and_partial_transactions_load_into_the_kernel() {
     for f in &third {
         all.merge(f);
     }
-    nft.apply(&Tx::full(&table, "k1s test", &all).render())
-        .await
-        .unwrap();
+    ns.apply(&Tx::full(&table, "k1s test", &all).render()).await;
     let second = third;
     let listed = ns.list();
     assert!(!listed.contains("reject-chain }"), "{listed}");
@@ -202,20 +259,23 @@ async fn full_and_partial_transactions_load_into_the_kernel() {
 
     // Every Service deleted: only the base remains, nothing dangling.
     for f in &second {
-        nft.apply(&Tx::diff(&table, f, &Ruleset::default()).unwrap().render())
-            .await
-            .unwrap();
+        ns.apply(&Tx::diff(&table, f, &Ruleset::default()).unwrap().render())
+            .await;
     }
     let listed = ns.list();
     assert!(!listed.contains("ep-"), "{listed}");
     assert!(!listed.contains("10.43.0.2"), "{listed}");
     // A second full sync over an existing table replaces it (a restart).
-    nft.apply(&Tx::full(&table, "k1s test", &all).render())
+    ns.apply(&Tx::full(&table, "k1s test", &all).render()).await;
+    assert_eq!(ns.list().matches("chain nat-prerouting").count(), 1);
+    k1s_proxy::remove_table(&ns.text.nft(), "k1s-proxy")
         .await
         .unwrap();
-    assert_eq!(ns.list().matches("chain nat-prerouting").count(), 1);
-    k1s_proxy::remove_table(&nft, "k1s-proxy").await.unwrap();
-    assert!(ns.list().is_empty());
+    k1s_proxy::remove_table(&ns.netlink.netlink(), "k1s-proxy")
+        .await
+        .unwrap();
+    assert!(ns.text.list().is_empty());
+    assert!(ns.netlink.list().is_empty());
 }
 
 fn nix_is_root() -> bool {
