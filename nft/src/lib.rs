@@ -15,6 +15,7 @@
 pub mod netlink;
 pub mod ruleset;
 pub mod sysctl;
+pub mod testing;
 
 use std::process::Stdio;
 use std::sync::Mutex;

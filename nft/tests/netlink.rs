@@ -6,6 +6,7 @@
 
 use std::process::Command;
 
+use k1s_nft::testing::normalized_listing;
 use k1s_nft::{Nft, NftCommand, NftError, NftNetlink};
 
 struct Netns(String);
@@ -149,39 +150,6 @@ delete chain ip t svc-b
 delete map ip t by-port
 "#;
 
-/// Sorts the items of each `elements = { … }` block and the element lines of a debug
-/// listing: hash sets list them in an order seeded per set.
-fn normalized(listing: &str) -> String {
-    let mut out = String::new();
-    let mut rest = listing;
-    while let Some(i) = rest.find("elements = {") {
-        let (head, tail) = rest.split_at(i + "elements = {".len());
-        out.push_str(head);
-        let end = tail.find('}').unwrap_or(tail.len());
-        let mut items: Vec<&str> = tail[..end]
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .collect();
-        items.sort_unstable();
-        out.push_str(&items.join(", "));
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    // `--debug=netlink` prints elements one per line, in the same hash order.
-    let mut lines: Vec<&str> = out.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let run = lines[i..]
-            .iter()
-            .take_while(|l| l.starts_with("\telement "))
-            .count();
-        lines[i..i + run].sort_unstable();
-        i += run.max(1);
-    }
-    lines.join("\n")
-}
-
 #[tokio::test]
 async fn netlink_builds_the_table_nft_builds() {
     if !runnable() {
@@ -193,9 +161,13 @@ async fn netlink_builds_the_table_nft_builds() {
         text.nft().apply(script).await.unwrap();
         netlink.netlink().apply(script).await.unwrap();
         for debug in [false, true] {
-            let want = normalized(&text.list(debug));
+            let want = normalized_listing(&text.list(debug));
             assert!(want.contains("table ip t"), "{want}");
-            assert_eq!(normalized(&netlink.list(debug)), want, "after:\n{script}");
+            assert_eq!(
+                normalized_listing(&netlink.list(debug)),
+                want,
+                "after:\n{script}"
+            );
         }
     }
     netlink.netlink().delete_table("ip", "t").await.unwrap();

@@ -10,6 +10,7 @@ use std::process::Command;
 
 use k1s_proxy::model::{Endpoint, HostPort, PortName, Protocol, ServicePort, Targets};
 use k1s_proxy::nft::ruleset::{Ruleset, Table, Tx};
+use k1s_proxy::nft::testing::normalized_listing;
 use k1s_proxy::nft::{Nft, NftCommand, NftNetlink};
 use k1s_proxy::rules::{self, RulesConfig};
 
@@ -49,39 +50,6 @@ impl Netns {
     }
 }
 
-/// The items of each `elements = { … }` block and the element lines of a debug listing
-/// sorted: a hash set lists them in the order of a hash seeded per set.
-fn normalized(listing: &str) -> String {
-    let mut out = String::new();
-    let mut rest = listing;
-    while let Some(i) = rest.find("elements = {") {
-        let (head, tail) = rest.split_at(i + "elements = {".len());
-        out.push_str(head);
-        let end = tail.find('}').unwrap_or(tail.len());
-        let mut items: Vec<&str> = tail[..end]
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .collect();
-        items.sort_unstable();
-        out.push_str(&items.join(", "));
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    // `--debug=netlink` prints elements one per line, in the same hash order.
-    let mut lines: Vec<&str> = out.lines().collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let run = lines[i..]
-            .iter()
-            .take_while(|l| l.starts_with("\telement "))
-            .count();
-        lines[i..i + run].sort_unstable();
-        i += run.max(1);
-    }
-    lines.join("\n")
-}
-
 /// One namespace programmed with `nft`, one over netlink: every transaction goes to both,
 /// and both tables must then list the same, expressions included.
 struct Both {
@@ -95,8 +63,8 @@ impl Both {
         self.netlink.netlink().apply(script).await.unwrap();
         for debug in [false, true] {
             assert_eq!(
-                normalized(&self.netlink.list_with(debug)),
-                normalized(&self.text.list_with(debug)),
+                normalized_listing(&self.netlink.list_with(debug)),
+                normalized_listing(&self.text.list_with(debug)),
                 "netlink and nft built different tables (debug listing: {debug}) after:\n{script}"
             );
         }
