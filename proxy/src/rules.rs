@@ -325,17 +325,20 @@ fn endpoint_elements(r: &mut Ruleset, port: &ServicePort, eps: &[Endpoint], role
         Role::Ext | Role::Any => &port.external_ips,
     };
     let (by_address, by_node_port) = (role.by_address(), role.by_node_port());
+    // The keys' common prefixes, written once (a full sync writes ~10 per endpoint).
+    let prefixes: Vec<String> = addresses
+        .iter()
+        .map(|ip| format!("{ip} . {proto} . {} . ", port.port))
+        .collect();
+    let np_prefix = port.node_port.map(|np| format!("{proto} . {np} . "));
     for (i, e) in eps.iter().enumerate() {
         let to = format!("{} . {}", e.ip, e.port);
-        for ip in addresses {
-            r.element(
-                &by_address,
-                format!("{ip} . {proto} . {} . {i}", port.port),
-                to.clone(),
-            );
+        let index = i.to_string();
+        for prefix in &prefixes {
+            r.element(&by_address, [prefix.as_str(), &index].concat(), to.clone());
         }
-        if let (Some(map), Some(np)) = (&by_node_port, port.node_port) {
-            r.element(map, format!("{proto} . {np} . {i}"), to);
+        if let (Some(map), Some(prefix)) = (&by_node_port, &np_prefix) {
+            r.element(map, [prefix.as_str(), &index].concat(), to);
         }
     }
 }

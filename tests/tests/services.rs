@@ -350,7 +350,12 @@ fn cluster_ips_node_ports_and_the_api_from_pods() {
         c.server
             .logged("service proxy: programmed the nftables table")
     });
-    assert_eq!(curl(&format!("http://{cluster_ip}/")).0, 0);
+    // The restarted kubelet probes readiness again (the pod is not ready until its first
+    // probe, every second), and the proxy, programming a change in a millisecond, may
+    // reject for that moment: traffic must flow again once the probe has run.
+    eventually("traffic through the restarted proxy", 10, || {
+        curl(&format!("http://{cluster_ip}/")).0 == 0
+    });
     let listed = Command::new("nft")
         .args(["list", "table", "ip", &table])
         .output()

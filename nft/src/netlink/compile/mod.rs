@@ -182,39 +182,29 @@ pub fn parse(script: &str, layouts: &mut Layouts) -> Result<Vec<Line>, Unsupport
         if *table != *name {
             table = Arc::from(name);
         }
+        // More elements for the set the previous line added to (or deleted from): parsed
+        // into that command (a full sync is mostly such lines).
+        if object == "element"
+            && let Some(prev) = out.last_mut()
+            && prev.table == table
+            && let (Command::AddElements { set, elements }, "add")
+            | (Command::DeleteElements { set, elements }, "delete") = (&mut prev.command, verb)
+            && c.peek() == Some(set.as_str())
+        {
+            c.next()?;
+            let layout = layouts
+                .get(name)
+                .and_then(|sets| sets.get(set.as_str()))
+                .map_or_else(|| unsupported(format!("elements of {set}")), Ok)?;
+            elements_into(&mut c, layout, line, verb == "delete", elements)?;
+            if !c.done() {
+                return unsupported(format!("trailing {:?}", &c.tokens[c.at..]));
+            }
+            continue;
+        }
         let command = command(verb, object, name, &mut c, layouts, line)?;
         if !c.done() {
             return unsupported(format!("trailing {:?}", &c.tokens[c.at..]));
-        }
-        // More elements for the set the previous line added to (or deleted from).
-        if let Some(prev) = out.last_mut()
-            && prev.table == table
-        {
-            match (&mut prev.command, command) {
-                (
-                    Command::AddElements { set, elements },
-                    Command::AddElements {
-                        set: s,
-                        elements: more,
-                    },
-                )
-                | (
-                    Command::DeleteElements { set, elements },
-                    Command::DeleteElements {
-                        set: s,
-                        elements: more,
-                    },
-                ) if *set == s => {
-                    elements.extend(more);
-                    continue;
-                }
-                (_, command) => out.push(Line {
-                    table: table.clone(),
-                    command,
-                    line,
-                }),
-            }
-            continue;
         }
         out.push(Line {
             table: table.clone(),
@@ -296,21 +286,11 @@ fn command(
                 return unsupported(format!("elements of {set}, whose declaration is unknown"));
             };
             let set = set.to_string();
-            c.expect("{")?;
             let mut elements = Vec::new();
-            loop {
-                elements.push(set::element(c, layout, line)?);
-                if c.eat("}") {
-                    break;
-                }
-                c.expect(",")?;
-            }
+            elements_into(c, layout, line, verb == "delete", &mut elements)?;
             if verb == "add" {
                 Command::AddElements { set, elements }
             } else {
-                if elements.iter().any(|e| e.data != ElementData::None) {
-                    return unsupported("a deleted element with a value");
-                }
                 Command::DeleteElements { set, elements }
             }
         }
@@ -325,6 +305,29 @@ fn command(
         }
         _ => return unsupported(format!("{verb} {object}")),
     })
+}
+
+/// `{ ELEMENT [, ELEMENT]… }` of a set laid out as `layout`, appended to `out`; deleted
+/// elements are keys only.
+fn elements_into(
+    c: &mut Cursor<'_>,
+    layout: &Layout,
+    line: usize,
+    delete: bool,
+    out: &mut Vec<Element>,
+) -> Result<(), Unsupported> {
+    c.expect("{")?;
+    loop {
+        let e = set::element(c, layout, line)?;
+        if delete && e.data != ElementData::None {
+            return unsupported("a deleted element with a value");
+        }
+        out.push(e);
+        if c.eat("}") {
+            return Ok(());
+        }
+        c.expect(",")?;
+    }
 }
 
 /// `type nat hook prerouting priority dstnat`.
