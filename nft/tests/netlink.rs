@@ -6,46 +6,11 @@
 
 use std::process::Command;
 
-use k1s_nft::testing::normalized_listing;
+use k1s_nft::testing::{Netns, normalized_listing};
 use k1s_nft::{Nft, NftCommand, NftError, NftNetlink};
 
-struct Netns(String);
-
-impl Netns {
-    fn new(suffix: &str) -> Netns {
-        let name = format!("k1s-nft-netlink-{}-{suffix}", std::process::id());
-        let ok = Command::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "ip netns add {name}");
-        Netns(name)
-    }
-    fn nft(&self) -> NftCommand {
-        NftCommand {
-            command: ["ip", "netns", "exec", &self.0, "nft"]
-                .map(String::from)
-                .to_vec(),
-        }
-    }
-    fn netlink(&self) -> NftNetlink {
-        NftNetlink::new(Some(format!("/run/netns/{}", self.0).into()), self.nft())
-    }
-    fn list(&self, debug: bool) -> String {
-        let mut args = vec!["netns", "exec", &self.0, "nft"];
-        if debug {
-            args.push("--debug=netlink");
-        }
-        args.extend(["list", "ruleset"]);
-        let out = Command::new("ip").args(&args).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
+fn netns(suffix: &str) -> Netns {
+    Netns::new(&format!("k1s-nft-netlink-{suffix}")).expect("ip netns add")
 }
 
 fn runnable() -> bool {
@@ -155,23 +120,23 @@ async fn netlink_builds_the_table_nft_builds() {
     if !runnable() {
         return;
     }
-    let text = Netns::new("text");
-    let netlink = Netns::new("netlink");
+    let text = netns("text");
+    let netlink = netns("netlink");
     for script in [FULL, PARTIAL, FULL] {
         text.nft().apply(script).await.unwrap();
         netlink.netlink().apply(script).await.unwrap();
         for debug in [false, true] {
-            let want = normalized_listing(&text.list(debug));
+            let want = normalized_listing(&text.list(&["ruleset"], debug));
             assert!(want.contains("table ip t"), "{want}");
             assert_eq!(
-                normalized_listing(&netlink.list(debug)),
+                normalized_listing(&netlink.list(&["ruleset"], debug)),
                 want,
                 "after:\n{script}"
             );
         }
     }
     netlink.netlink().delete_table("ip", "t").await.unwrap();
-    assert_eq!(netlink.list(false), "");
+    assert_eq!(netlink.list(&["ruleset"], false), "");
 }
 
 #[tokio::test]
@@ -179,7 +144,7 @@ async fn refusals_name_the_line_and_apply_nothing() {
     if !runnable() {
         return;
     }
-    let ns = Netns::new("refused");
+    let ns = netns("refused");
     let nl = ns.netlink();
     nl.apply("add table ip t\nadd chain ip t c\n")
         .await
@@ -196,7 +161,11 @@ async fn refusals_name_the_line_and_apply_nothing() {
         "the message names the line: {msg}"
     );
     // The batch is one transaction: the chain added before the refused rule is not there.
-    assert!(!ns.list(false).contains("chain d"), "{}", ns.list(false));
+    assert!(
+        !ns.list(&["ruleset"], false).contains("chain d"),
+        "{}",
+        ns.list(&["ruleset"], false)
+    );
 }
 
 #[tokio::test]
@@ -204,7 +173,7 @@ async fn text_it_does_not_compile_goes_to_nft() {
     if !runnable() {
         return;
     }
-    let ns = Netns::new("fallback");
+    let ns = netns("fallback");
     let nl = ns.netlink();
     nl.apply(
         "add table ip t\nadd set ip t s { type ipv4_addr ; flags interval ; }\n\
@@ -212,7 +181,7 @@ async fn text_it_does_not_compile_goes_to_nft() {
     )
     .await
     .unwrap();
-    let listed = ns.list(false);
+    let listed = ns.list(&["ruleset"], false);
     assert!(
         listed.contains("10.0.0.0/8") && listed.contains("counter"),
         "{listed}"

@@ -9,45 +9,15 @@
 use std::process::Command;
 
 use k1s_proxy::model::{Endpoint, HostPort, PortName, Protocol, ServicePort, Targets};
+use k1s_proxy::nft::Nft;
 use k1s_proxy::nft::ruleset::{Ruleset, Table, Tx};
-use k1s_proxy::nft::testing::normalized_listing;
-use k1s_proxy::nft::{Nft, NftCommand, NftNetlink};
+use k1s_proxy::nft::testing::{Netns, normalized_listing};
 use k1s_proxy::rules::{self, RulesConfig};
 
-struct Netns(String);
+const TABLE: [&str; 3] = ["table", "ip", "k1s-proxy"];
 
-impl Netns {
-    fn new(suffix: &str) -> Option<Netns> {
-        let name = format!("k1s-proxy-kernel-{}-{suffix}", std::process::id());
-        let ok = Command::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(Netns(name))
-    }
-    fn nft(&self) -> NftCommand {
-        NftCommand {
-            command: ["ip", "netns", "exec", &self.0, "nft"]
-                .map(String::from)
-                .to_vec(),
-        }
-    }
-    fn netlink(&self) -> NftNetlink {
-        NftNetlink::new(Some(format!("/run/netns/{}", self.0).into()), self.nft())
-    }
-    /// The table as `nft list` prints it; with `debug`, each rule's expressions too.
-    fn list_with(&self, debug: bool) -> String {
-        let mut args = vec!["netns", "exec", &self.0, "nft"];
-        if debug {
-            args.push("--debug=netlink");
-        }
-        args.extend(["list", "table", "ip", "k1s-proxy"]);
-        let out = Command::new("ip").args(&args).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-    fn list(&self) -> String {
-        self.list_with(false)
-    }
+fn netns(suffix: &str) -> Option<Netns> {
+    Netns::new(&format!("k1s-proxy-kernel-{suffix}"))
 }
 
 /// One namespace programmed with `nft`, one over netlink: every transaction goes to both,
@@ -63,20 +33,14 @@ impl Both {
         self.netlink.netlink().apply(script).await.unwrap();
         for debug in [false, true] {
             assert_eq!(
-                normalized_listing(&self.netlink.list_with(debug)),
-                normalized_listing(&self.text.list_with(debug)),
+                normalized_listing(&self.netlink.list(&TABLE, debug)),
+                normalized_listing(&self.text.list(&TABLE, debug)),
                 "netlink and nft built different tables (debug listing: {debug}) after:\n{script}"
             );
         }
     }
     fn list(&self) -> String {
-        self.text.list()
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        self.text.list(&TABLE, false)
     }
 }
 
@@ -181,8 +145,8 @@ async fn full_and_partial_transactions_load_into_the_kernel() {
         return;
     }
     let ns = Both {
-        text: Netns::new("text").expect("ip netns add"),
-        netlink: Netns::new("netlink").expect("ip netns add"),
+        text: netns("text").expect("ip netns add"),
+        netlink: netns("netlink").expect("ip netns add"),
     };
     let table = Table {
         family: "ip",
@@ -242,8 +206,8 @@ async fn full_and_partial_transactions_load_into_the_kernel() {
     k1s_proxy::remove_table(&ns.netlink.netlink(), "k1s-proxy")
         .await
         .unwrap();
-    assert!(ns.text.list().is_empty());
-    assert!(ns.netlink.list().is_empty());
+    assert!(ns.text.list(&TABLE, false).is_empty());
+    assert!(ns.netlink.list(&TABLE, false).is_empty());
 }
 
 fn nix_is_root() -> bool {
