@@ -443,7 +443,10 @@ async fn ordered_scale_down_halts_on_unhealthy_pods() {
     // Healthy again: deleted from the highest ordinal down (deletion is immediate here: no
     // kubelet holds the pods).
     let mut watch = common::watch_from_now(&c, &pods(), None).await;
-    for i in 0..3 {
+    // From the highest ordinal down: an unhealthy pod that is itself the one to delete does
+    // not halt the scale-down (upstream's rule), so healing 0 and 1 first could let halt-2
+    // go before this loop reached it.
+    for i in (0..3).rev() {
         let p = c.get(&pods(), &format!("halt-{i}")).await.unwrap();
         let mut p2 = p.clone();
         p2["status"]["phase"] = json!("Pending");
