@@ -20,7 +20,6 @@ pub const NLM_F_APPEND: u16 = 0x800;
 const NLA_F_NESTED: u16 = 0x8000;
 
 pub const NLMSG_ERROR: u16 = 2;
-pub const NLMSG_DONE: u16 = 3;
 const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
 
