@@ -6,7 +6,9 @@
 //!   `ip k1s-proxy` table in a scratch namespace: the full sync of all of them, then the
 //!   latency from one EndpointSlice change to its transaction applied, p50/p99 over
 //!   `--changes` changes; and the proxy's memory (RSS growth of this process for the N
-//!   Services, their slices and the applied rules). Each size runs with the transactions
+//!   Services, their slices and the applied rules). The endpoints are spread over
+//!   [`NODES`] nodes by `nodeName`, as the EndpointSlice controller writes them, the proxier
+//!   being one of those nodes. Each size runs with the transactions
 //!   compiled to netlink (what k1s does) and, as the peer in the same run, handed to `nft -f`
 //!   (kube-proxy's way), unless `--apply` picks one.
 //! - **Data path**: a "node" namespace with a bridge and a "pod" namespace running busybox
@@ -128,12 +130,21 @@ fn service(i: usize) -> Service {
     .unwrap_or_default()
 }
 
+/// The nodes the Services' endpoints run on (`node-0` … ; the proxier is `node-0`): the
+/// endpoints of 10,000 Services of 10 are 100,000 pods, 1,000 per node, which is more than a
+/// node runs (110 by default), so the proxier's share of them is if anything too large.
+const NODES: usize = 100;
+
+/// The node the programming measurement's proxier runs as.
+const BENCH_NODE: &str = "node-0";
+
 fn slice(i: usize, endpoints: usize, generation: usize) -> EndpointSlice {
     let eps: Vec<serde_json::Value> = (0..endpoints)
         .map(|j| {
             // Each change moves one endpoint to a new address.
             let n = (i * endpoints + j + generation * 7919) % 65_000 + 2;
-            json!({"addresses": [ip_of(n, [10, 42])], "conditions": {"ready": true}})
+            json!({"addresses": [ip_of(n, [10, 42])], "conditions": {"ready": true},
+                   "nodeName": format!("node-{}", n % NODES)})
         })
         .collect();
     serde_json::from_value(json!({
@@ -171,7 +182,7 @@ async fn programming(services: usize, apply: Apply, args: &ProxyBenchArgs) -> an
         Apply::Nft => Arc::new(ns.nft()),
     };
     let mut proxier = Proxier::new(
-        ProxyConfig::new("bench-node", rules()),
+        ProxyConfig::new(BENCH_NODE, rules()),
         nft,
         Arc::new(FakeConntrack::default()),
     );

@@ -125,6 +125,9 @@ pub struct Endpoint {
     pub terminating: bool,
     /// On this node.
     pub local: bool,
+    /// On another node (its `nodeName` names one): it never reaches itself through this
+    /// node, so it needs no hairpin masquerade here.
+    pub elsewhere: bool,
 }
 
 /// The default session affinity timeout (`service.spec.sessionAffinityConfig` unset): 3 h.
@@ -243,6 +246,7 @@ pub fn endpoints<'a>(
                 let serving = c.and_then(|c| c.serving).unwrap_or(ready);
                 let terminating = c.and_then(|c| c.terminating).unwrap_or(false);
                 let local = e.node_name.as_deref() == Some(node);
+                let elsewhere = e.node_name.as_deref().is_some_and(|n| n != node);
                 for ip in e.addresses.iter().filter_map(|a| a.parse().ok()) {
                     set.insert(Endpoint {
                         ip,
@@ -251,6 +255,7 @@ pub fn endpoints<'a>(
                         serving,
                         terminating,
                         local,
+                        elsewhere,
                     });
                 }
             }
@@ -367,11 +372,16 @@ impl Targets {
         }
     }
 
-    /// Every address some rule DNATs to (hairpin traffic to them is masqueraded).
-    pub fn addresses(&self) -> BTreeSet<Ipv4Addr> {
+    /// Every address some rule DNATs to that can be a pod on this node (hairpin traffic to
+    /// them is masqueraded): a pod reaching itself through a Service does so through its own
+    /// node, so endpoints on other nodes need no hairpin element here (with 100,000
+    /// endpoints in a cluster, most of the table's elements otherwise). An endpoint without
+    /// `nodeName` counts as possibly local.
+    pub fn hairpin_addresses(&self) -> BTreeSet<Ipv4Addr> {
         self.cluster
             .iter()
             .chain(&self.local)
+            .filter(|e| !e.elsewhere)
             .map(|e| e.ip)
             .collect()
     }
@@ -531,6 +541,8 @@ mod tests {
         assert_eq!(http.len(), 3);
         assert!(http[0].ready && http[0].local);
         assert!(!http[1].ready && http[1].terminating && !http[1].local);
+        // On n2 (elsewhere) or on no node named (possibly here).
+        assert!(!http[0].elsewhere && http[1].elsewhere && !http[2].elsewhere);
         // Ready ones only while there are some; then serving-and-terminating ones.
         assert_eq!(usable(&http), vec![http[0].clone()]);
         assert_eq!(usable(&http[1..]), vec![http[1].clone()]);

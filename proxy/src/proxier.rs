@@ -210,7 +210,7 @@ fn fragment(
         let targets = Targets::of(&all);
         out.rules
             .merge(&rules::service_port(&port, &targets, &cfg.rules));
-        out.hairpin.extend(targets.addresses());
+        out.hairpin.extend(targets.hairpin_addresses());
         if port.id.protocol == Protocol::Udp {
             out.udp.push(udp_port(&port, &targets));
         }

@@ -535,6 +535,7 @@ mod tests {
     use super::*;
     use crate::model::{PortName, Protocol};
     use crate::nft::ruleset::{Table, Tx};
+    use std::collections::BTreeSet;
 
     /// A port's rules from all of its endpoints.
     fn port_rules(port: &ServicePort, endpoints: &[Endpoint], cfg: &RulesConfig) -> Ruleset {
@@ -567,6 +568,7 @@ mod tests {
             serving: ready,
             terminating: false,
             local,
+            elsewhere: !local,
         }
     }
 
@@ -597,11 +599,11 @@ add element ip k1s-proxy svc-endpoints { 10.43.0.20 . tcp . 80 . 0 : 10.42.0.5 .
 add element ip k1s-proxy svc-endpoints { 10.43.0.20 . tcp . 80 . 1 : 10.42.0.6 . 8080 }
 ";
         assert_eq!(render(&r), want);
+        // Only the endpoint on this node can reach itself through it.
         assert_eq!(
             Targets::of(&[ep("10.42.0.5", true, true), ep("10.42.0.6", true, false)])
-                .addresses()
-                .len(),
-            2
+                .hairpin_addresses(),
+            BTreeSet::from(["10.42.0.5".parse().unwrap()])
         );
     }
 

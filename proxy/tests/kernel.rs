@@ -62,6 +62,7 @@ fn ep(ip: &str, local: bool) -> Endpoint {
         serving: true,
         terminating: false,
         local,
+        elsewhere: !local,
     }
 }
 
