@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate the built-in server-side apply type table (apiserver/src/apply/builtin.rs).
+"""Generate the built-in server-side apply type table (apimachinery/src/apply/builtin.rs).
 
 Reads the k8s-openapi 0.29 sources for Kubernetes 1.33 (the `DeepMerge` impls encode the
 list/map merge semantics), adds the `+structType=atomic` structs and list-map key defaults

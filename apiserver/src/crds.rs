@@ -11,10 +11,10 @@ use k1s_store::ListRequest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::crd_schema;
 use crate::registry::{ALL_VERBS, ResourceType, Subresource};
 use crate::rest::{Rest, WriteOptions, meta};
 use crate::status::ApiError;
+use k1s_apimachinery::crd_schema;
 
 /// The finalizer that makes a CRD's deletion wait until its custom resources are gone.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -26,7 +26,7 @@ pub struct CustomInfo {
     /// The `openAPIV3Schema` as written (for the OpenAPI documents).
     pub openapi_schema: Value,
     /// List and map semantics for server-side apply, from the schema's extensions.
-    pub apply_schema: crate::apply::Schema,
+    pub apply_schema: k1s_apimachinery::apply::Schema,
     /// The version's `additionalPrinterColumns` (JSON array or null).
     pub printer_columns: Value,
     /// JSON paths (`.spec.replicas`) of the scale subresource.
@@ -116,9 +116,9 @@ pub fn resource_types(crd: &Value) -> Vec<ResourceType> {
             }
         };
         let apply_schema = if raw_schema.is_null() {
-            crate::apply::Schema::untyped()
+            k1s_apimachinery::apply::Schema::untyped()
         } else {
-            crate::apply::schema_from_openapi(&raw_schema)
+            k1s_apimachinery::apply::schema_from_openapi(&raw_schema)
         }
         .with_status_subresource(has_status);
         let mut subresources = Vec::new();

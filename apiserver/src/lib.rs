@@ -6,10 +6,8 @@
 //! - [`admission`]: admission plugins run on every create and update.
 //! - [`auth`]: authentication (client certificates, tokens, impersonation).
 //! - [`authz`]: authorization (Node, RBAC), the bootstrap policy and the review APIs.
-//! - [`apply`]: server-side apply and field ownership (`managedFields`).
 //! - [`bootstrap`]: the system namespaces and the `kubernetes` Service, created at start.
 //! - [`crds`]: CustomResourceDefinitions made into served resources; CRD cleanup.
-//! - [`crd_schema`]: custom resource validation, pruning and defaulting from a CRD's schema.
 //! - [`datastore_snapshot`]: `GET /k1s/v1/snapshot`, the datastore in one file, for admins.
 //! - [`encryption`]: encryption at rest (`EncryptionConfiguration`, AES-GCM, key rotation).
 //! - [`event_ttl`]: expiry of events after `--event-ttl`.
@@ -24,19 +22,14 @@
 //! - [`rest`]: generic storage of every resource: CRUD, list, watch, with upstream semantics.
 //! - [`http`]: `/api` and `/apis`: discovery, negotiation, the resource handlers.
 //! - [`openapi`]: `/openapi/v2` and `/openapi/v3` documents generated from the types.
-//! - [`patch`]: JSON patch, merge patch and strategic merge patch.
-//! - [`protobuf`]: `application/vnd.kubernetes.protobuf` request bodies decoded to JSON.
-//! - [`table`]: the `kubectl get` columns of each resource (Table responses).
 
 pub mod admission;
 pub mod apiservice_registration;
 pub mod apiservice_status;
-pub mod apply;
 pub mod auth;
 pub mod authz;
 pub mod bootstrap;
 pub mod cluster_identity;
-pub mod crd_schema;
 pub mod crds;
 pub mod datastore_snapshot;
 pub mod encryption;
@@ -50,12 +43,9 @@ pub mod local_client;
 pub mod metrics;
 pub mod mirror;
 pub mod openapi;
-pub mod patch;
 pub mod pki;
-pub mod protobuf;
 pub mod registry;
 pub mod rest;
 pub mod server;
 pub mod snapshot_crds;
 pub mod status;
-pub mod table;

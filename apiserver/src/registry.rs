@@ -150,16 +150,17 @@ impl ResourceType {
     }
 
     /// The list/map semantics server-side apply and field tracking use for this kind.
-    pub fn apply_schema(&self) -> &crate::apply::Schema {
-        static UNTYPED: std::sync::OnceLock<crate::apply::Schema> = std::sync::OnceLock::new();
+    pub fn apply_schema(&self) -> &k1s_apimachinery::apply::Schema {
+        static UNTYPED: std::sync::OnceLock<k1s_apimachinery::apply::Schema> =
+            std::sync::OnceLock::new();
         if let Some(c) = &self.custom {
             return &c.apply_schema;
         }
-        crate::apply::schema_for(crate::apply::TypeKey {
+        k1s_apimachinery::apply::schema_for(k1s_apimachinery::apply::TypeKey {
             group: &self.group,
             kind: &self.kind,
         })
-        .unwrap_or_else(|| UNTYPED.get_or_init(crate::apply::Schema::untyped))
+        .unwrap_or_else(|| UNTYPED.get_or_init(k1s_apimachinery::apply::Schema::untyped))
     }
 
     /// Whether this is the CustomResourceDefinition resource itself.
@@ -571,6 +572,61 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Walks `path` (field names; list fields step into their items) from a root kind's
+    /// strategic-merge-patch table.
+    fn patch_field(
+        root: &'static k1s_apimachinery::patch::merge_keys::TypeInfo,
+        path: &[&str],
+    ) -> Option<&'static k1s_apimachinery::patch::merge_keys::Field> {
+        use k1s_apimachinery::patch::merge_keys::Field;
+        let (last, parents) = path.split_last()?;
+        let mut ty = root;
+        for name in parents {
+            ty = match ty.field(name)? {
+                Field::Object(t) | Field::RetainKeysObject(t) => t,
+                Field::MergeList { item: Some(t), .. } => t,
+                _ => return None,
+            };
+        }
+        ty.field(last)
+    }
+
+    #[test]
+    fn served_kinds_have_patch_and_apply_tables() {
+        use k1s_apimachinery::apply::{TypeKey, schema_for};
+        use k1s_apimachinery::patch::PatchKey;
+        use k1s_apimachinery::patch::merge_keys::{Field, lookup};
+        // Every stored kind the API serves, and the Scale of the scale subresources.
+        let served = builtin();
+        let kinds = served
+            .iter()
+            .filter(|r| r.verbs.len() > 1)
+            .map(|r| (r.group.as_str(), r.kind.as_str()))
+            .chain([("autoscaling", "Scale")]);
+        for (group, kind) in kinds {
+            let info = lookup(PatchKey { group, kind })
+                .unwrap_or_else(|| panic!("{group}/{kind}: no merge keys"));
+            assert!(
+                matches!(
+                    patch_field(info, &["metadata", "ownerReferences"]),
+                    Some(Field::MergeList { key: "uid", .. })
+                ),
+                "{group}/{kind}"
+            );
+            assert!(
+                matches!(
+                    patch_field(info, &["metadata", "finalizers"]),
+                    Some(Field::Set)
+                ),
+                "{group}/{kind}"
+            );
+            assert!(
+                schema_for(TypeKey { group, kind }).is_some(),
+                "{group}/{kind}: no apply schema"
+            );
+        }
+    }
 
     #[test]
     fn builtin_catalog_has_scopes_and_keys() {

@@ -126,7 +126,7 @@ pub fn unsupported(media: &str) -> ApiError {
 /// Largest nesting depth accepted in a YAML body (JSON has serde_json's own limit of 128).
 const MAX_YAML_DEPTH: usize = 128;
 
-/// Decodes a JSON or YAML body into a value (protobuf bodies go to [`crate::protobuf`]).
+/// Decodes a JSON or YAML body into a value (protobuf bodies go to [`k1s_apimachinery::protobuf`]).
 pub fn decode(input: Input, body: &[u8]) -> Result<Value, ApiError> {
     match input {
         Input::Json => serde_json::from_slice(body).map_err(|e| {

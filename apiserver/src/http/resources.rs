@@ -394,7 +394,7 @@ fn success(code: StatusCode) -> Response<Body> {
 fn decode_body(call: &Call<'_>) -> Result<Value, ApiError> {
     let input = negotiate::input(header(call.headers, header::CONTENT_TYPE))?;
     match input {
-        Input::Protobuf => crate::protobuf::decode(&call.body).map_err(|e| {
+        Input::Protobuf => k1s_apimachinery::protobuf::decode(&call.body).map_err(|e| {
             ApiError::bad_request(format!(
                 "the body of the request could not be decoded as protobuf: {e}"
             ))

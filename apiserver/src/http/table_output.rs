@@ -1,11 +1,11 @@
-//! `meta.k8s.io/v1` Table responses: the envelope around the printers of [`crate::table`].
+//! `meta.k8s.io/v1` Table responses: the envelope around the printers of [`k1s_apimachinery::table`].
 
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
 use crate::registry::ResourceType;
-use crate::table;
+use k1s_apimachinery::table;
 
 /// The printer of a resource: a CRD's columns, the built-in printer, or the default.
 enum Printer {

@@ -6,7 +6,7 @@
 //! generic `List<T>` without a schema, and custom resources, whose schema lives in their CRD,
 //! are written here. On top of what k8s-openapi emits this module adds what clients read from
 //! upstream's documents: `x-kubernetes-group-version-kind` on top-level kinds, the
-//! strategic-merge-patch extensions (from [`crate::patch::merge_keys`]), and a `type` on
+//! strategic-merge-patch extensions (from [`k1s_apimachinery::patch::merge_keys`]), and a `type` on
 //! `IntOrString` / `Quantity`.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,9 +17,9 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use crate::patch::PatchKey;
-use crate::patch::merge_keys::{self, Field, TypeInfo};
 use crate::registry::{Catalog, ResourceType, SchemaFn};
+use k1s_apimachinery::patch::PatchKey;
+use k1s_apimachinery::patch::merge_keys::{self, Field, TypeInfo};
 
 /// Where schemas live in an OpenAPI 3 document.
 pub const V3_PREFIX: &str = "#/components/schemas/";

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use x509_parser::prelude::FromDer;
 
 use crate::auth::UserInfo;
-use crate::crd_schema::{is_dns1123_label, is_dns1123_subdomain};
+use k1s_apimachinery::crd_schema::{is_dns1123_label, is_dns1123_subdomain};
 
 type Causes = Vec<(String, String)>;
 

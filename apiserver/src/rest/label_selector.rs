@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::crd_schema::{is_label_value, is_qualified_name};
+use k1s_apimachinery::crd_schema::{is_label_value, is_qualified_name};
 
 type Causes = Vec<(String, String)>;
 

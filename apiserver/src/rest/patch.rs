@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use super::{Rest, WriteOptions, Written, meta};
-use crate::patch::{self, PatchKey, PatchType};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
+use k1s_apimachinery::patch::{self, PatchKey, PatchType};
 
 /// The kind of patch a request carries (its Content-Type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +163,7 @@ impl Rest {
         let schema = res.apply_schema();
         let sub = subresource.filter(|s| matches!(*s, "status" | "approval"));
         let merge = |live: Option<&Value>| {
-            crate::apply::apply(
+            k1s_apimachinery::apply::apply(
                 schema,
                 live,
                 &config,

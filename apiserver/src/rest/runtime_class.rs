@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::validation;
-use crate::crd_schema::{is_dns1123_label, is_label_value, is_qualified_name};
+use k1s_apimachinery::crd_schema::{is_dns1123_label, is_label_value, is_qualified_name};
 
 type Causes = Vec<(String, String)>;
 

@@ -504,7 +504,7 @@ pub fn tolerations(path: &str, list: &Value, out: &mut Causes) {
         let at = format!("{path}[{i}]");
         let key = t["key"].as_str().unwrap_or("");
         if !key.is_empty() {
-            for msg in crate::crd_schema::is_qualified_name(key) {
+            for msg in k1s_apimachinery::crd_schema::is_qualified_name(key) {
                 out.push((
                     format!("{at}.key"),
                     format!("Invalid value: {}: {msg}", quoted(&t["key"])),
@@ -531,7 +531,7 @@ pub fn tolerations(path: &str, list: &Value, out: &mut Causes) {
         let value = t["value"].as_str().unwrap_or("");
         match op {
             "Equal" | "" => {
-                let errs = crate::crd_schema::is_label_value(value);
+                let errs = k1s_apimachinery::crd_schema::is_label_value(value);
                 if !errs.is_empty() {
                     out.push((
                         format!("{at}.operator"),

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::crd_schema::is_dns1123_subdomain;
+use k1s_apimachinery::crd_schema::is_dns1123_subdomain;
 
 type Causes = Vec<(String, String)>;
 

@@ -238,7 +238,7 @@ impl Rest {
             return Ok(());
         }
         let sub = subresource.filter(|s| matches!(*s, "status" | "scale" | "approval"));
-        crate::apply::record_update(
+        k1s_apimachinery::apply::record_update(
             res.apply_schema(),
             old,
             obj,
@@ -1002,13 +1002,13 @@ fn report_unknown(
 }
 
 /// A server-side apply failure as upstream answers it.
-pub(crate) fn apply_error(res: &ResourceType, e: crate::apply::ApplyError) -> ApiError {
+pub(crate) fn apply_error(res: &ResourceType, e: k1s_apimachinery::apply::ApplyError) -> ApiError {
     match e {
-        crate::apply::ApplyError::Conflicts(conflicts) => {
+        k1s_apimachinery::apply::ApplyError::Conflicts(conflicts) => {
             let mut err = ApiError::new(
                 409,
                 "Conflict",
-                crate::apply::ApplyError::Conflicts(conflicts.clone()).to_string(),
+                k1s_apimachinery::apply::ApplyError::Conflicts(conflicts.clone()).to_string(),
             );
             let details = err.details.get_or_insert_with(Default::default);
             details.kind = Some(res.plural.clone());
@@ -1027,6 +1027,6 @@ pub(crate) fn apply_error(res: &ResourceType, e: crate::apply::ApplyError) -> Ap
             );
             err
         }
-        crate::apply::ApplyError::Invalid(msg) => ApiError::bad_request(msg),
+        k1s_apimachinery::apply::ApplyError::Invalid(msg) => ApiError::bad_request(msg),
     }
 }

@@ -441,7 +441,7 @@ async fn mutate_one(
     let Some(patch) = answer.patch else {
         return Ok(false);
     };
-    let patched = crate::patch::json_patch::apply(obj, &patch).map_err(|e| {
+    let patched = k1s_apimachinery::patch::json_patch::apply(obj, &patch).map_err(|e| {
         ApiError::new(
             500,
             "InternalError",

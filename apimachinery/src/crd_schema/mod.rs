@@ -30,7 +30,7 @@ mod tests;
 use serde_json::Value;
 use std::fmt;
 
-pub(crate) use meta::{is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name};
+pub use meta::{is_dns1123_label, is_dns1123_subdomain, is_label_value, is_qualified_name};
 pub use props::CelRule;
 use props::Props;
 

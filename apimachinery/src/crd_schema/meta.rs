@@ -415,7 +415,7 @@ pub(crate) fn is_dns1035_label(v: &str) -> Vec<String> {
     errs
 }
 
-pub(crate) fn is_dns1123_label(v: &str) -> Vec<String> {
+pub fn is_dns1123_label(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
         errs.push(max_len_error(63));
@@ -430,7 +430,7 @@ pub(crate) fn is_dns1123_label(v: &str) -> Vec<String> {
     errs
 }
 
-pub(crate) fn is_dns1123_subdomain(v: &str) -> Vec<String> {
+pub fn is_dns1123_subdomain(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 253 {
         errs.push(max_len_error(253));
@@ -448,7 +448,7 @@ pub(crate) fn is_dns1123_subdomain(v: &str) -> Vec<String> {
 const LABEL_KEY_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 /// Upstream's `IsQualifiedName`: the problems with `v` as a label key, empty when valid.
-pub(crate) fn is_qualified_name(v: &str) -> Vec<String> {
+pub fn is_qualified_name(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = v.split('/').collect();
     let name = match parts.len() {
@@ -491,7 +491,7 @@ pub(crate) fn is_qualified_name(v: &str) -> Vec<String> {
 }
 
 /// Upstream's `IsValidLabelValue`: the problems with `v` as a label value, empty when valid.
-pub(crate) fn is_label_value(v: &str) -> Vec<String> {
+pub fn is_label_value(v: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if v.len() > 63 {
         errs.push(max_len_error(63));
