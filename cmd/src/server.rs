@@ -514,6 +514,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
                 servicelb: !args.disable.iter().any(|c| c == "servicelb"),
                 cluster_dns,
                 node_ipam: args.allocate_node_cidrs.then_some(node_ipam),
+                ..Default::default()
             },
             cancel.clone(),
         ));

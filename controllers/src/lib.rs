@@ -76,6 +76,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use catalog::{CatalogEntry, ResourceCatalog, StaticCatalog};
+use k1s_runtime::clock::{Clock, SystemClock};
 pub use k1s_runtime::leader::LeaderError;
 
 /// Settings of the controllers, as `kube-controller-manager`'s flags.
@@ -99,6 +100,9 @@ pub struct Options {
     /// Run [`node_ipam`] (a pod CIDR for every Node) with this range, as
     /// `--allocate-node-cidrs` with `--cluster-cidr` and `--node-cidr-mask-size`.
     pub node_ipam: Option<node_ipam::Config>,
+    /// What time it is, for every controller that reads it (the system's; tests move a
+    /// fake one).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for Options {
@@ -110,6 +114,7 @@ impl Default for Options {
             servicelb: true,
             cluster_dns: true,
             node_ipam: None,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -169,21 +174,58 @@ pub async fn run_all_with(
     ));
     tracker.spawn(ephemeral::run(client.clone(), cancel.clone()));
     tracker.spawn(serviceaccount::run(client.clone(), cancel.clone()));
-    tracker.spawn(replicaset::run(client.clone(), cancel.clone()));
-    tracker.spawn(replicaset::run_replication_controllers(
+    let clock = options.clock.clone();
+    tracker.spawn(replicaset::run(
         client.clone(),
+        clock.clone(),
         cancel.clone(),
     ));
-    tracker.spawn(deployment::run(client.clone(), cancel.clone()));
-    tracker.spawn(statefulset::run(client.clone(), cancel.clone()));
-    tracker.spawn(daemonset::run(client.clone(), cancel.clone()));
-    tracker.spawn(job::run(client.clone(), cancel.clone()));
-    tracker.spawn(cronjob::run(client.clone(), cancel.clone()));
-    tracker.spawn(ttl_after_finished::run(client.clone(), cancel.clone()));
+    tracker.spawn(replicaset::run_replication_controllers(
+        client.clone(),
+        clock.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(deployment::run(
+        client.clone(),
+        clock.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(statefulset::run(
+        client.clone(),
+        clock.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(daemonset::run(
+        client.clone(),
+        clock.clone(),
+        cancel.clone(),
+    ));
+    tracker.spawn(job::run_with(
+        client.clone(),
+        job::Options {
+            clock: clock.clone(),
+            ..Default::default()
+        },
+        cancel.clone(),
+    ));
+    tracker.spawn(cronjob::run_with(
+        client.clone(),
+        cronjob::Options {
+            clock: clock.clone(),
+            ..Default::default()
+        },
+        cancel.clone(),
+    ));
+    tracker.spawn(ttl_after_finished::run_with_clock(
+        client.clone(),
+        clock.clone(),
+        cancel.clone(),
+    ));
     tracker.spawn(node_lifecycle::run(
         client.clone(),
         node_lifecycle::Config {
             grace_period: options.node_monitor_grace_period,
+            clock: clock.clone(),
             ..Default::default()
         },
         cancel.clone(),
@@ -192,6 +234,7 @@ pub async fn run_all_with(
         client.clone(),
         podgc::Config {
             terminated_threshold: options.terminated_pod_gc_threshold,
+            clock: clock.clone(),
             ..Default::default()
         },
         cancel.clone(),
@@ -207,11 +250,7 @@ pub async fn run_all_with(
     if options.cluster_dns {
         tracker.spawn(cluster_dns::run(client.clone(), cancel.clone()));
     }
-    tracker.spawn(disruption::run(
-        client.clone(),
-        Arc::new(k1s_runtime::clock::SystemClock),
-        cancel.clone(),
-    ));
+    tracker.spawn(disruption::run(client.clone(), clock, cancel.clone()));
     tracker.spawn(root_ca::run(client, ca_pem, cancel.clone()));
     tracker.close();
     tracker.wait().await;

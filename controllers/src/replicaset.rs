@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
 use crate::owned_pods::{self, spec_selector};
+use k1s_runtime::clock::Clock;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
@@ -86,17 +87,26 @@ pub const REPLICATION_CONTROLLER: Flavor = Flavor {
     plural: "replicationcontrollers",
 };
 
-/// Runs the ReplicaSet controller until `cancel`.
-pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
-    run_flavor(client, &REPLICA_SET, cancel).await;
+/// Runs the ReplicaSet controller until `cancel`; `clock` dates availability.
+pub async fn run(client: Arc<dyn Client>, clock: Arc<dyn Clock>, cancel: CancellationToken) {
+    run_flavor(client, &REPLICA_SET, clock, cancel).await;
 }
 
 /// Runs the ReplicationController manager until `cancel`.
-pub async fn run_replication_controllers(client: Arc<dyn Client>, cancel: CancellationToken) {
-    run_flavor(client, &REPLICATION_CONTROLLER, cancel).await;
+pub async fn run_replication_controllers(
+    client: Arc<dyn Client>,
+    clock: Arc<dyn Clock>,
+    cancel: CancellationToken,
+) {
+    run_flavor(client, &REPLICATION_CONTROLLER, clock, cancel).await;
 }
 
-async fn run_flavor(client: Arc<dyn Client>, flavor: &'static Flavor, cancel: CancellationToken) {
+async fn run_flavor(
+    client: Arc<dyn Client>,
+    flavor: &'static Flavor,
+    clock: Arc<dyn Clock>,
+    cancel: CancellationToken,
+) {
     let mut ctrl = Controller::new(
         flavor.name,
         client.clone(),
@@ -122,6 +132,7 @@ async fn run_flavor(client: Arc<dyn Client>, flavor: &'static Flavor, cancel: Ca
         sets,
         pods: pod_store,
         expectations,
+        clock,
     });
     ctrl.run(reconciler, cancel).await;
 }
@@ -132,6 +143,7 @@ struct ReplicaSets {
     sets: Store,
     pods: Store,
     expectations: Arc<Expectations>,
+    clock: Arc<dyn Clock>,
 }
 
 fn is_active(pod: &Value) -> bool {
@@ -392,7 +404,7 @@ impl ReplicaSets {
             .iter()
             .filter(|p| ready_condition(p).is_some())
             .count();
-        let now = time::OffsetDateTime::now_utc();
+        let now = self.clock.now();
         let available = active
             .iter()
             .filter(|p| is_available(p, min_ready, now))

@@ -79,6 +79,7 @@ async fn daemonset_follows_nodes_and_rolls() {
     let c = env.client.clone();
     tokio::spawn(k1s_controllers::daemonset::run(
         c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
         env.cancel.clone(),
     ));
     create(&c, &nodes(), node("a", "worker", json!([]))).await;

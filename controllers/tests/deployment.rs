@@ -51,8 +51,16 @@ async fn kubelet(c: Arc<dyn Client>, cancel: CancellationToken) {
 
 /// The ReplicaSet and Deployment controllers, until `cancel`.
 fn start_controllers(c: &Arc<dyn Client>, cancel: &CancellationToken) {
-    tokio::spawn(k1s_controllers::replicaset::run(c.clone(), cancel.clone()));
-    tokio::spawn(k1s_controllers::deployment::run(c.clone(), cancel.clone()));
+    tokio::spawn(k1s_controllers::replicaset::run(
+        c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
+        cancel.clone(),
+    ));
+    tokio::spawn(k1s_controllers::deployment::run(
+        c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
+        cancel.clone(),
+    ));
 }
 
 async fn replica_sets(c: &Arc<dyn Client>) -> Vec<Value> {
@@ -372,6 +380,68 @@ async fn pause_resume_and_progress_deadline() {
     // The old pods stay available meanwhile (maxUnavailable 25% of 3 rounds down to 0).
     let d = c.get(&deploys(), "web").await.unwrap();
     assert_eq!(d["status"]["availableReplicas"], 3);
+}
+
+/// The progress deadline is judged on the controller's clock: with a fake one moved past the
+/// deadline, a stuck rollout is reported at once rather than ten minutes later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_deadline_runs_on_the_controllers_clock() {
+    let env = env().await;
+    let c = env.client.clone();
+    let clock = k1s_runtime::clock::FakeClock::new();
+    tokio::spawn(k1s_controllers::replicaset::run(
+        c.clone(),
+        Arc::new(clock.clone()),
+        env.cancel.clone(),
+    ));
+    tokio::spawn(k1s_controllers::deployment::run(
+        c.clone(),
+        Arc::new(clock.clone()),
+        env.cancel.clone(),
+    ));
+    // No kubelet: the pods never become ready.
+    create(
+        &c,
+        &deploys(),
+        json!({"metadata": {"name": "slow"},
+        "spec": {"replicas": 1, "progressDeadlineSeconds": 600,
+                 "selector": {"matchLabels": {"app": "slow"}},
+                 "template": {"metadata": {"labels": {"app": "slow"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}}}}),
+    )
+    .await;
+    eventually("the rollout under way", || {
+        let c = c.clone();
+        async move {
+            let d = c.get(&deploys(), "slow").await.ok()?;
+            progressing(&d)
+                .filter(|p| p["status"] == "True")
+                .map(|_| ())
+        }
+    })
+    .await;
+    clock.advance(Duration::from_secs(601));
+    // Any change of the Deployment makes the controller look again.
+    c.patch(
+        &deploys(),
+        "slow",
+        &Patch::Merge(json!({"metadata": {"annotations": {"poke": "1"}}})),
+        None,
+        &WriteParams::default(),
+    )
+    .await
+    .unwrap();
+    let cond = eventually("the progress deadline exceeded", || {
+        let c = c.clone();
+        async move {
+            let d = c.get(&deploys(), "slow").await.ok()?;
+            progressing(&d)
+                .filter(|p| p["reason"] == "ProgressDeadlineExceeded")
+                .cloned()
+        }
+    })
+    .await;
+    assert_eq!(cond["status"], "False");
 }
 
 fn spec_of(rss: &[Value], image: &str) -> Option<i64> {

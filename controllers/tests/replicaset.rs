@@ -34,6 +34,7 @@ async fn replicaset_creates_adopts_reports_and_scales_down() {
     let c = env.client.clone();
     tokio::spawn(k1s_controllers::replicaset::run(
         c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
         env.cancel.clone(),
     ));
     let sets = ResourceRef::new("apps", "v1", "replicasets", Some("default"));

@@ -16,10 +16,12 @@ async fn two_hundred_replicas_without_overshoot() {
     let c = env.client.clone();
     tokio::spawn(k1s_controllers::replicaset::run(
         c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
         env.cancel.clone(),
     ));
     tokio::spawn(k1s_controllers::deployment::run(
         c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
         env.cancel.clone(),
     ));
     let deploys = ResourceRef::new("apps", "v1", "deployments", Some("default"));

@@ -84,6 +84,7 @@ async fn ordered_claims_rolling_partition_and_scale_down() {
     let c = env.client.clone();
     tokio::spawn(k1s_controllers::statefulset::run(
         c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
         env.cancel.clone(),
     ));
     create(&c, &sets(), json!({"metadata": {"name": "web"},
@@ -268,6 +269,7 @@ async fn parallel_start_ordinals_on_delete_and_history_limit() {
     let c = env.client.clone();
     tokio::spawn(k1s_controllers::statefulset::run(
         c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
         env.cancel.clone(),
     ));
     create(&c, &sets(), json!({"metadata": {"name": "db"},
@@ -381,6 +383,7 @@ async fn ordered_scale_down_halts_on_unhealthy_pods() {
     let c = env.client.clone();
     tokio::spawn(k1s_controllers::statefulset::run(
         c.clone(),
+        std::sync::Arc::new(k1s_runtime::clock::SystemClock),
         env.cancel.clone(),
     ));
     create(

@@ -1,6 +1,8 @@
 //! Time for controllers: timestamps as the API writes them (RFC 3339, seconds, UTC), and the
-//! injectable [`Clock`] that time-driven controllers (node lifecycle, pod GC, disruption, CronJob, TTL) read,
-//! so tests can move time instead of waiting for it.
+//! injectable [`Clock`] every controller reads the time from (`k1s_controllers::Options::clock`:
+//! availability and `minReadySeconds`, progress deadlines, Job deadlines and back-off, node
+//! lifecycle, pod GC, disruption budgets, CronJob, TTL), so tests can move time instead of
+//! waiting for it. Timestamps written into conditions and events still take the system's time.
 
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +27,7 @@ pub fn parse(t: &serde_json::Value) -> Option<OffsetDateTime> {
 }
 
 /// What time it is.
-pub trait Clock: Send + Sync + 'static {
+pub trait Clock: std::fmt::Debug + Send + Sync + 'static {
     fn now(&self) -> OffsetDateTime;
 
     /// [`Clock::now`] as `metav1.Time`.

@@ -27,6 +27,7 @@ use crate::expectations::Expectations;
 use crate::history::{self, HistoryError, REVISION_LABEL};
 use crate::owned_pods::{self, spec_selector};
 use eligibility::{Eligibility, add_daemon_tolerations, node_should_run, pin_to_node, target_node};
+use k1s_runtime::clock::Clock;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::store::owner_uid_index;
 use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
@@ -57,8 +58,8 @@ fn pods(ns: &str) -> ResourceRef {
     ResourceRef::new("", "v1", "pods", Some(ns))
 }
 
-/// Runs the DaemonSet controller until `cancel`.
-pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
+/// Runs the DaemonSet controller until `cancel`; `clock` dates availability.
+pub async fn run(client: Arc<dyn Client>, clock: Arc<dyn Clock>, cancel: CancellationToken) {
     let mut ctrl = Controller::new(
         "daemonset",
         client.clone(),
@@ -103,6 +104,7 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         nodes,
         revisions: revs,
         expectations,
+        clock,
     });
     ctrl.run(reconciler, cancel).await;
 }
@@ -191,6 +193,7 @@ struct DaemonSets {
     nodes: Store,
     revisions: Store,
     expectations: Arc<Expectations>,
+    clock: Arc<dyn Clock>,
 }
 
 /// What one pass decided: pods to create (by node) and to delete.
@@ -456,7 +459,7 @@ impl Reconcile for DaemonSets {
             .to_owned();
 
         let nodes = self.nodes.list();
-        let now = time::OffsetDateTime::now_utc();
+        let now = self.clock.now();
         let mut view = View::build(&ds, &nodes, owned);
         if needs_sync && !key::is_deleting(&ds) {
             let mut plan = view.manage();

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::owned_pods::{self, spec_selector};
+use k1s_runtime::clock::Clock;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::store::owner_uid_index;
 use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
@@ -49,7 +50,7 @@ pub(crate) fn replicasets(ns: Option<&str>) -> ResourceRef {
 }
 
 /// Runs the Deployment controller until `cancel`.
-pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
+pub async fn run(client: Arc<dyn Client>, clock: Arc<dyn Clock>, cancel: CancellationToken) {
     let mut ctrl = Controller::new(
         "deployment",
         client.clone(),
@@ -95,6 +96,7 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         deployments: ds,
         sets,
         pods,
+        clock,
     });
     ctrl.run(reconciler, cancel).await;
 }
@@ -114,6 +116,8 @@ pub(crate) struct Deployments {
     pub(crate) deployments: Store,
     pub(crate) sets: Store,
     pub(crate) pods: Store,
+    /// Dates the progress deadline.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 #[async_trait::async_trait]

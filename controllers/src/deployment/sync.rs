@@ -649,19 +649,18 @@ impl Pass<'_> {
                 time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
             });
             let secs = deadline.unwrap_or(600);
+            let now = self.ctl.clock.now();
             match since {
-                Some(t) if t + time::Duration::seconds(secs) <= time::OffsetDateTime::now_utc() => {
-                    Some(condition(
-                        &old_conditions,
-                        "Progressing",
-                        "False",
-                        TIMED_OUT,
-                        &format!("ReplicaSet \"{new_name}\" has timed out progressing."),
-                        false,
-                    ))
-                }
+                Some(t) if t + time::Duration::seconds(secs) <= now => Some(condition(
+                    &old_conditions,
+                    "Progressing",
+                    "False",
+                    TIMED_OUT,
+                    &format!("ReplicaSet \"{new_name}\" has timed out progressing."),
+                    false,
+                )),
                 Some(t) => {
-                    let left = t + time::Duration::seconds(secs) - time::OffsetDateTime::now_utc();
+                    let left = t + time::Duration::seconds(secs) - now;
                     requeue = Some(Duration::from_secs(
                         u64::try_from(left.whole_seconds()).unwrap_or(0) + 1,
                     ));

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
 use crate::owned_pods;
-use k1s_runtime::clock;
+use k1s_runtime::clock::{self, Clock, SystemClock};
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
 use policy::Verdict;
@@ -64,6 +64,8 @@ pub struct Options {
     pub pod_failure_backoff: Duration,
     /// The longest such delay (`MaxJobPodFailureBackOff`).
     pub max_pod_failure_backoff: Duration,
+    /// Dates starts, completions, deadlines and back-offs.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for Options {
@@ -71,6 +73,7 @@ impl Default for Options {
         Self {
             pod_failure_backoff: Duration::from_secs(10),
             max_pod_failure_backoff: Duration::from_secs(360),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -600,7 +603,7 @@ impl Jobs {
         job: &Value,
         owned: Vec<Arc<Value>>,
     ) -> Result<Action, ClientError> {
-        let now = OffsetDateTime::now_utc();
+        let now = self.options.clock.now();
         let now_s = clock::format(now);
         let spec = &job["spec"];
         let indexed = spec["completionMode"] == "Indexed";

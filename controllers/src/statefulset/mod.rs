@@ -28,6 +28,7 @@ use identity::{
     in_range, is_available, is_finished, is_healthy, is_running_and_ready, is_terminating,
     ordinal_of, revision_of,
 };
+use k1s_runtime::clock::Clock;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::store::owner_uid_index;
 use k1s_runtime::{Action, Controller, Reconcile, Seen, Store, watcher};
@@ -64,8 +65,8 @@ fn claims(ns: &str) -> ResourceRef {
     ResourceRef::new("", "v1", "persistentvolumeclaims", Some(ns))
 }
 
-/// Runs the StatefulSet controller until `cancel`.
-pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
+/// Runs the StatefulSet controller until `cancel`; `clock` dates availability.
+pub async fn run(client: Arc<dyn Client>, clock: Arc<dyn Clock>, cancel: CancellationToken) {
     let mut ctrl = Controller::new(
         "statefulset",
         client.clone(),
@@ -100,6 +101,7 @@ pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
         pods: pod_store,
         revisions: revs,
         claims: claim_store,
+        clock,
     });
     ctrl.run(reconciler, cancel).await;
 }
@@ -118,6 +120,7 @@ struct StatefulSets {
     pods: Store,
     revisions: Store,
     claims: Store,
+    clock: Arc<dyn Clock>,
 }
 
 /// The outcome of one pass's pod management: why it stopped, for logs and tests.
@@ -319,7 +322,7 @@ impl Pass<'_> {
         let first = identity::start(self.set);
         let last = first + identity::replicas(self.set);
         let min_ready = self.set["spec"]["minReadySeconds"].as_i64().unwrap_or(0);
-        let now = time::OffsetDateTime::now_utc();
+        let now = self.ctl.clock.now();
         let mut waiting = false;
         for ord in first..last {
             let Some(pod) = self.replicas.get(&ord).cloned() else {
@@ -602,7 +605,7 @@ impl Pass<'_> {
     /// updated and ready.
     fn status(&self) -> Value {
         let min_ready = self.set["spec"]["minReadySeconds"].as_i64().unwrap_or(0);
-        let now = time::OffsetDateTime::now_utc();
+        let now = self.ctl.clock.now();
         let (current, update) = (key::name(self.current), key::name(self.update));
         let (mut replicas, mut ready, mut available, mut cur, mut upd) = (0, 0, 0, 0, 0);
         for p in self.replicas.values().chain(self.condemned.iter()) {
