@@ -573,25 +573,6 @@ impl Registry {
 mod tests {
     use super::*;
 
-    /// Walks `path` (field names; list fields step into their items) from a root kind's
-    /// strategic-merge-patch table.
-    fn patch_field(
-        root: &'static k1s_apimachinery::patch::merge_keys::TypeInfo,
-        path: &[&str],
-    ) -> Option<&'static k1s_apimachinery::patch::merge_keys::Field> {
-        use k1s_apimachinery::patch::merge_keys::Field;
-        let (last, parents) = path.split_last()?;
-        let mut ty = root;
-        for name in parents {
-            ty = match ty.field(name)? {
-                Field::Object(t) | Field::RetainKeysObject(t) => t,
-                Field::MergeList { item: Some(t), .. } => t,
-                _ => return None,
-            };
-        }
-        ty.field(last)
-    }
-
     #[test]
     fn served_kinds_have_patch_and_apply_tables() {
         use k1s_apimachinery::apply::{TypeKey, schema_for};
@@ -609,16 +590,13 @@ mod tests {
                 .unwrap_or_else(|| panic!("{group}/{kind}: no merge keys"));
             assert!(
                 matches!(
-                    patch_field(info, &["metadata", "ownerReferences"]),
+                    info.field_at(&["metadata", "ownerReferences"]),
                     Some(Field::MergeList { key: "uid", .. })
                 ),
                 "{group}/{kind}"
             );
             assert!(
-                matches!(
-                    patch_field(info, &["metadata", "finalizers"]),
-                    Some(Field::Set)
-                ),
+                matches!(info.field_at(&["metadata", "finalizers"]), Some(Field::Set)),
                 "{group}/{kind}"
             );
             assert!(

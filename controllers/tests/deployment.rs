@@ -107,6 +107,20 @@ fn revision(o: &Value) -> &str {
 }
 
 /// The Deployment's Progressing condition.
+/// Waits for the Deployment's Progressing condition to say its deadline was exceeded.
+async fn deadline_exceeded(c: &Arc<dyn Client>, name: &str) -> Value {
+    eventually("the progress deadline exceeded", || {
+        let c = c.clone();
+        async move {
+            let d = c.get(&deploys(), name).await.ok()?;
+            progressing(&d)
+                .filter(|p| p["reason"] == "ProgressDeadlineExceeded")
+                .cloned()
+        }
+    })
+    .await
+}
+
 fn progressing(d: &Value) -> Option<&Value> {
     d["status"]["conditions"]
         .as_array()?
@@ -337,16 +351,7 @@ async fn pause_resume_and_progress_deadline() {
     )
     .await
     .unwrap();
-    let cond = eventually("the progress deadline exceeded", || {
-        let c = c.clone();
-        async move {
-            let d = c.get(&deploys(), "web").await.ok()?;
-            progressing(&d)
-                .filter(|p| p["reason"] == "ProgressDeadlineExceeded")
-                .cloned()
-        }
-    })
-    .await;
+    let cond = deadline_exceeded(&c, "web").await;
     assert_eq!(cond["status"], "False");
     // The deadline ran from the pass that created the new ReplicaSet, which said so in the
     // same pass as it recorded the new revision (the watch sees every version written).
@@ -431,16 +436,7 @@ async fn the_progress_deadline_runs_on_the_controllers_clock() {
     )
     .await
     .unwrap();
-    let cond = eventually("the progress deadline exceeded", || {
-        let c = c.clone();
-        async move {
-            let d = c.get(&deploys(), "slow").await.ok()?;
-            progressing(&d)
-                .filter(|p| p["reason"] == "ProgressDeadlineExceeded")
-                .cloned()
-        }
-    })
-    .await;
+    let cond = deadline_exceeded(&c, "slow").await;
     assert_eq!(cond["status"], "False");
 }
 

@@ -31,6 +31,21 @@ impl TypeInfo {
     pub fn field(&self, name: &str) -> Option<&'static Field> {
         self.fields.iter().find(|(n, _)| *n == name).map(|(_, f)| f)
     }
+
+    /// The metadata of the field at `path` (field names; list fields step into their
+    /// items), if it and every field on the way deviate from the default.
+    pub fn field_at(&self, path: &[&str]) -> Option<&'static Field> {
+        let (last, parents) = path.split_last()?;
+        let mut ty = self;
+        for name in parents {
+            ty = match ty.field(name)? {
+                Field::Object(t) | Field::RetainKeysObject(t) => t,
+                Field::MergeList { item: Some(t), .. } => t,
+                _ => return None,
+            };
+        }
+        ty.field(last)
+    }
 }
 
 /// How strategic merge patch treats one field.
@@ -416,19 +431,8 @@ mod tests {
         PatchKey { group, kind }
     }
 
-    /// Walks `path` (field names; list fields step into their items) from a
-    /// root kind and returns the field reached.
     fn field_at(root: &'static TypeInfo, path: &[&str]) -> Option<&'static Field> {
-        let (last, parents) = path.split_last()?;
-        let mut ty = root;
-        for name in parents {
-            ty = match ty.field(name)? {
-                Field::Object(t) | Field::RetainKeysObject(t) => t,
-                Field::MergeList { item: Some(t), .. } => t,
-                _ => return None,
-            };
-        }
-        ty.field(last)
+        root.field_at(path)
     }
 
     fn merge_key(f: Option<&Field>) -> Option<&'static str> {
