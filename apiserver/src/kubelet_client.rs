@@ -13,7 +13,7 @@
 //! - port-forward is websocket `portforward.k8s.io` (`/portForward/NS/POD?ports=N`): data on
 //!   channel 0, errors on 1, each opened by the port (2 bytes, little endian).
 //!
-//! The kubelet end is [`crate::kubelet_server`].
+//! The kubelet end is `k1s_kubelet::port`.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -37,10 +37,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-/// The user of the API server's client certificate towards kubelets (upstream's name).
-pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
-/// Its group: kubelets let it do everything.
-pub const KUBELET_CLIENT_GROUP: &str = "system:masters";
+pub use k1s_streaming::peer::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_USER};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Limit for a plain request's whole answer.
@@ -572,9 +569,30 @@ mod tests {
         assert!(exit_code(&never).unwrap_err().message.contains("not found"));
     }
 
+    /// A CA and a client certificate of the API server's kubelet identity, PEM.
+    fn test_identity() -> (String, String, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = crate::pki::Pki::load_or_create(&crate::pki::PkiConfig {
+            dir: dir.path().join("tls"),
+            hostname: "localhost".into(),
+            node_ips: vec![std::net::IpAddr::from([127, 0, 0, 1])],
+            tls_sans: Vec::new(),
+        })
+        .unwrap();
+        let (cert, key) = pki
+            .issue_client_cert(
+                KUBELET_CLIENT_USER,
+                Some(KUBELET_CLIENT_GROUP),
+                time::Duration::days(1),
+                None,
+            )
+            .unwrap();
+        (pki.ca.cert_pem, cert, key.unwrap())
+    }
+
     #[test]
     fn a_node_without_port_or_address_is_unreachable() {
-        let (ca, cert, key) = crate::kubelet_server::tests::test_identity();
+        let (ca, cert, key) = test_identity();
         let dialer = KubeletDialer::new(&ca, &cert, &key).unwrap();
         let node = json!({"metadata": {"name": "n"}, "status": {
             "addresses": [{"type": "Hostname", "address": "n"}],

@@ -38,7 +38,6 @@ pub mod event_ttl;
 pub mod files;
 pub mod http;
 pub mod kubelet_client;
-pub mod kubelet_server;
 pub mod local_client;
 pub mod metrics;
 pub mod mirror;

@@ -50,7 +50,7 @@ use time::format_description::well_known::Rfc3339;
 use time::{Duration, OffsetDateTime};
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 
-use crate::auth::x509::ClientCertCheck;
+use crate::auth::ClientCertCheck;
 
 /// File names under the tls directory.
 pub const CA_CERT: &str = "ca.crt";
@@ -1565,9 +1565,9 @@ mod tests {
             .unwrap();
         assert!(key.is_some());
         match check.check(Some(&[der(&cert)])) {
-            crate::auth::PeerCert::Valid { user, .. } => {
-                assert_eq!(user.name, "jane");
-                assert_eq!(user.groups, ["dev", "system:authenticated"]);
+            crate::auth::PeerCert::Valid { name, groups, .. } => {
+                assert_eq!(name, "jane");
+                assert_eq!(groups, ["dev"]);
             }
             other => panic!("{other:?}"),
         }

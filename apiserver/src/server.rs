@@ -29,11 +29,11 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::ClientCertCheck;
 use crate::auth::join_token::JoinToken;
 use crate::auth::jwt::Signer;
 use crate::auth::serviceaccount::TokenAuthenticator;
 use crate::auth::token_file::TokenFile;
-use crate::auth::x509::ClientCertCheck;
 use crate::auth::{Authenticator, PeerCert, UserInfo, impersonation};
 use crate::authz::{Attributes, Authorizer};
 use crate::metrics::{InstrumentedStore, Metrics};
@@ -199,7 +199,7 @@ pub enum ApiStateError {
 }
 
 /// Serves HTTPS on `listener` until `cancel` fires, then drains connections. `certs` checks
-/// client certificates (see [`crate::auth::x509`]); without it they are ignored.
+/// client certificates (see [`k1s_streaming::peer`]); without it they are ignored.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,

@@ -121,15 +121,7 @@ impl ApiError {
     /// A kubelet's refusal or failure as the API server passes it on (a transport failure,
     /// code 0, is 503).
     pub fn from_kubelet(e: k1s_api::client::ClientError) -> Self {
-        let reason = match e.code {
-            400 => "BadRequest",
-            403 => "Forbidden",
-            404 => "NotFound",
-            502 => "BadGateway",
-            0 | 503 => "ServiceUnavailable",
-            _ => "InternalError",
-        };
-        Self::new(if e.code == 0 { 503 } else { e.code }, reason, e.message)
+        k1s_streaming::Refusal::from_kubelet(e).into()
     }
 
     pub fn method_not_allowed(method: &http::Method) -> Self {
@@ -201,6 +193,12 @@ impl ApiError {
             header::HeaderValue::from_static("application/json"),
         );
         resp
+    }
+}
+
+impl From<k1s_streaming::Refusal> for ApiError {
+    fn from(r: k1s_streaming::Refusal) -> Self {
+        Self::new(r.code, r.reason, r.message)
     }
 }
 

@@ -134,7 +134,7 @@ fn pods() -> ResourceRef {
 }
 
 /// The API server with the scripted kubelet of node `n1`: in process, or (`remote`) behind
-/// the kubelet's HTTPS port ([`k1s_apiserver::kubelet_server`]), reached by the API server
+/// the kubelet's HTTPS port ([`k1s_kubelet::port`]), reached by the API server
 /// over TLS as a remote node's kubelet.
 async fn env(remote: bool) -> Env {
     let dir = tempfile::tempdir().unwrap();
@@ -236,7 +236,7 @@ async fn serve_kubelet_port(
     cancel: &CancellationToken,
 ) {
     use k1s_apiserver::kubelet_client::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_USER, KubeletDialer};
-    use k1s_apiserver::kubelet_server::{KubeletServer, KubeletTls};
+    use k1s_kubelet::port::{KubeletServer, KubeletTls};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let nodes = ResourceRef::new("", "v1", "nodes", None);
@@ -268,7 +268,7 @@ async fn serve_kubelet_port(
         streams,
         client: Arc::new(client.clone()),
     };
-    tokio::spawn(k1s_apiserver::kubelet_server::serve(
+    tokio::spawn(k1s_kubelet::port::serve(
         listener,
         tls,
         Arc::new(server),

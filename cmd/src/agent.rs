@@ -10,10 +10,10 @@ use clap::Args;
 use k1s_api::client::Client;
 use k1s_api::quantity::{Quantity, ResourceList};
 use k1s_api::streams::NodeStreams;
-use k1s_apiserver::kubelet_server::{self, KubeletServer, KubeletTls};
 use k1s_controllers::provisioner::ProvisionerSet;
 use k1s_kubelet::images::pull::RegistryImageService;
 use k1s_kubelet::images::registries::RegistriesConfig;
+use k1s_kubelet::port::{self, KubeletServer, KubeletTls};
 use k1s_kubelet::{Config, Deps};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -368,7 +368,7 @@ pub async fn start(
             cancel.clone(),
         ));
     }
-    tasks.spawn(kubelet_server::serve(
+    tasks.spawn(port::serve(
         listener,
         port_tls,
         Arc::new(KubeletServer {

@@ -2,7 +2,7 @@
 //! [`k1s_kubelet::bootstrap`]), runs the kubelet against the server's API over HTTPS as
 //! `system:node:NAME` (failing over between the cluster's servers: [`crate::agent_servers`]),
 //! and serves the kubelet's HTTPS port for the API server
-//! ([`k1s_apiserver::kubelet_server`]).
+//! ([`k1s_kubelet::port`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ use clap::Args;
 use k1s_api::client::Client;
 use k1s_api::http_client::{HttpClient, HttpOptions, TlsSettings};
 use k1s_api::server_pool::ServerPool;
-use k1s_apiserver::kubelet_server::KubeletTls;
+use k1s_kubelet::port::KubeletTls;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 

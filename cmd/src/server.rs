@@ -551,11 +551,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         }
         let (cert, key) =
             pki.issue_kubelet_serving_cert(&node, &addresses, time::Duration::days(365), None)?;
-        let port_tls = k1s_apiserver::kubelet_server::KubeletTls::new(
-            &pki.ca.cert_pem,
-            &cert,
-            &key.unwrap_or_default(),
-        )?;
+        let port_tls =
+            k1s_kubelet::port::KubeletTls::new(&pki.ca.cert_pem, &cert, &key.unwrap_or_default())?;
         let mut kubelet = args.kubelet.clone();
         kubelet.disable_dns |= !cluster_dns;
         kubelet.disable_network_policy |= args.disable.iter().any(|c| c == "network-policy");

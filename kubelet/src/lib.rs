@@ -25,6 +25,7 @@ pub mod node;
 pub mod node_api;
 pub mod pod_worker;
 pub mod pods;
+pub mod port;
 pub mod pressure;
 pub mod probes;
 pub mod runtime;

@@ -1,7 +1,7 @@
 //! Authentication: who a request comes from.
 //!
 //! Owns the identity of a request ([`UserInfo`]) and the authenticators that establish it, in
-//! kube-apiserver's order: the client certificate of the connection ([`x509`]), then the bearer
+//! kube-apiserver's order: the client certificate of the connection ([`k1s_streaming::peer`]), then the bearer
 //! token — the static token file ([`token_file`]), the join token ([`join_token`]) and
 //! ServiceAccount JWTs ([`serviceaccount`]). A request with no credentials is anonymous
 //! (`system:anonymous` in `system:unauthenticated`), left to the authorizer like upstream's
@@ -16,8 +16,8 @@ pub mod join_token;
 pub mod jwt;
 pub mod serviceaccount;
 pub mod token_file;
-pub mod x509;
 
+pub use k1s_streaming::peer::{ClientCertCheck, PeerCert};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -112,18 +112,6 @@ impl UserInfo {
     }
 }
 
-/// What the TLS layer learned about a connection's client certificate.
-#[derive(Debug, Clone, Default)]
-pub enum PeerCert {
-    /// None presented.
-    #[default]
-    None,
-    /// Chained to the cluster CA: its identity, valid until `not_after` (Unix seconds).
-    Valid { user: UserInfo, not_after: i64 },
-    /// Presented but not acceptable (another CA, expired, malformed): why.
-    Invalid(String),
-}
-
 /// Establishes the user of each request.
 pub struct Authenticator {
     tokens: Option<Arc<token_file::TokenFile>>,
@@ -151,12 +139,16 @@ impl Authenticator {
         headers: &HeaderMap,
     ) -> Result<UserInfo, ApiError> {
         match cert {
-            PeerCert::Valid { user, not_after } => {
+            PeerCert::Valid {
+                name,
+                groups,
+                not_after,
+            } => {
                 if time::OffsetDateTime::now_utc().unix_timestamp() > *not_after {
-                    tracing::info!(user = %user.name, "client certificate expired");
+                    tracing::info!(user = %name, "client certificate expired");
                     return Err(unauthorized());
                 }
-                return Ok(user.clone());
+                return Ok(UserInfo::new(name.clone(), groups.iter().cloned()));
             }
             PeerCert::Invalid(why) => {
                 tracing::info!(reason = %why, "client certificate rejected");

@@ -275,10 +275,10 @@ pub async fn handle(
             .await
         }
         (&Method::GET | &Method::POST, Some(name), Some(sub))
-            if res.kind == "Pod" && super::streaming::Kind::from_subresource(sub).is_some() =>
+            if res.kind == "Pod" && k1s_streaming::Kind::from_subresource(sub).is_some() =>
         {
-            let kind = super::streaming::Kind::from_subresource(sub)
-                .unwrap_or(super::streaming::Kind::Exec);
+            let kind =
+                k1s_streaming::Kind::from_subresource(sub).unwrap_or(k1s_streaming::Kind::Exec);
             super::streaming::serve(
                 state,
                 &res,
@@ -349,7 +349,7 @@ async fn pod_log(
     let wants_websocket =
         header(headers, header::UPGRADE).is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
     if let (true, Some(upgrade)) = (wants_websocket, upgrade) {
-        return super::streaming::websocket::logs(stream, headers, upgrade);
+        return Ok(k1s_streaming::websocket::logs(stream, headers, upgrade)?);
     }
     use futures::StreamExt;
     let mut resp = Response::new(crate::http::body::streamed(stream.map(bytes::Bytes::from)));

@@ -1,7 +1,7 @@
-//! A kubelet's HTTPS port (10250), served for an agent's kubelet: what the API server reaches
-//! through [`crate::kubelet_client`], on upstream's kubelet paths. It lives here because it
-//! speaks the API server's streaming protocols ([`crate::http::streaming`]: websocket and
-//! SPDY) on the kubelet's behalf; the kubelet itself only implements [`NodeStreams`].
+//! The kubelet's HTTPS port (10250), served for an agent's kubelet: what the API server
+//! reaches through its kubelet client, on upstream's kubelet paths. The sessions speak the
+//! streaming protocols of [`k1s_streaming`] (websocket and SPDY) over the kubelet's
+//! [`NodeStreams`].
 //!
 //! | path | answer |
 //! |---|---|
@@ -12,7 +12,7 @@
 //!
 //! Authentication is a client certificate chaining to the cluster CA (none or a foreign one:
 //! 401). Authorization: only the API server's identity
-//! ([`crate::kubelet_client::KUBELET_CLIENT_USER`]) and `system:masters` (403 otherwise;
+//! ([`KUBELET_CLIENT_USER`]) and `system:masters` (403 otherwise;
 //! upstream's kubelet asks the API server with a SubjectAccessReview instead).
 
 use std::sync::Arc;
@@ -29,12 +29,9 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::x509::ClientCertCheck;
-use crate::auth::{PeerCert, UserInfo};
-use crate::http::body::{self, Body};
-use crate::http::streaming::{self, Kind};
-use crate::kubelet_client::{KUBELET_CLIENT_GROUP, KUBELET_CLIENT_USER};
-use crate::status::ApiError;
+use k1s_streaming::body::{self, Body};
+use k1s_streaming::peer::{ClientCertCheck, KUBELET_CLIENT_GROUP, KUBELET_CLIENT_USER, PeerCert};
+use k1s_streaming::{self as streaming, Kind, Refusal};
 
 /// Why the kubelet's port cannot be served.
 #[derive(Debug, thiserror::Error)]
@@ -143,7 +140,7 @@ pub async fn serve(
                     Ok::<_, std::convert::Infallible>(
                         handle(&server, &peer_cert, req, cancel)
                             .await
-                            .unwrap_or_else(ApiError::into_response),
+                            .unwrap_or_else(Refusal::into_response),
                     )
                 }
             });
@@ -157,9 +154,9 @@ pub async fn serve(
     }
 }
 
-/// May `user` use the kubelet's API?
-fn authorized(user: &UserInfo) -> bool {
-    user.name == KUBELET_CLIENT_USER || user.in_group(KUBELET_CLIENT_GROUP)
+/// May the holder of a certificate for `name` in `groups` use the kubelet's API?
+fn authorized(name: &str, groups: &[String]) -> bool {
+    name == KUBELET_CLIENT_USER || groups.iter().any(|g| g == KUBELET_CLIENT_GROUP)
 }
 
 async fn handle(
@@ -167,20 +164,17 @@ async fn handle(
     peer: &PeerCert,
     mut req: Request<Incoming>,
     cancel: CancellationToken,
-) -> Result<Response<Body>, ApiError> {
-    let user = match peer {
-        PeerCert::Valid { user, .. } => user,
-        _ => return Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+) -> Result<Response<Body>, Refusal> {
+    let (name, groups) = match peer {
+        PeerCert::Valid { name, groups, .. } => (name, groups),
+        _ => return Err(Refusal::new(401, "Unauthorized", "Unauthorized")),
     };
     let path = req.uri().path().to_owned();
-    if !authorized(user) {
-        return Err(ApiError::new(
+    if !authorized(name, groups) {
+        return Err(Refusal::new(
             403,
             "Forbidden",
-            format!(
-                "Forbidden (user={}, verb=get, resource=nodes, subresource=proxy)",
-                user.name
-            ),
+            format!("Forbidden (user={name}, verb=get, resource=nodes, subresource=proxy)"),
         ));
     }
     let query = req.uri().query().map(str::to_owned);
@@ -215,9 +209,7 @@ async fn handle(
             if let Some(c) = &options.container
                 && !streaming::container_running(&pod, c)
             {
-                return Err(ApiError::bad_request(format!(
-                    "container not found ({c:?})"
-                )));
+                return Err(Refusal::bad_request(format!("container not found ({c:?})")));
             }
             let upgrade = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
             let request = streaming::Request {
@@ -249,13 +241,13 @@ async fn handle(
             let q = pairs.into_iter().collect();
             let options = LogOptions {
                 container: Some((*container).to_owned()),
-                ..LogOptions::from_query(&q).map_err(ApiError::bad_request)?
+                ..LogOptions::from_query(&q).map_err(Refusal::bad_request)?
             };
             let stream = server
                 .streams
                 .logs(&pod, &options)
                 .await
-                .map_err(ApiError::from_kubelet)?;
+                .map_err(Refusal::from_kubelet)?;
             use futures::StreamExt;
             let mut resp = Response::new(body::streamed(stream.map(bytes::Bytes::from)));
             resp.headers_mut().insert(
@@ -269,7 +261,7 @@ async fn handle(
                 .streams
                 .proxy(method.as_str(), &path, query.as_deref())
                 .await
-                .map_err(ApiError::from_kubelet)?;
+                .map_err(Refusal::from_kubelet)?;
             Ok(body::respond(
                 StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY),
                 &answer.content_type,
@@ -281,10 +273,10 @@ async fn handle(
 
 impl KubeletServer {
     /// The pod `ns/name`, if it is bound to this node.
-    async fn pod(&self, ns: &str, name: &str) -> Result<Value, ApiError> {
+    async fn pod(&self, ns: &str, name: &str) -> Result<Value, Refusal> {
         let r = ResourceRef::new("", "v1", "pods", Some(ns));
         let not_found = || {
-            ApiError::new(
+            Refusal::new(
                 404,
                 "NotFound",
                 format!("pod {ns}/{name} not found on this node"),
@@ -293,46 +285,19 @@ impl KubeletServer {
         match self.client.get(&r, name).await {
             Ok(p) if p["spec"]["nodeName"] == self.streams.node_name() => Ok(p),
             Ok(_) | Err(ClientError { code: 404, .. }) => Err(not_found()),
-            Err(e) => Err(ApiError::from_kubelet(e)),
+            Err(e) => Err(Refusal::from_kubelet(e)),
         }
     }
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-
-    /// A CA and a client certificate of the API server's kubelet identity, PEM.
-    pub(crate) fn test_identity() -> (String, String, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let pki = crate::pki::Pki::load_or_create(&crate::pki::PkiConfig {
-            dir: dir.path().join("tls"),
-            hostname: "localhost".into(),
-            node_ips: vec![std::net::IpAddr::from([127, 0, 0, 1])],
-            tls_sans: Vec::new(),
-        })
-        .unwrap();
-        let (cert, key) = pki
-            .issue_client_cert(
-                KUBELET_CLIENT_USER,
-                Some(KUBELET_CLIENT_GROUP),
-                time::Duration::days(1),
-                None,
-            )
-            .unwrap();
-        (pki.ca.cert_pem, cert, key.unwrap())
-    }
 
     #[test]
     fn only_the_api_server_may_use_the_kubelet() {
-        assert!(authorized(&UserInfo::new(KUBELET_CLIENT_USER, [])));
-        assert!(authorized(&UserInfo::new(
-            "admin",
-            [KUBELET_CLIENT_GROUP.to_owned()]
-        )));
-        assert!(!authorized(&UserInfo::new(
-            "system:node:n2",
-            ["system:nodes".to_owned()]
-        )));
+        assert!(authorized(KUBELET_CLIENT_USER, &[]));
+        assert!(authorized("admin", &[KUBELET_CLIENT_GROUP.to_owned()]));
+        assert!(!authorized("system:node:n2", &["system:nodes".to_owned()]));
     }
 }

@@ -1,4 +1,5 @@
-//! Client certificate authentication: CN is the user, each O a group.
+//! Client certificate authentication, shared by the API server's port and the kubelet's: CN
+//! is the user, each O a group.
 //!
 //! The TLS handshake accepts any client certificate whose holder proves possession of its key
 //! ([`DeferredClientVerifier`]); whether the certificate chains to the cluster CA and is within
@@ -14,7 +15,27 @@ use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-use super::{PeerCert, UserInfo};
+/// The user of the API server's client certificate towards kubelets (upstream's name).
+pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
+/// Its group: kubelets let it do everything.
+pub const KUBELET_CLIENT_GROUP: &str = "system:masters";
+
+/// What the TLS layer learned about a connection's client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum PeerCert {
+    /// None presented.
+    #[default]
+    None,
+    /// Chained to the cluster CA: its subject's common name and organizations, valid until
+    /// `not_after` (Unix seconds).
+    Valid {
+        name: String,
+        groups: Vec<String>,
+        not_after: i64,
+    },
+    /// Presented but not acceptable (another CA, expired, malformed): why.
+    Invalid(String),
+}
 
 /// Checks a connection's client certificate chain against the cluster CA.
 #[derive(Debug, Clone)]
@@ -48,14 +69,18 @@ impl ClientCertCheck {
             return PeerCert::Invalid(e.to_string());
         }
         match identity(leaf) {
-            Ok((user, not_after)) => PeerCert::Valid { user, not_after },
+            Ok((name, groups, not_after)) => PeerCert::Valid {
+                name,
+                groups,
+                not_after,
+            },
             Err(why) => PeerCert::Invalid(why),
         }
     }
 }
 
-/// The user and expiry (Unix seconds) of a verified certificate.
-fn identity(der: &CertificateDer<'_>) -> Result<(UserInfo, i64), String> {
+/// The common name, organizations and expiry (Unix seconds) of a verified certificate.
+fn identity(der: &CertificateDer<'_>) -> Result<(String, Vec<String>, i64), String> {
     let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
     let subject = cert.subject();
     let cn = subject
@@ -67,11 +92,9 @@ fn identity(der: &CertificateDer<'_>) -> Result<(UserInfo, i64), String> {
     let groups = subject
         .iter_organization()
         .filter_map(|a| a.as_str().ok())
-        .map(str::to_owned);
-    Ok((
-        UserInfo::new(cn, groups),
-        cert.validity().not_after.timestamp(),
-    ))
+        .map(str::to_owned)
+        .collect();
+    Ok((cn.to_owned(), groups, cert.validity().not_after.timestamp()))
 }
 
 /// Accepts any client certificate whose signature checks out; see the module docs.

@@ -1,35 +1,6 @@
-//! The streaming subresources of pods — `exec`, `attach` and `portforward` — as upstream's
-//! API server and kubelet speak them to kubectl and the client libraries.
-//!
-//! This module checks the pod and the request (answering upstream's errors before any
-//! upgrade), picks the wire protocol from the `Upgrade` header, answers 101 and runs the
-//! session on the upgraded connection against [`k1s_api::streams::NodeStreams`], whose plain
-//! byte channels never see a protocol:
-//! - [`websocket`]: RFC 6455 with the `*.channel.k8s.io` protocols for exec/attach, the
-//!   port-forward channel protocol, and the tunnel of SPDY inside websocket messages that
-//!   kubectl 1.30+ uses for port-forward;
-//! - [`spdy`]: SPDY/3.1 framing, header compression and sessions;
-//! - [`remotecommand`]: exec and attach over SPDY streams, and the final `Status` of a command;
-//! - [`portforward`]: port-forward over SPDY streams.
-//!
-//! It owns no state: a session lives as long as its connection, ended by either side or by
-//! the server's cancellation.
-
-pub mod portforward;
-pub mod remotecommand;
-pub mod spdy;
-pub mod websocket;
-
-/// Writes what `rx` brings to `wr` until either ends, then shuts `wr` down so the far end
-/// sees EOF: the client-to-pod half of a forwarded connection, whatever the protocol.
-async fn drain_into<B: AsRef<[u8]>>(mut rx: mpsc::Receiver<B>, mut wr: impl AsyncWrite + Unpin) {
-    while let Some(b) = rx.recv().await {
-        if wr.write_all(b.as_ref()).await.is_err() {
-            break;
-        }
-    }
-    let _ = wr.shutdown().await;
-}
+//! A streaming session's set-up: the options of the query (validated as upstream), the
+//! protocol the `Upgrade` header asks for, the 101 answer, and the session run on the upgraded
+//! connection against a [`NodeStreams`], whose plain byte channels never see a protocol.
 
 use std::sync::Arc;
 
@@ -42,10 +13,23 @@ use k1s_api::streams::{NodeStreams, StreamOptions};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::body::{self, Body};
-use crate::registry::ResourceType;
-use crate::server::ApiState;
-use crate::status::ApiError;
+use crate::Refusal;
+use crate::body::{self, Body};
+use crate::{portforward, remotecommand, spdy, websocket};
+
+/// Writes what `rx` brings to `wr` until either ends, then shuts `wr` down so the far end
+/// sees EOF: the client-to-pod half of a forwarded connection, whatever the protocol.
+pub(crate) async fn drain_into<B: AsRef<[u8]>>(
+    mut rx: mpsc::Receiver<B>,
+    mut wr: impl AsyncWrite + Unpin,
+) {
+    while let Some(b) = rx.recv().await {
+        if wr.write_all(b.as_ref()).await.is_err() {
+            break;
+        }
+    }
+    let _ = wr.shutdown().await;
+}
 
 /// The header carrying SPDY's sub-protocol negotiation (both ways).
 pub const STREAM_PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
@@ -83,77 +67,13 @@ pub struct Request {
     pub cancel: CancellationToken,
 }
 
-/// Serves `GET|POST pods/NAME/{exec,attach,portforward}`: the pod checks, then the upgrade.
-#[allow(clippy::too_many_arguments)]
-pub async fn serve(
-    state: &ApiState,
-    res: &ResourceType,
-    ns: &str,
-    name: &str,
-    kind: Kind,
-    user: &crate::auth::UserInfo,
-    headers: &HeaderMap,
-    raw_query: Option<&str>,
-    upgrade: Option<OnUpgrade>,
-) -> Result<Response<Body>, ApiError> {
-    let pairs = query_pairs(raw_query);
-    let pod = state.rest.get(res, Some(ns), name).await?;
-    let (options, ports) = match kind {
-        Kind::Exec | Kind::Attach => (stream_options(kind, &pairs, &pod, name)?, Vec::new()),
-        Kind::PortForward => (StreamOptions::default(), query_ports(&pairs)?),
-    };
-    // Validating admission (webhooks) sees a connect with what the client asked for.
-    let subresource = match kind {
-        Kind::Exec => "exec",
-        Kind::Attach => "attach",
-        Kind::PortForward => "portforward",
-    };
-    let attributes = crate::admission::webhook::Attributes {
-        res,
-        operation: "CONNECT",
-        subresource,
-        namespace: ns,
-        name,
-        user: Some(user),
-        dry_run: false,
-    };
-    let asked = connect_options(kind, &options, &ports);
-    state
-        .rest
-        .admit_other(&attributes, Some(&asked), None)
-        .await?;
-    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
-    if node.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "pod {name} does not have a host assigned"
-        )));
-    }
-    if let Some(c) = &options.container
-        && !container_running(&pod, c)
-    {
-        return Err(ApiError::bad_request(format!(
-            "container not found ({c:?})"
-        )));
-    }
-    let kubelet = state.rest.node_streams(node).await?;
-    let request = Request {
-        kind,
-        pod,
-        kubelet,
-        options,
-        ports,
-        cancel: state.cancel.child_token(),
-    };
-    start(request, headers, upgrade)
-}
-
 /// Upgrades to the protocol the `Upgrade` header asks for (websocket or SPDY/3.1) and runs
 /// `request`'s session on the upgraded connection.
 pub fn start(
     request: Request,
     headers: &HeaderMap,
     upgrade: Option<OnUpgrade>,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Response<Body>, Refusal> {
     let upgrade_to = headers
         .get(header::UPGRADE)
         .and_then(|v| v.to_str().ok())
@@ -174,8 +94,8 @@ pub fn start(
 }
 
 /// Upstream's answer to a streaming request that does not ask for an upgrade.
-fn upgrade_required() -> ApiError {
-    ApiError::bad_request("Upgrade request required")
+fn upgrade_required() -> Refusal {
+    Refusal::bad_request("Upgrade request required")
 }
 
 /// Answers 101 for SPDY/3.1 with the negotiated sub-protocol and starts the session.
@@ -183,7 +103,7 @@ fn spdy_upgrade(
     request: Request,
     headers: &HeaderMap,
     upgrade: OnUpgrade,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Response<Body>, Refusal> {
     let offered: Vec<String> = headers
         .get_all(STREAM_PROTOCOL_HEADER)
         .iter()
@@ -201,7 +121,7 @@ fn spdy_upgrade(
         // A client that offers nothing gets the oldest protocol, as upstream does.
         None if offered.is_empty() => None,
         None => {
-            return Err(ApiError::new(
+            return Err(Refusal::new(
                 403,
                 "Forbidden",
                 format!(
@@ -240,27 +160,6 @@ fn spdy_upgrade(
     Ok(resp)
 }
 
-/// The `PodExecOptions`, `PodAttachOptions` or `PodPortForwardOptions` a connect asked for.
-fn connect_options(kind: Kind, o: &StreamOptions, ports: &[u16]) -> Value {
-    let mut v = match kind {
-        Kind::Exec => serde_json::json!({"kind": "PodExecOptions", "command": o.command}),
-        Kind::Attach => serde_json::json!({"kind": "PodAttachOptions"}),
-        Kind::PortForward => {
-            return serde_json::json!({"kind": "PodPortForwardOptions", "apiVersion": "v1",
-                                      "ports": ports});
-        }
-    };
-    v["apiVersion"] = "v1".into();
-    v["stdin"] = o.stdin.into();
-    v["stdout"] = o.stdout.into();
-    v["stderr"] = o.stderr.into();
-    v["tty"] = o.tty.into();
-    if let Some(c) = &o.container {
-        v["container"] = c.as_str().into();
-    }
-    v
-}
-
 /// The query's pairs in order, repeated keys kept (`command` repeats).
 pub fn query_pairs(raw: Option<&str>) -> Vec<(String, String)> {
     raw.map(|q| {
@@ -281,12 +180,12 @@ fn flag(pairs: &[(String, String)], key: &str) -> bool {
 
 /// `PodExecOptions`/`PodAttachOptions` from the query, validated as upstream does, with the
 /// container defaulted when the pod has only one.
-pub(crate) fn stream_options(
+pub fn stream_options(
     kind: Kind,
     pairs: &[(String, String)],
     pod: &Value,
     name: &str,
-) -> Result<StreamOptions, ApiError> {
+) -> Result<StreamOptions, Refusal> {
     let command: Vec<String> = pairs
         .iter()
         .filter(|(k, _)| k == "command")
@@ -310,12 +209,12 @@ pub(crate) fn stream_options(
         tty: flag(pairs, "tty"),
     };
     if kind == Kind::Exec && options.command.is_empty() {
-        return Err(ApiError::bad_request(
+        return Err(Refusal::bad_request(
             "you must specify at least one command for the container",
         ));
     }
     if !options.stdin && !options.stdout && !options.stderr {
-        return Err(ApiError::bad_request(
+        return Err(Refusal::bad_request(
             "you must specify at least 1 of stdin, stdout, stderr",
         ));
     }
@@ -338,7 +237,7 @@ fn container_names(pod: &Value, field: &str) -> Vec<String> {
 }
 
 /// The container a request names, or the pod's only one (upstream's messages otherwise).
-fn resolve_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
+fn resolve_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, Refusal> {
     let containers = container_names(pod, "containers");
     let init = container_names(pod, "initContainers");
     let ephemeral = container_names(pod, "ephemeralContainers");
@@ -355,7 +254,7 @@ fn resolve_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<Str
                     init.join(" ")
                 ));
             }
-            Err(ApiError::bad_request(msg))
+            Err(Refusal::bad_request(msg))
         }
         Some(c)
             if containers.iter().any(|n| n == c)
@@ -364,14 +263,14 @@ fn resolve_container(pod: &Value, name: &str, asked: Option<&str>) -> Result<Str
         {
             Ok(c.to_owned())
         }
-        Some(c) => Err(ApiError::bad_request(format!(
+        Some(c) => Err(Refusal::bad_request(format!(
             "container {c} is not valid for pod {name}"
         ))),
     }
 }
 
 /// Whether the pod's status shows `container` running.
-pub(crate) fn container_running(pod: &Value, container: &str) -> bool {
+pub fn container_running(pod: &Value, container: &str) -> bool {
     [
         "containerStatuses",
         "initContainerStatuses",
@@ -384,14 +283,14 @@ pub(crate) fn container_running(pod: &Value, container: &str) -> bool {
 }
 
 /// The `ports` of a port-forward query (repeated or comma-separated).
-pub(crate) fn query_ports(pairs: &[(String, String)]) -> Result<Vec<u16>, ApiError> {
+pub fn query_ports(pairs: &[(String, String)]) -> Result<Vec<u16>, Refusal> {
     let mut ports = Vec::new();
     for (_, v) in pairs.iter().filter(|(k, _)| k == "ports") {
         for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match p.parse::<u16>() {
                 Ok(n) if n > 0 => ports.push(n),
                 _ => {
-                    return Err(ApiError::bad_request(format!(
+                    return Err(Refusal::bad_request(format!(
                         "unable to parse {p:?} as a port: port must be > 0 and < 65536"
                     )));
                 }

@@ -31,7 +31,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role};
 use super::body::{self, Body};
 use super::remotecommand::{self, Channels, StatusStyle, V1, V2, V3, V4, V5, take_sizes};
 use super::{Kind, Request, spdy};
-use crate::status::ApiError;
+use crate::Refusal;
 
 /// How long output waits after the 101 (see the module doc).
 pub const FIRST_OUTPUT_DELAY: Duration = Duration::from_millis(100);
@@ -56,7 +56,7 @@ pub fn upgrade(
     request: Request,
     headers: &HeaderMap,
     upgrade: OnUpgrade,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Response<Body>, Refusal> {
     let (key, offered) = handshake(headers)?;
     let supported = match request.kind {
         Kind::PortForward => PORT_FORWARD_PROTOCOLS,
@@ -66,16 +66,14 @@ pub fn upgrade(
         Some(p) => Some((*p).to_owned()),
         None if offered.is_empty() => None,
         None => {
-            return Err(ApiError::bad_request(format!(
+            return Err(Refusal::bad_request(format!(
                 "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {supported:?}"
             )));
         }
     };
     let protocol = chosen.clone().unwrap_or_else(|| V1.to_owned());
     if request.kind == Kind::PortForward && protocol != TUNNEL && request.ports.is_empty() {
-        return Err(ApiError::bad_request(
-            "query parameter \"port\" is required",
-        ));
+        return Err(Refusal::bad_request("query parameter \"port\" is required"));
     }
     let resp = switching_protocols(key, chosen.as_deref());
     tokio::spawn(async move {
@@ -103,9 +101,9 @@ async fn accept(upgrade: OnUpgrade) -> Option<Ws> {
 }
 
 /// The handshake's key and the sub-protocols the client offers, in its order.
-fn handshake(headers: &HeaderMap) -> Result<(&HeaderValue, Vec<&str>), ApiError> {
+fn handshake(headers: &HeaderMap) -> Result<(&HeaderValue, Vec<&str>), Refusal> {
     let key = headers.get("Sec-WebSocket-Key").ok_or_else(|| {
-        ApiError::bad_request("websocket: the Sec-WebSocket-Key header is missing")
+        Refusal::bad_request("websocket: the Sec-WebSocket-Key header is missing")
     })?;
     let offered = headers
         .get_all("Sec-WebSocket-Protocol")
@@ -149,14 +147,14 @@ pub fn logs(
     stream: k1s_api::streams::ByteStream,
     headers: &HeaderMap,
     upgrade: OnUpgrade,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<Response<Body>, Refusal> {
     let (key, offered) = handshake(headers)?;
     let chosen = offered
         .iter()
         .copied()
         .find(|p| *p == LOG_BINARY || *p == LOG_BASE64);
     if chosen.is_none() && !offered.is_empty() {
-        return Err(ApiError::bad_request(format!(
+        return Err(Refusal::bad_request(format!(
             "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports {:?}",
             [LOG_BINARY, LOG_BASE64]
         )));
