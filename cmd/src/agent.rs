@@ -10,6 +10,7 @@ use clap::Args;
 use k1s_api::client::Client;
 use k1s_api::quantity::{Quantity, ResourceList};
 use k1s_api::streams::NodeStreams;
+#[cfg(feature = "server")]
 use k1s_controllers::provisioner::ProvisionerSet;
 use k1s_kubelet::images::pull::RegistryImageService;
 use k1s_kubelet::images::registries::RegistriesConfig;
@@ -64,7 +65,7 @@ pub struct KubeletArgs {
     pub eviction_hard: Option<k1s_kubelet::pressure::Thresholds>,
     /// How often each pod is synced even when nothing about it changed: configMap and
     /// secret volumes refreshed, claims grown on the node while in use (upstream: 1m).
-    #[arg(long, default_value = "1m", value_parser = crate::server::parse_duration)]
+    #[arg(long, default_value = "1m", value_parser = crate::host::parse_duration)]
     pub sync_frequency: std::time::Duration,
     /// Disk usage of the image file system (percent) at which unused images are removed.
     #[arg(long, default_value_t = 85, value_parser = clap::value_parser!(u8).range(1..=100))]
@@ -90,7 +91,7 @@ pub struct KubeletArgs {
     #[arg(long)]
     pub pod_manifest_path: Option<PathBuf>,
     /// How often the static pod directory is read again (upstream: 20s).
-    #[arg(long, default_value = "20s", value_parser = crate::server::parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = crate::host::parse_duration)]
     pub file_check_frequency: std::time::Duration,
     /// The kubelet's HTTPS port (logs, exec, attach, port-forward and the node proxy, for
     /// the API server), advertised in the Node's status.
@@ -166,6 +167,7 @@ fn parse_reserved(flag: &str, s: Option<&str>) -> anyhow::Result<ResourceList> {
 }
 
 /// What the server's own node shares with the control plane in the same process.
+#[cfg(feature = "server")]
 pub struct ServerSide {
     /// The process's `/metrics`, which the kubelet's volume stats join.
     pub metrics: Arc<k1s_apiserver::metrics::Metrics>,
@@ -173,6 +175,10 @@ pub struct ServerSide {
     /// have a controller service are added (and removed when they go).
     pub provisioners: ProvisionerSet,
 }
+
+/// Without the control plane in this build no node is a server's own.
+#[cfg(not(feature = "server"))]
+pub enum ServerSide {}
 
 /// This node's name: `--node-name`, or the host name.
 pub fn node_name(args: &KubeletArgs, hostname: &str) -> String {
@@ -344,6 +350,7 @@ pub async fn start(
         client.clone(),
         config.pods_dir(),
     ));
+    #[cfg(feature = "server")]
     if let Some(server) = server {
         // Weak: the volume manager holds a client of the API server that owns these metrics.
         let v = Arc::downgrade(&volumes);
@@ -592,6 +599,7 @@ fn start_network_policy(
 
 /// Keeps `set` in step with the CSI plugins registered on this node: a plugin with a
 /// controller service becomes a storage driver of the controllers while it is registered.
+#[cfg(feature = "server")]
 async fn follow_drivers(
     drivers: Arc<k1s_kubelet::csi::CsiDrivers>,
     set: ProvisionerSet,
@@ -627,6 +635,7 @@ async fn follow_drivers(
     }
 }
 
+#[cfg(feature = "server")]
 async fn add_driver(set: &ProvisionerSet, name: &str, endpoint: &Path) {
     let probed = match k1s_csi::CsiClient::connect(endpoint).await {
         Ok(client) => k1s_controllers::csi_driver::CsiDriver::probe(name, client).await,

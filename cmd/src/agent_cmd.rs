@@ -60,7 +60,7 @@ fn route_source(server: &str) -> Option<IpAddr> {
 }
 
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
-    let stop = crate::server::shutdown_signal()?;
+    let stop = crate::host::shutdown_signal()?;
     crate::agent::check_proxy_flags(&args.kubelet, &args.service_cidr)?;
     let token = match (&args.token, &args.token_file) {
         (Some(t), _) => t.clone(),

@@ -45,7 +45,7 @@ pub fn load(path: &Path) -> Vec<SocketAddr> {
 fn save(path: &Path, servers: &[SocketAddr]) -> anyhow::Result<()> {
     let list: Vec<String> = servers.iter().map(SocketAddr::to_string).collect();
     let body = serde_json::to_vec_pretty(&json!({ "servers": list }))?;
-    Ok(k1s_apiserver::files::write_atomic(path, &body, 0o644)?)
+    crate::host::write_atomic(path, &body)
 }
 
 /// The API server addresses of the `kubernetes` Endpoints: every address with the `https`

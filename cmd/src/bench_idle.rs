@@ -12,7 +12,8 @@
 //! `k1s-idle`, nftables tables `k1s-proxy-idle`/`k1s-policy-idle`), removed afterwards.
 //! `--agent` also starts a `k1s agent` joined to that server (bridge `k1sidle1`, cgroup tree
 //! `k1s-idle-agent`, tables `k1s-proxy-idlea`/`k1s-policy-idlea`) and measures it over the
-//! same window; `--pods N` runs N sleeping pods on the server's node meanwhile. Prints one
+//! same window (with `--agent-binary`, another build runs it: the node-only one); `--pods N`
+//! runs N sleeping pods on the server's node meanwhile. Prints one
 //! JSON line.
 
 use std::path::Path;
@@ -39,6 +40,10 @@ pub struct IdleBenchArgs {
     /// Also start a `k1s agent` joined to the server and measure it (root).
     #[arg(long)]
     pub agent: bool,
+    /// The binary the agent runs (default: this one), e.g. a node-only build
+    /// (`cargo build --release -p k1s --no-default-features`).
+    #[arg(long, requires = "agent")]
+    pub agent_binary: Option<std::path::PathBuf>,
     /// Run this many pods on the server's node while measuring (needs `--kubelet`): each one
     /// container of `--image` sleeping; deleted before the server stops.
     #[arg(long, default_value_t = 0)]
@@ -428,7 +433,8 @@ pub async fn run(args: IdleBenchArgs) -> anyhow::Result<()> {
         let token = std::fs::read_to_string(data.join("server/token"))
             .context("reading the server's join token")?;
         let kubelet_port = free_port()?;
-        let mut child = Command::new(&exe)
+        let agent_exe = args.agent_binary.as_deref().unwrap_or(&exe);
+        let mut child = Command::new(agent_exe)
             .arg("agent")
             .arg("--data-dir")
             .arg(scratch.path().join("agent"))
@@ -476,6 +482,10 @@ pub async fn run(args: IdleBenchArgs) -> anyhow::Result<()> {
     }
     if let (Some(a), Some(before)) = (&agent, &agent_before) {
         out["agent"] = figures(a.0.id(), before, secs)?;
+        if let Some(bin) = &args.agent_binary {
+            out["agent"]["binary_mib"] =
+                json!(std::fs::metadata(bin)?.len() as f64 / 1024.0 / 1024.0);
+        }
     }
     let db_bytes = dir_size(&data);
     if let Some(client) = &workload {

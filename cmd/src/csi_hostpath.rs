@@ -60,19 +60,6 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?} is too large"))
 }
 
-/// Installs the SIGTERM and SIGINT handlers now; the returned future completes on either.
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
-}
-
 fn host_name() -> anyhow::Result<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .context("reading the host name for --node-id")?;
@@ -80,7 +67,7 @@ fn host_name() -> anyhow::Result<String> {
 }
 
 pub async fn run(args: CsiHostpathArgs) -> anyhow::Result<()> {
-    let stop = shutdown_signal()?;
+    let stop = crate::host::shutdown_signal()?;
     let socket = k1s_csi::connect::socket_path(&args.endpoint).context("--endpoint")?;
     let node_id = match args.node_id {
         Some(id) => id,

@@ -4,7 +4,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use k1s_api::client::{Client, DeleteParams, ResourceRef, WriteParams};
+#[cfg(feature = "server")]
+use k1s_api::client::DeleteParams;
+use k1s_api::client::{Client, ResourceRef, WriteParams};
 use k1s_api::dns;
 use k1s_dns::upstreams::Choice;
 use tokio_util::sync::CancellationToken;
@@ -13,6 +15,7 @@ use tokio_util::task::TaskTracker;
 /// Creates the `kube-dns` Service at the service CIDR's tenth address unless it exists; with
 /// `enabled` false, deletes it if k1s made it (a Service of the user's, e.g. CoreDNS's, is
 /// left alone).
+#[cfg(feature = "server")]
 pub async fn ensure_service(
     client: &dyn Client,
     service_cidr: &str,

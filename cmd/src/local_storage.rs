@@ -10,13 +10,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+#[cfg(feature = "server")]
 use k1s_api::client::{Client, ResourceRef, WriteParams};
+#[cfg(feature = "server")]
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 /// The driver `k1s csi-hostpath` serves.
 pub use k1s_csi::hostpath::DRIVER_NAME as DRIVER;
 /// The StorageClass the server creates for it.
+#[cfg(feature = "server")]
 pub const STORAGE_CLASS: &str = "local-path";
 
 /// Where the plugin and the kubelet find each other, under the kubelet's root directory.
@@ -36,6 +39,7 @@ impl PluginPaths {
     }
 }
 
+#[cfg(feature = "server")]
 /// Creates the CSIDriver and the default StorageClass unless they exist.
 pub async fn ensure_objects(client: &dyn Client) -> anyhow::Result<()> {
     let driver = json!({
@@ -64,6 +68,7 @@ pub async fn ensure_objects(client: &dyn Client) -> anyhow::Result<()> {
     create_unless_exists(client, "storageclasses", class).await
 }
 
+#[cfg(feature = "server")]
 async fn create_unless_exists(
     client: &dyn Client,
     resource: &str,

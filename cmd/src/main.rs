@@ -5,26 +5,43 @@ mod agent;
 mod agent_cmd;
 mod agent_servers;
 mod allocator;
+#[cfg(feature = "server")]
 mod bench;
+#[cfg(feature = "server")]
 mod bench_api;
+#[cfg(feature = "server")]
 mod bench_dns;
+#[cfg(feature = "server")]
 mod bench_ha;
+#[cfg(feature = "server")]
 mod bench_idle;
+#[cfg(feature = "server")]
 mod bench_netpol;
+#[cfg(feature = "server")]
 mod bench_podnet;
+#[cfg(feature = "server")]
 mod bench_pods;
+#[cfg(feature = "server")]
 mod bench_proxy;
+#[cfg(feature = "server")]
 mod bench_scheduler;
+#[cfg(feature = "server")]
 mod components;
+#[cfg(feature = "server")]
 mod cron;
 mod csi_hostpath;
+#[cfg(feature = "server")]
 mod datastore;
 mod dns;
 mod host;
 mod local_storage;
+#[cfg(feature = "server")]
 mod secrets_encrypt;
+#[cfg(feature = "server")]
 mod server;
+#[cfg(feature = "server")]
 mod server_join;
+#[cfg(feature = "server")]
 mod snapshot;
 
 use clap::{Parser, Subcommand};
@@ -42,19 +59,23 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the control plane (datastore, API server, scheduler, controllers) on this node.
+    #[cfg(feature = "server")]
     Server(Box<server::ServerArgs>),
     /// Run a worker node: join the server at --server with --token and run its kubelet.
     Agent(Box<agent_cmd::AgentArgs>),
     /// Measure this machine: `k1s bench store` checks whether a disk is fast enough, `k1s bench
     /// api` measures a running API server.
+    #[cfg(feature = "server")]
     Bench {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
     /// Datastore snapshots: `save` (from the running server), `ls`, `restore` (into a data
     /// directory, server stopped).
+    #[cfg(feature = "server")]
     Snapshot(snapshot::SnapshotArgs),
     /// Encryption at rest: show the keys (`status`) or rotate them (`rotate-keys`).
+    #[cfg(feature = "server")]
     SecretsEncrypt(secrets_encrypt::SecretsEncryptArgs),
     /// Run the hostpath CSI plugin (hostpath.csi.k1s.io) on this node.
     CsiHostpath(csi_hostpath::CsiHostpathArgs),
@@ -115,6 +136,7 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(k1s_kubelet::runtime::exec::main(bundle, *tty, command));
     }
     init_logging(&cli.log_format);
+    #[cfg(feature = "server")]
     if let Command::SecretsEncrypt(args) = cli.command {
         return secrets_encrypt::run(args);
     }
@@ -128,14 +150,17 @@ fn main() -> anyhow::Result<()> {
     // command ends, would keep what start-up freed.
     let command = runtime.spawn(async move {
         match cli.command {
+            #[cfg(feature = "server")]
             Command::Server(args) => server::run(*args).await,
             Command::Agent(args) => agent_cmd::run(*args).await,
+            #[cfg(feature = "server")]
             Command::Bench { what } => bench::run(what).await,
             Command::CsiHostpath(args) => csi_hostpath::run(args).await,
+            #[cfg(feature = "server")]
             Command::Snapshot(args) => snapshot::run(args).await,
-            Command::Internal { .. } | Command::SecretsEncrypt(_) => {
-                unreachable!("handled before the runtime starts")
-            }
+            #[cfg(feature = "server")]
+            Command::SecretsEncrypt(_) => unreachable!("handled before the runtime starts"),
+            Command::Internal { .. } => unreachable!("handled before the runtime starts"),
         }
     });
     match runtime.block_on(command) {

@@ -138,7 +138,7 @@ pub struct ServerArgs {
     pub kubelet: crate::agent::KubeletArgs,
     /// How long a node may go without renewing its Lease or posting status before the node
     /// lifecycle controller marks it Unknown (a Go duration: 40s, 1m, 500ms).
-    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    #[arg(long, default_value = "40s", value_parser = crate::host::parse_duration)]
     pub node_monitor_grace_period: Duration,
     /// Terminated pods kept before the pod garbage collector deletes the oldest (0 disables).
     #[arg(long, default_value_t = 12500)]
@@ -192,33 +192,6 @@ fn parse_mode(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{s:?} is not an octal file mode such as 600 or 644"))
 }
 
-/// A Go-style duration (`40s`, `1m30s`, `500ms`; a bare number is seconds).
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?} is not a duration such as 40s, 1m or 500ms");
-    if let Ok(secs) = s.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        total += match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            _ => return Err(bad()),
-        };
-        rest = &rest[unit_len..];
-    }
-    if s.is_empty() { Err(bad()) } else { Ok(total) }
-}
-
 /// `--advertise-address`, else `--bind-address` unless unspecified, else the node's first
 /// address (upstream's order).
 fn advertise_address(args: &ServerArgs, node_ips: &[IpAddr]) -> IpAddr {
@@ -230,7 +203,7 @@ fn advertise_address(args: &ServerArgs, node_ips: &[IpAddr]) -> IpAddr {
 
 pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     // Take over SIGTERM/SIGINT before anything else, so a stop during start-up is clean too.
-    let stop = shutdown_signal()?;
+    let stop = crate::host::shutdown_signal()?;
     let services = ServiceNetwork::parse(&args.service_cidr, &args.service_node_port_range)
         .map_err(|e| anyhow::anyhow!("--service-cidr/--service-node-port-range: {e}"))?;
     crate::agent::check_proxy_flags(&args.kubelet, &args.service_cidr)?;
@@ -612,33 +585,4 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     drop(store);
     tracing::info!("stopped");
     Ok(())
-}
-
-/// Installs the SIGTERM and SIGINT handlers now; the returned future completes on either.
-pub(crate) fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn go_durations() {
-        assert_eq!(parse_duration("40s"), Ok(Duration::from_secs(40)));
-        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("s").is_err());
-    }
 }
