@@ -5,7 +5,8 @@
 //! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`],
 //! [`runtime::Runtime`]. [`run`] wires them: it registers the node, keeps its Lease, and feeds
 //! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]); the
-//! [`eviction`] manager fails pods to protect the node.
+//! [`eviction`] manager fails pods to protect the node. [`port`] serves the kubelet's HTTPS
+//! port (logs, exec, attach, port-forward and the node proxy) for the API server.
 
 pub mod admission;
 pub mod bootstrap;

@@ -2,7 +2,7 @@
 //! is the user, each O a group.
 //!
 //! The TLS handshake accepts any client certificate whose holder proves possession of its key
-//! ([`DeferredClientVerifier`]); whether the certificate chains to the cluster CA and is within
+//! (`DeferredClientVerifier`); whether the certificate chains to the cluster CA and is within
 //! its validity is decided per connection afterwards ([`ClientCertCheck`]), so that a
 //! certificate from another CA, or an expired one, gets kube-apiserver's 401 Status instead of
 //! a failed handshake.
