@@ -63,13 +63,8 @@ impl Involved {
     }
 }
 
-/// The time now as Events carry it (RFC 3339, seconds).
-pub fn now_rfc3339() -> String {
-    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    time::OffsetDateTime::now_utc()
-        .format(&fmt)
-        .unwrap_or_default()
-}
+/// The time now as Events carry it (`metav1.Time`: RFC 3339, seconds).
+pub use crate::time::now_text as now_rfc3339;
 
 /// At most this many events wait to be written by [`record_detached`]; more are dropped, as
 /// client-go's broadcaster drops events when its queue (1000) is full.

@@ -12,8 +12,11 @@
 //! - [`net`]: IPv4 networks (`--cluster-cidr`, `spec.podCIDR`): parse, contain, subnets.
 //! - [`quantity`]: exact `resource.Quantity` values and resource lists.
 //! - [`quota`]: ResourceQuota usage of objects, shared by admission and the quota controller.
+//! - [`resource`]: a pod's requests, limits and QoS class, and extended resource names, as
+//!   upstream computes them (typed and over JSON).
 //! - [`selector`]: label and field selectors (parse and match), DNS name checks.
 //! - [`streams`]: the node streams (exec, attach, logs, port-forward) the API server proxies.
+//! - [`time`]: `metav1.Time` and `MicroTime` formatting, RFC 3339 parsing.
 //! - [`trimmed`]: typed decoding without `metadata.managedFields` (for informers that never
 //!   read them).
 //! - [`volume`]: PV ↔ PVC matching shared by the scheduler and the PV controller.
@@ -34,9 +37,11 @@ pub mod kubeconfig;
 pub mod net;
 pub mod quantity;
 pub mod quota;
+pub mod resource;
 pub mod selector;
 #[cfg(feature = "http")]
 pub mod server_pool;
 pub mod streams;
+pub mod time;
 pub mod trimmed;
 pub mod volume;

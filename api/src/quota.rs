@@ -22,6 +22,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::quantity::{Format, Quantity, ResourceList};
+use crate::resource::{self, Options, QosClass, SpecJson, is_extended_resource};
 use serde_json::Value;
 
 /// The compute and count resources the pod evaluator tracks by exact name.
@@ -93,9 +94,7 @@ fn now_unix() -> i64 {
 }
 
 fn parse_time(s: &str) -> Option<i64> {
-    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        .ok()
-        .map(|t| t.unix_timestamp())
+    crate::time::parse(s).map(|t| t.unix_timestamp())
 }
 
 // ---- pods ----
@@ -118,64 +117,6 @@ pub fn pod_counts_at(pod: &Value, now: i64) -> bool {
         return false;
     }
     true
-}
-
-/// Sums a field (`requests` or `limits`) as upstream's pod resource helpers: regular
-/// containers add up; init containers run one at a time, so the pod needs the maximum of each
-/// init container (plus the sidecars started before it) and the sum of containers and sidecars.
-fn pod_aggregate(spec: &Value, field: &str) -> ResourceList {
-    let mut total = ResourceList::new();
-    for c in list(&spec["containers"]) {
-        total = total.add(&lenient(&c["resources"][field]));
-    }
-    let mut sidecars = ResourceList::new();
-    let mut init_max = ResourceList::new();
-    for c in list(&spec["initContainers"]) {
-        let own = lenient(&c["resources"][field]);
-        let effective = if c["restartPolicy"].as_str() == Some("Always") {
-            total = total.add(&own);
-            sidecars = sidecars.add(&own);
-            sidecars.clone()
-        } else {
-            own.add(&sidecars)
-        };
-        init_max = init_max.max(&effective);
-    }
-    total.max(&init_max)
-}
-
-/// The pod's effective requests (upstream `PodRequests`), with `spec.overhead` added when
-/// `overhead` is set.
-pub fn pod_requests(spec: &Value, overhead: bool) -> ResourceList {
-    let r = pod_aggregate(spec, "requests");
-    if overhead {
-        r.add(&lenient(&spec["overhead"]))
-    } else {
-        r
-    }
-}
-
-/// The pod's effective limits (upstream `PodLimits`); overhead is added only to resources
-/// that already have a limit.
-pub fn pod_limits(spec: &Value, overhead: bool) -> ResourceList {
-    let mut l = pod_aggregate(spec, "limits");
-    if overhead {
-        for (k, v) in lenient(&spec["overhead"]).0 {
-            if l.contains(&k) {
-                l.add_to(&k, v);
-            }
-        }
-    }
-    l
-}
-
-fn is_native(name: &str) -> bool {
-    !name.contains('/') || name.contains("kubernetes.io/")
-}
-
-/// An extended resource (`example.com/gpu`): namespaced, not a `kubernetes.io/` one.
-pub fn is_extended_resource(name: &str) -> bool {
-    !is_native(name) && !name.starts_with("requests.")
 }
 
 /// Quota usage of requests and limits (upstream `podComputeUsageHelper`).
@@ -211,8 +152,8 @@ fn pod_usage(pod: &Value, now: i64) -> ResourceList {
     }
     let spec = &pod["spec"];
     out.add(&compute_usage(
-        &pod_requests(spec, true),
-        &pod_limits(spec, true),
+        &resource::pod_requests(&SpecJson(spec), &Options::default()),
+        &resource::pod_limits(&SpecJson(spec), &Options::default()),
     ))
 }
 
@@ -223,21 +164,9 @@ fn is_terminating(pod: &Value) -> bool {
         .is_some_and(|d| d >= 0)
 }
 
-/// QoS class BestEffort: no container or init container requests or limits a positive
-/// amount of cpu or memory.
+/// QoS class BestEffort (the `BestEffort` / `NotBestEffort` scopes).
 pub fn is_best_effort(pod: &Value) -> bool {
-    let spec = &pod["spec"];
-    !list(&spec["containers"])
-        .iter()
-        .chain(list(&spec["initContainers"]))
-        .any(|c| {
-            ["requests", "limits"].iter().any(|f| {
-                let rl = lenient(&c["resources"][*f]);
-                ["cpu", "memory"]
-                    .iter()
-                    .any(|r| rl.get(r).is_some_and(|q| q.sign() > 0))
-            })
-        })
+    resource::qos_class(&SpecJson(&pod["spec"])) == QosClass::BestEffort
 }
 
 fn uses_cross_namespace_affinity(pod: &Value) -> bool {

@@ -22,7 +22,6 @@ use std::time::Duration;
 use k1s_api::client::{Client, DeleteParams, ListParams, Patch, ResourceRef, WriteParams};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 
 /// The label of API server identity Leases, and its value.
@@ -81,12 +80,7 @@ fn slices() -> ResourceRef {
     ResourceRef::new("discovery.k8s.io", "v1", "endpointslices", Some("default"))
 }
 
-fn now_micro() -> String {
-    let fmt = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
-    );
-    OffsetDateTime::now_utc().format(&fmt).unwrap_or_default()
-}
+use k1s_api::time::now_micro_text as now_micro;
 
 type Result<T> = std::result::Result<T, k1s_api::client::ClientError>;
 
@@ -128,7 +122,7 @@ fn live(items: &[Value], now: i64) -> BTreeMap<u16, BTreeSet<IpAddr>> {
     for l in items {
         let renewed = l["spec"]["renewTime"]
             .as_str()
-            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
+            .and_then(k1s_api::time::parse)
             .map(OffsetDateTime::unix_timestamp);
         let ttl = l["spec"]["leaseDurationSeconds"].as_i64().unwrap_or(0);
         let addr = l["metadata"]["annotations"][ADDRESS_ANNOTATION]
@@ -290,7 +284,7 @@ mod tests {
 
     #[test]
     fn only_live_leases_count_grouped_by_port() {
-        let now = OffsetDateTime::parse("2026-11-27T10:00:30Z", &Rfc3339)
+        let now = k1s_api::time::parse("2026-11-27T10:00:30Z")
             .unwrap()
             .unix_timestamp();
         let items = [

@@ -24,9 +24,7 @@ pub fn last_activity(ev: &Value) -> Option<time::OffsetDateTime> {
     ]
     .iter()
     .filter_map(|v| v.as_str())
-    .filter_map(|s| {
-        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
-    })
+    .filter_map(k1s_api::time::parse)
     .max()
 }
 

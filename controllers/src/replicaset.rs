@@ -162,7 +162,7 @@ fn ready_condition(pod: &Value) -> Option<&Value> {
 }
 
 fn parse_time(t: &Value) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(t.as_str()?, &time::format_description::well_known::Rfc3339).ok()
+    k1s_api::time::parse(t.as_str()?)
 }
 
 fn is_available(pod: &Value, min_ready_seconds: i64, now: time::OffsetDateTime) -> bool {

@@ -147,12 +147,7 @@ fn general_predicates<'a>(
 }
 
 fn requests(pod: &Pod) -> ResourceList {
-    let spec = pod
-        .spec
-        .as_ref()
-        .and_then(|s| serde_json::to_value(s).ok())
-        .unwrap_or_default();
-    k1s_api::quota::pod_requests(&spec, true)
+    k1s_api::resource::pod_requests(pod, &k1s_api::resource::Options::default())
 }
 
 /// Upstream's `noderesources.Fits`: the pod count, then cpu (in millicores), memory,

@@ -56,7 +56,7 @@ pub fn parse(data: &[u8]) -> Vec<Line> {
 }
 
 fn rfc3339(s: &str) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+    k1s_api::time::parse(s)
 }
 
 /// Applies since/tail/timestamps/limit to parsed lines and renders them.

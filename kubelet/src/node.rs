@@ -351,14 +351,7 @@ pub fn node_status(
     })
 }
 
-fn now_micro() -> String {
-    let fmt = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
-    );
-    time::OffsetDateTime::now_utc()
-        .format(&fmt)
-        .unwrap_or_default()
-}
+use k1s_api::time::now_micro_text as now_micro;
 
 #[derive(Debug, thiserror::Error)]
 #[error("registering node {node}: {message}")]
@@ -508,7 +501,7 @@ fn keep_foreign_extended_resources(status: &mut Value, previous: &Value) {
         return;
     };
     for (name, q) in before {
-        if !k1s_api::quota::is_extended_resource(name) || !status["capacity"][name].is_null() {
+        if !k1s_api::resource::is_extended_resource(name) || !status["capacity"][name].is_null() {
             continue;
         }
         status["capacity"][name] = q.clone();

@@ -37,12 +37,7 @@ pub struct StatsProvider {
 }
 
 /// RFC 3339 with seconds, as the summary's `time` and `startTime` fields carry it.
-fn rfc3339(t: time::OffsetDateTime) -> String {
-    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    t.to_offset(time::UtcOffset::UTC)
-        .format(&fmt)
-        .unwrap_or_default()
-}
+use k1s_api::time::format as rfc3339;
 
 /// `Key: N kB` of `/proc/meminfo`, in bytes.
 fn meminfo(text: &str, key: &str) -> Option<u64> {
@@ -414,9 +409,7 @@ impl StatsProvider {
 /// Seconds since the epoch, in ms, as the timestamp of a metric sample.
 fn sample_ms(t: &Value) -> String {
     t.as_str()
-        .and_then(|s| {
-            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
-        })
+        .and_then(k1s_api::time::parse)
         .map(|t| (t.unix_timestamp() * 1000).to_string())
         .unwrap_or_default()
 }

@@ -8,23 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use time::OffsetDateTime;
 
-/// Now, as `metav1.Time` (`2006-01-02T15:04:05Z`).
-pub fn now() -> String {
-    format(OffsetDateTime::now_utc())
-}
-
-/// `t` as `metav1.Time`.
-pub fn format(t: OffsetDateTime) -> String {
-    let fmt = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
-    t.to_offset(time::UtcOffset::UTC)
-        .format(&fmt)
-        .unwrap_or_default()
-}
-
-/// A `metav1.Time` (any RFC 3339 time).
-pub fn parse(t: &serde_json::Value) -> Option<OffsetDateTime> {
-    OffsetDateTime::parse(t.as_str()?, &time::format_description::well_known::Rfc3339).ok()
-}
+/// `format(t)`: `t` as `metav1.Time`; `now()`: now as `metav1.Time`; `parse(v)`: a JSON
+/// `metav1.Time` (any RFC 3339 time). The one implementation is [`k1s_api::time`].
+pub use k1s_api::time::{format, now_text as now, parse_json as parse};
 
 /// What time it is.
 pub trait Clock: std::fmt::Debug + Send + Sync + 'static {

@@ -60,13 +60,7 @@ pub struct Elector {
     observed: Option<(Value, Instant)>,
 }
 
-fn now_micro() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let fmt = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
-    );
-    now.format(&fmt).unwrap_or_default()
-}
+use k1s_api::time::now_micro_text as now_micro;
 
 impl Elector {
     pub fn new(client: Arc<dyn Client>, config: Config) -> Self {

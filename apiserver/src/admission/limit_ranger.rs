@@ -12,7 +12,7 @@
 use std::borrow::Borrow;
 
 use k1s_api::quantity::{Quantity, ResourceList};
-use k1s_api::quota::{pod_limits, pod_requests};
+use k1s_api::resource::{Options, SpecJson, pod_limits, pod_requests};
 use serde_json::{Map, Value};
 
 /// The annotation recording what was defaulted.
@@ -297,8 +297,12 @@ fn validate_pod(pod: &Value, lr: &Value, errs: &mut Vec<String>) {
                 }
             }
             Some("Pod") => {
-                let requests = pod_requests(spec, false);
-                let limits = pod_limits(spec, false);
+                let no_overhead = Options {
+                    exclude_overhead: true,
+                    ..Options::default()
+                };
+                let requests = pod_requests(&SpecJson(spec), &no_overhead);
+                let limits = pod_limits(&SpecJson(spec), &no_overhead);
                 check_item(item, "Pod", &requests, &limits, errs);
             }
             _ => {}

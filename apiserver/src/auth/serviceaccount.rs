@@ -65,15 +65,7 @@ fn now() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp()
 }
 
-fn rfc3339(unix: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
+use k1s_api::time::format_unix as rfc3339;
 
 impl TokenAuthenticator {
     pub fn new(signer: Signer, rest: Arc<Rest>) -> Self {
@@ -385,8 +377,7 @@ impl TokenAuthenticator {
         if let (Some(t), Some(del)) = (
             deletion_deadline,
             obj["metadata"]["deletionTimestamp"].as_str(),
-        ) && time::OffsetDateTime::parse(del, &time::format_description::well_known::Rfc3339)
-            .is_ok_and(|d| d.unix_timestamp() + LEEWAY < t)
+        ) && k1s_api::time::parse(del).is_some_and(|d| d.unix_timestamp() + LEEWAY < t)
         {
             return Err(TokenError::Revoked(format!("{what} has been deleted")));
         }

@@ -17,16 +17,9 @@ const SUFFIX_LEN: usize = 5;
 /// Longest prefix of `generateName` kept (so the name stays within 63 characters).
 const MAX_GENERATE_PREFIX: usize = 58;
 
-/// `now` as Kubernetes writes timestamps: RFC 3339, whole seconds, UTC.
-pub fn now() -> String {
-    timestamp(time::OffsetDateTime::now_utc())
-}
-
-pub fn timestamp(t: time::OffsetDateTime) -> String {
-    let t = t.replace_nanosecond(0).unwrap_or(t);
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
+/// `now()`: now as Kubernetes writes timestamps (RFC 3339, whole seconds, UTC);
+/// `timestamp(t)`: `t` so written ([`k1s_api::time`]).
+pub use k1s_api::time::{format as timestamp, now_text as now};
 
 /// The `metadata` object of `obj`, created if absent.
 pub fn metadata_mut(obj: &mut Value) -> &mut Map<String, Value> {

@@ -23,7 +23,8 @@ fn kind_of(res: &ResourceType) -> (&str, &str) {
 pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
     if res.has_status() {
         let status = match kind_of(res) {
-            ("", "Pod") => json!({"phase": "Pending", "qosClass": qos_class(obj)}),
+            // The QoS class is computed after defaulting (below).
+            ("", "Pod") => json!({"phase": "Pending"}),
             ("", "Namespace") => json!({"phase": "Active"}),
             ("", "PersistentVolumeClaim" | "PersistentVolume") => json!({"phase": "Pending"}),
             ("", "Service") => json!({"loadBalancer": {}}),
@@ -58,6 +59,10 @@ pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
         generate_job_selector(obj);
     }
     apply_defaults(res, obj);
+    if kind_of(res) == ("", "Pod") {
+        // As upstream: on the pod as defaulted (requests from limits).
+        obj["status"]["qosClass"] = json!(qos_class(obj));
+    }
 }
 
 /// Upstream's job `generateSelector`: unless `spec.manualSelector`, the selector is the new
@@ -545,33 +550,10 @@ fn default_pod_spec(spec: &mut Value) {
     }
 }
 
-/// The pod's QoS class from its containers' requests and limits.
+/// The pod's QoS class from its containers' requests and limits
+/// ([`k1s_api::resource::qos_class`]).
 pub(crate) fn qos_class(pod: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["initContainers", "containers"]
-        .iter()
-        .flat_map(|l| pod["spec"][l].as_array().into_iter().flatten())
-        .collect();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in containers {
-        let req = &c["resources"]["requests"];
-        let lim = &c["resources"]["limits"];
-        for r in ["cpu", "memory"] {
-            let (q, l) = (&req[r], &lim[r]);
-            if !q.is_null() || !l.is_null() {
-                any = true;
-            }
-            // Requests default to limits.
-            if l.is_null() || (!q.is_null() && q != l) {
-                guaranteed = false;
-            }
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
+    k1s_api::resource::qos_class(&k1s_api::resource::SpecJson(&pod["spec"])).as_str()
 }
 
 #[cfg(test)]
@@ -681,11 +663,17 @@ mod tests {
     }
 
     #[test]
-    fn qos_classes() {
-        let g = json!({"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
-        assert_eq!(qos_class(&g), "Guaranteed");
-        let b = json!({"spec": {"containers": [{"resources": {"requests": {"cpu": "1"}}}]}});
-        assert_eq!(qos_class(&b), "Burstable");
+    fn qos_class_is_computed_on_the_defaulted_pod() {
+        let pods = Registry::new().get("", "v1", "pods").unwrap();
+        // Limits only: requests default to them, so the pod is Guaranteed.
+        let mut g = json!({"metadata": {"name": "g"}, "spec": {"containers": [{"name": "c",
+            "image": "i", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}});
+        prepare_create(&pods, &mut g);
+        assert_eq!(g["status"]["qosClass"], "Guaranteed");
+        let mut b = json!({"metadata": {"name": "b"}, "spec": {"containers": [{"name": "c",
+            "image": "i", "resources": {"requests": {"cpu": "1"}}}]}});
+        prepare_create(&pods, &mut b);
+        assert_eq!(b["status"]["qosClass"], "Burstable");
     }
 
     #[test]

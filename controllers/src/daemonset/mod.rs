@@ -152,9 +152,7 @@ fn is_available(pod: &Value, min_ready: i64, now: time::OffsetDateTime) -> bool 
     }
     c["lastTransitionTime"]
         .as_str()
-        .and_then(|t| {
-            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-        })
+        .and_then(k1s_api::time::parse)
         .is_some_and(|t| t + time::Duration::seconds(min_ready) <= now)
 }
 

@@ -645,9 +645,7 @@ impl Pass<'_> {
         } else if let Some(c) =
             current.filter(|c| c["reason"] != NEW_RS_AVAILABLE && c["reason"] != TIMED_OUT)
         {
-            let since = c["lastUpdateTime"].as_str().and_then(|t| {
-                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-            });
+            let since = c["lastUpdateTime"].as_str().and_then(k1s_api::time::parse);
             let secs = deadline.unwrap_or(600);
             let now = self.ctl.clock.now();
             match since {

@@ -229,9 +229,11 @@ fn ready_since(pod: &Value) -> Option<Option<time::OffsetDateTime>> {
         .as_array()?
         .iter()
         .find(|c| c["type"] == "Ready" && c["status"] == "True")?;
-    Some(c["lastTransitionTime"].as_str().and_then(|t| {
-        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-    }))
+    Some(
+        c["lastTransitionTime"]
+            .as_str()
+            .and_then(k1s_api::time::parse),
+    )
 }
 
 pub fn is_running_and_ready(pod: &Value) -> bool {

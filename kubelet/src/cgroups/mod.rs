@@ -50,31 +50,14 @@ pub const BURSTABLE: &str = "burstable";
 /// Upstream's name of the BestEffort QoS group.
 pub const BESTEFFORT: &str = "besteffort";
 
-/// `status.qosClass`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QosClass {
-    Guaranteed,
-    Burstable,
-    BestEffort,
-}
+pub use k1s_api::resource::QosClass;
 
-impl QosClass {
-    /// The API spelling (`Guaranteed`, `Burstable`, `BestEffort`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QosClass::Guaranteed => "Guaranteed",
-            QosClass::Burstable => "Burstable",
-            QosClass::BestEffort => "BestEffort",
-        }
-    }
-
-    /// The QoS level group under the top-level group; Guaranteed pods sit directly in it.
-    pub fn group(self) -> Option<&'static str> {
-        match self {
-            QosClass::Guaranteed => None,
-            QosClass::Burstable => Some(BURSTABLE),
-            QosClass::BestEffort => Some(BESTEFFORT),
-        }
+/// The QoS level group under the top-level group; Guaranteed pods sit directly in it.
+pub fn qos_group(qos: QosClass) -> Option<&'static str> {
+    match qos {
+        QosClass::Guaranteed => None,
+        QosClass::Burstable => Some(BURSTABLE),
+        QosClass::BestEffort => Some(BESTEFFORT),
     }
 }
 
@@ -251,7 +234,7 @@ pub fn join(procs_files: &[PathBuf], pid: u32) -> Result<(), CgroupError> {
 /// The relative name of a pod's group: `<top>[/<qos group>]/pod<uid>`.
 pub fn pod_group_name(top: &str, pod_uid: &str, qos: QosClass) -> Result<String, CgroupError> {
     check_component("pod UID", pod_uid)?;
-    Ok(match qos.group() {
+    Ok(match qos_group(qos) {
         None => format!("{top}/pod{pod_uid}"),
         Some(g) => format!("{top}/{g}/pod{pod_uid}"),
     })

@@ -1,14 +1,12 @@
 //! Pure functions from the API objects to cgroup [`Resources`] and [`QosClass`], with upstream
-//! kubelet's arithmetic (`pkg/kubelet/cm/helpers_linux.go`, the kuberuntime container limits,
-//! `resource.PodRequests` / `PodLimits` and the QoS class computation). No I/O.
-//!
-//! Quantities are parsed with [`k1s_api::quantity`]; one that does not parse (the apiserver
-//! validates them, so only a corrupted object has one) counts as absent and is logged.
-//! Pod-level `spec.resources` (the alpha `PodLevelResources` gate) is not looked at.
+//! kubelet's arithmetic (`pkg/kubelet/cm/helpers_linux.go`, the kuberuntime container limits).
+//! No I/O. A pod's requests, limits and QoS class are [`k1s_api::resource`]'s, shared with the
+//! scheduler and admission.
 
 use std::collections::BTreeMap;
 
 use k1s_api::quantity::{Quantity, ResourceList};
+use k1s_api::resource::{self, ContainerResources, Field, Options};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as ApiQuantity;
 
@@ -54,26 +52,6 @@ pub fn shares_to_weight(shares: u64) -> u64 {
     1 + ((s - 2) * 9999) / 262_142
 }
 
-/// A resource map of the API as an exact [`ResourceList`].
-fn list(m: Option<&BTreeMap<String, ApiQuantity>>) -> ResourceList {
-    let mut out = ResourceList::new();
-    for (name, q) in m.into_iter().flatten() {
-        match Quantity::parse(q.0.trim()) {
-            Ok(v) => out.insert(name.clone(), v),
-            Err(e) => tracing::warn!(resource = %name, value = %q.0, "ignoring bad quantity: {e}"),
-        }
-    }
-    out
-}
-
-fn requests(c: &Container) -> ResourceList {
-    list(c.resources.as_ref().and_then(|r| r.requests.as_ref()))
-}
-
-fn limits(c: &Container) -> ResourceList {
-    list(c.resources.as_ref().and_then(|r| r.limits.as_ref()))
-}
-
 fn milli(l: &ResourceList, name: &str) -> i64 {
     l.get(name).map_or(0, Quantity::milli_value)
 }
@@ -82,57 +60,18 @@ fn value(l: &ResourceList, name: &str) -> i64 {
     l.get(name).map_or(0, Quantity::value)
 }
 
-/// Upstream's aggregation of container lists: the sum over the app containers and the
-/// restartable init containers (sidecars), at least the largest "init container use" (an init
-/// container plus the sidecars started before it). `each` sees every app container's list and
-/// every init container's use, as upstream's `ContainerFn`.
-fn aggregate(
-    pod: &Pod,
-    get: fn(&Container) -> ResourceList,
-    mut each: impl FnMut(&ResourceList),
-) -> ResourceList {
-    let Some(spec) = pod.spec.as_ref() else {
-        return ResourceList::new();
-    };
-    let mut sum = ResourceList::new();
-    for c in &spec.containers {
-        let l = get(c);
-        each(&l);
-        sum = sum.add(&l);
-    }
-    let mut sidecars = ResourceList::new();
-    let mut init_max = ResourceList::new();
-    for c in spec.init_containers.iter().flatten() {
-        let own = get(c);
-        let usage = if crate::status::is_sidecar(c) {
-            sum = sum.add(&own);
-            sidecars = sidecars.add(&own);
-            sidecars.clone()
-        } else {
-            own.add(&sidecars)
-        };
-        each(&usage);
-        init_max = init_max.max(&usage);
-    }
-    sum.max(&init_max)
-}
-
-/// The pod's effective requests (upstream `resource.PodRequests`): the container requests
-/// aggregated as upstream (app containers and sidecars summed, at least the largest init
-/// container use) plus `spec.overhead`.
+/// The pod's effective requests ([`k1s_api::resource::pod_requests`], overhead included).
 pub fn pod_requests(pod: &Pod) -> ResourceList {
-    let reqs = aggregate(pod, requests, |_| {});
-    let overhead = list(pod.spec.as_ref().and_then(|s| s.overhead.as_ref()));
-    reqs.add(&overhead)
+    resource::pod_requests(pod, &Options::default())
 }
 
-/// The pod's effective limits (upstream `resource.PodLimits`), and whether every container (and
-/// every init container use) declares a CPU and a memory limit. Overhead is added only to
-/// resources that have a limit.
+/// The pod's effective limits ([`k1s_api::resource::pod_limits`], overhead on the resources
+/// that have a limit), and whether every container (and every init container use) declares a
+/// CPU and a memory limit.
 pub fn pod_limits(pod: &Pod) -> PodLimits {
     let mut cpu_declared = true;
     let mut memory_declared = true;
-    let mut limits = aggregate(pod, limits, |l| {
+    let limits = resource::aggregate(pod, Field::Limits, None, |l| {
         if l.get("cpu").is_none_or(Quantity::is_zero) {
             cpu_declared = false;
         }
@@ -140,14 +79,8 @@ pub fn pod_limits(pod: &Pod) -> PodLimits {
             memory_declared = false;
         }
     });
-    let overhead = list(pod.spec.as_ref().and_then(|s| s.overhead.as_ref()));
-    for (name, q) in &overhead.0 {
-        if limits.contains(name) {
-            limits.add_to(name, *q);
-        }
-    }
     PodLimits {
-        limits,
+        limits: resource::with_overhead_on_limits(limits, pod, &Options::default()),
         cpu_declared,
         memory_declared,
     }
@@ -167,8 +100,8 @@ pub struct PodLimits {
 /// request (from the CPU limit when no request is given), a CFS quota from the CPU limit over
 /// the 100ms period, the memory limit. No pids limit (upstream sets that on the pod only).
 pub fn container_resources(c: &Container) -> Resources {
-    let req = requests(c);
-    let lim = limits(c);
+    let req = c.requests();
+    let lim = c.limits();
     let cpu_limit = milli(&lim, "cpu");
     let shares = match req.get("cpu") {
         None if cpu_limit != 0 => milli_cpu_to_shares(cpu_limit),
@@ -242,7 +175,7 @@ pub fn burstable_qos_resources<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> R
 /// enforcement: capacity minus kube and system reserved): `cpu.shares` from `cpu`, the memory
 /// limit from `memory`, the pids limit from `pid`. Absent resources stay unlimited.
 pub fn node_allocatable_resources(allocatable: &BTreeMap<String, ApiQuantity>) -> Resources {
-    let l = list(Some(allocatable));
+    let l = resource::list_of(Some(allocatable));
     Resources {
         cpu_shares: l.get("cpu").map(|q| milli_cpu_to_shares(q.milli_value())),
         memory_limit: l.get("memory").map(Quantity::value).filter(|m| *m > 0),
@@ -253,60 +186,16 @@ pub fn node_allocatable_resources(allocatable: &BTreeMap<String, ApiQuantity>) -
 
 /// `status.qosClass` when the apiserver set it, else [`compute_qos_class`].
 pub fn qos_class(pod: &Pod) -> QosClass {
-    match pod.status.as_ref().and_then(|s| s.qos_class.as_deref()) {
-        Some("Guaranteed") => QosClass::Guaranteed,
-        Some("Burstable") => QosClass::Burstable,
-        Some("BestEffort") => QosClass::BestEffort,
-        _ => compute_qos_class(pod),
-    }
+    pod.status
+        .as_ref()
+        .and_then(|s| s.qos_class.as_deref())
+        .and_then(QosClass::parse)
+        .unwrap_or_else(|| compute_qos_class(pod))
 }
 
-/// Upstream's `ComputePodQOS` over CPU and memory: BestEffort when no container or init
-/// container requests or limits either; Guaranteed when every one of them has positive CPU and
-/// memory limits and the summed requests equal the summed limits; else Burstable.
+/// Upstream's `ComputePodQOS` ([`k1s_api::resource::qos_class`]).
 pub fn compute_qos_class(pod: &Pod) -> QosClass {
-    let Some(spec) = pod.spec.as_ref() else {
-        return QosClass::BestEffort;
-    };
-    let mut reqs = ResourceList::new();
-    let mut lims = ResourceList::new();
-    let mut guaranteed = true;
-    for c in spec
-        .containers
-        .iter()
-        .chain(spec.init_containers.iter().flatten())
-    {
-        for (name, q) in &requests(c).0 {
-            if (name == "cpu" || name == "memory") && q.sign() > 0 {
-                reqs.add_to(name, *q);
-            }
-        }
-        let mut found = (false, false);
-        for (name, q) in &limits(c).0 {
-            if (name == "cpu" || name == "memory") && q.sign() > 0 {
-                lims.add_to(name, *q);
-                if name == "cpu" {
-                    found.0 = true;
-                } else {
-                    found.1 = true;
-                }
-            }
-        }
-        if found != (true, true) {
-            guaranteed = false;
-        }
-    }
-    if reqs.is_empty() && lims.is_empty() {
-        return QosClass::BestEffort;
-    }
-    if guaranteed {
-        guaranteed = reqs.0.iter().all(|(n, r)| lims.get(n) == Some(r));
-    }
-    if guaranteed && reqs.0.len() == lims.0.len() {
-        QosClass::Guaranteed
-    } else {
-        QosClass::Burstable
-    }
+    resource::qos_class(pod)
 }
 
 #[cfg(test)]
@@ -444,65 +333,12 @@ mod tests {
     }
 
     #[test]
-    fn qos_classes() {
+    fn qos_class_prefers_the_status() {
         let g = &[("cpu", "1"), ("memory", "1Gi")][..];
-        let cases: Vec<(&str, Pod, QosClass)> = vec![
-            (
-                "empty",
-                pod_of(vec![ctr("a", &[], &[])], vec![]),
-                QosClass::BestEffort,
-            ),
-            ("no spec", pod(json!({})), QosClass::BestEffort),
-            (
-                "guaranteed",
-                pod_of(vec![ctr("a", g, g), ctr("b", g, g)], vec![]),
-                QosClass::Guaranteed,
-            ),
-            // The apiserver defaults requests to limits; undefaulted, upstream says Burstable.
-            (
-                "limits only",
-                pod_of(vec![ctr("a", &[], g)], vec![]),
-                QosClass::Burstable,
-            ),
-            (
-                "requests below limits",
-                pod_of(
-                    vec![ctr("a", &[("cpu", "500m"), ("memory", "1Gi")], g)],
-                    vec![],
-                ),
-                QosClass::Burstable,
-            ),
-            (
-                "one container without limits",
-                pod_of(vec![ctr("a", g, g), ctr("b", &[], &[])], vec![]),
-                QosClass::Burstable,
-            ),
-            (
-                "init container without limits",
-                pod_of(vec![ctr("a", g, g)], vec![ctr("i", &[], &[])]),
-                QosClass::Burstable,
-            ),
-            (
-                "memory only",
-                pod_of(
-                    vec![ctr("a", &[("memory", "1Gi")], &[("memory", "1Gi")])],
-                    vec![],
-                ),
-                QosClass::Burstable,
-            ),
-            (
-                "zero and other resources ignored",
-                pod_of(
-                    vec![ctr("a", &[("cpu", "0"), ("ephemeral-storage", "1Gi")], &[])],
-                    vec![],
-                ),
-                QosClass::BestEffort,
-            ),
-        ];
-        for (name, p, want) in cases {
-            assert_eq!(compute_qos_class(&p), want, "{name}");
-            assert_eq!(qos_class(&p), want, "{name}");
-        }
+        // The class is computed when the status names none (the table is k1s_api's).
+        let p = pod_of(vec![ctr("a", g, g)], vec![]);
+        assert_eq!(qos_class(&p), QosClass::Guaranteed);
+        assert_eq!(qos_class(&pod(json!({}))), QosClass::BestEffort);
         let mut p = pod_of(vec![ctr("a", &[], &[])], vec![]);
         p.status = Some(serde_json::from_value(json!({"qosClass": "Guaranteed"})).unwrap());
         assert_eq!(qos_class(&p), QosClass::Guaranteed);

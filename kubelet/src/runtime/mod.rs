@@ -104,9 +104,7 @@ fn unknown_exit() -> Exit {
     Exit {
         exit_code: 255,
         signal: None,
-        finished_at: time::OffsetDateTime::now_utc()
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default(),
+        finished_at: k1s_api::time::format_nano(k1s_api::time::now()),
     }
 }
 

@@ -246,9 +246,7 @@ fn join_ns(path: Option<&Path>, kind: CloneFlags, what: &str) -> Result<(), Stri
 }
 
 fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    k1s_api::time::format_nano(k1s_api::time::now())
 }
 
 /// Copies the container's output into the log (and to attach sessions) until its pipes
@@ -406,9 +404,7 @@ impl LogWriter {
     }
 
     fn line(&mut self, stream: &str, tag: &str, text: &[u8]) {
-        let ts = time::OffsetDateTime::now_utc()
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap_or_default();
+        let ts = now_rfc3339();
         let mut rec = Vec::with_capacity(text.len() + 48);
         rec.extend_from_slice(ts.as_bytes());
         rec.push(b' ');

@@ -151,9 +151,7 @@ pub(crate) async fn token(
     );
     let remaining = answer["status"]["expirationTimestamp"]
         .as_str()
-        .and_then(|s| {
-            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
-        })
+        .and_then(k1s_api::time::parse)
         .map(|exp| {
             let left = exp - time::OffsetDateTime::now_utc();
             Duration::try_from(left).unwrap_or(Duration::ZERO)

@@ -1,9 +1,12 @@
-//! Resource arithmetic: what a pod requests (as upstream's `computePodResourceRequest`:
-//! containers, init containers and sidecars, pod overhead) and what a node offers.
+//! Resource arithmetic in the scheduler's integer form: what a pod requests (the shared
+//! [`k1s_api::resource`] arithmetic: containers, init containers and sidecars, overhead) and
+//! what a node offers.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k1s_api::quantity::{Format, Quantity as K1sQuantity, ResourceList};
+use k1s_api::resource::{self, Options};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub const CPU: &str = "cpu";
@@ -35,15 +38,7 @@ pub fn is_scalar_resource(name: &str) -> bool {
         || is_extended_resource(name)
 }
 
-/// An extended resource: a fully qualified name outside `kubernetes.io/` and not
-/// `requests.*`.
-pub fn is_extended_resource(name: &str) -> bool {
-    name.contains('/')
-        && !name.starts_with("requests.")
-        && !name
-            .split_once('/')
-            .is_some_and(|(d, _)| d == "kubernetes.io" || d.ends_with(".kubernetes.io"))
-}
+pub use k1s_api::resource::is_extended_resource;
 
 fn parse_amount(name: &str, q: &Quantity) -> i64 {
     let Ok(parsed) = k1s_api::quantity::Quantity::parse(q.0.trim()) else {
@@ -138,86 +133,65 @@ impl Resource {
     }
 }
 
-fn container_requests(c: &Container) -> Resource {
-    let res = c.resources.as_ref();
-    // A limit without a request defaults the request (API defaulting may not have run).
-    let mut r = Resource::from_list(res.and_then(|r| r.limits.as_ref()));
-    for (name, q) in res.and_then(|r| r.requests.as_ref()).into_iter().flatten() {
-        r.set(name, parse_amount(name, q));
-    }
-    r
+/// What a container without a request counts for, when scoring (upstream's
+/// `NonMissingContainerRequests`: 100m CPU, 200Mi memory).
+fn non_missing() -> &'static ResourceList {
+    static DEFAULTS: std::sync::LazyLock<ResourceList> = std::sync::LazyLock::new(|| {
+        [
+            (
+                CPU.to_string(),
+                K1sQuantity::from_milli(DEFAULT_MILLI_CPU_REQUEST),
+            ),
+            (
+                MEMORY.to_string(),
+                K1sQuantity::from_value(DEFAULT_MEMORY_REQUEST, Format::BinarySI),
+            ),
+        ]
+        .into_iter()
+        .collect()
+    });
+    &DEFAULTS
 }
 
-fn non_zero(r: &Resource) -> (i64, i64) {
-    (
-        if r.milli_cpu == 0 {
-            DEFAULT_MILLI_CPU_REQUEST
-        } else {
-            r.milli_cpu
-        },
-        if r.memory == 0 {
-            DEFAULT_MEMORY_REQUEST
-        } else {
-            r.memory
-        },
-    )
-}
-
-/// What a pod requests: `(requests, non-zero cpu, non-zero memory)`. Requests are the sum
-/// over containers, at least the largest init container (counting the sidecars started
-/// before it), plus sidecars, plus overhead. The non-zero figures count 100m CPU and 200Mi
-/// memory for containers that request none, for scoring.
-pub fn pod_requests(pod: &Pod) -> (Resource, i64, i64) {
-    let Some(spec) = pod.spec.as_ref() else {
-        return (Resource::default(), 0, 0);
-    };
-    let mut reqs = Resource::default();
-    let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
-    for c in &spec.containers {
-        let r = container_requests(c);
-        let (c1, m1) = non_zero(&r);
-        nz_cpu += c1;
-        nz_mem += m1;
-        reqs.add(&r);
-    }
-    let mut sidecars = Resource::default();
-    let (mut sc_cpu, mut sc_mem) = (0i64, 0i64);
-    let mut init_max = Resource::default();
-    let (mut init_cpu, mut init_mem) = (0i64, 0i64);
-    for c in spec.init_containers.iter().flatten() {
-        let r = container_requests(c);
-        let (c1, m1) = non_zero(&r);
-        let effective;
-        let (ec, em);
-        if c.restart_policy.as_deref() == Some("Always") {
-            reqs.add(&r);
-            nz_cpu += c1;
-            nz_mem += m1;
-            sidecars.add(&r);
-            sc_cpu += c1;
-            sc_mem += m1;
-            effective = sidecars.clone();
-            (ec, em) = (sc_cpu, sc_mem);
-        } else {
-            let mut t = r.clone();
-            t.add(&sidecars);
-            effective = t;
-            (ec, em) = (c1 + sc_cpu, m1 + sc_mem);
+impl Resource {
+    /// The amounts of an exact resource list (CPU in millicores; negatives count as zero).
+    pub fn from_resource_list(list: &ResourceList) -> Self {
+        let mut r = Resource::default();
+        for (name, q) in &list.0 {
+            let v = if name == CPU {
+                q.milli_value()
+            } else {
+                q.value()
+            };
+            r.set(name, v.max(0));
         }
-        init_max.set_max(&effective);
-        init_cpu = init_cpu.max(ec);
-        init_mem = init_mem.max(em);
+        r
     }
-    reqs.set_max(&init_max);
-    nz_cpu = nz_cpu.max(init_cpu);
-    nz_mem = nz_mem.max(init_mem);
-    if let Some(overhead) = spec.overhead.as_ref() {
-        let o = Resource::from_list(Some(overhead));
-        nz_cpu += o.milli_cpu;
-        nz_mem += o.memory;
-        reqs.add(&o);
-    }
-    (reqs, nz_cpu, nz_mem)
+}
+
+/// What a pod requests: `(requests, non-zero cpu, non-zero memory)`, from
+/// [`k1s_api::resource::pod_requests`] (containers, the largest init container use, sidecars,
+/// overhead). The non-zero figures count 100m CPU and 200Mi memory for containers that do
+/// not request them, for scoring.
+pub fn pod_requests(pod: &Pod) -> (Resource, i64, i64) {
+    let reqs = resource::pod_requests(pod, &Options::default());
+    let non_zero = resource::pod_requests(
+        pod,
+        &Options {
+            non_missing: Some(non_missing()),
+            ..Options::default()
+        },
+    );
+    let nz = |name: &str, milli: bool| {
+        non_zero
+            .get(name)
+            .map_or(0, |q| if milli { q.milli_value() } else { q.value() })
+    };
+    (
+        Resource::from_resource_list(&reqs),
+        nz(CPU, true),
+        nz(MEMORY, false),
+    )
 }
 
 #[cfg(test)]
