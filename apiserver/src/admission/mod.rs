@@ -10,9 +10,11 @@
 //! ValidatingAdmissionWebhook runs later, from [`Admission::validate`]: after the kind's own
 //! validation, as upstream's validating admission does, and on deletes and connects too.
 //! Requests without a user (the server's own components) skip the user-based checks only.
-//! Each plugin but the RBAC checks can be turned off by name ([`plugins`]).
+//! Each plugin but the RBAC checks can be turned off by name ([`plugins`]). The chain is an
+//! ordered list of steps behind one trait ([`chain`]).
 
 pub mod certificate_approval;
+pub mod chain;
 pub mod config;
 pub mod default_storage_class;
 pub mod default_tolerations;
@@ -34,10 +36,10 @@ use k1s_api::quota;
 use serde_json::Value;
 
 use crate::auth::UserInfo;
-use crate::authz::Authorizer;
 use crate::registry::ResourceType;
 use crate::rest::Rest;
 use crate::status::ApiError;
+pub use chain::Chain;
 use plugins::Plugin;
 
 /// What is being written.
@@ -136,140 +138,6 @@ pub fn forbidden(res: &ResourceType, obj: &Value, why: impl std::fmt::Display) -
         },
     ));
     e
-}
-
-/// The default chain.
-pub struct Chain {
-    authz: Arc<Authorizer>,
-    config: config::AdmissionConfig,
-}
-
-impl Chain {
-    pub fn new(authz: Arc<Authorizer>, config: config::AdmissionConfig) -> Self {
-        Self { authz, config }
-    }
-}
-
-#[async_trait::async_trait]
-impl Admission for Chain {
-    fn enabled(&self, plugin: Plugin) -> bool {
-        !self.config.disabled.contains(&plugin)
-    }
-
-    async fn validate(
-        &self,
-        rest: &Rest,
-        attributes: &webhook::Attributes<'_>,
-        obj: Option<&Value>,
-        old: Option<&Value>,
-    ) -> Result<Vec<String>, ApiError> {
-        if !self.enabled(Plugin::ValidatingAdmissionWebhook) {
-            return Ok(Vec::new());
-        }
-        webhook::validate(rest, attributes, obj, old).await
-    }
-
-    async fn admit(
-        &self,
-        rest: &Rest,
-        req: &Request<'_>,
-        obj: &mut Value,
-        old: Option<&Value>,
-    ) -> Result<Vec<String>, ApiError> {
-        let mut warnings = Vec::new();
-        let ns = obj["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned();
-        let pod_create = req.creating() && req.is("", "Pod");
-        let pvc_write = req.is("", "PersistentVolumeClaim") && req.subresource.is_none();
-        if (pod_create || pvc_write) && !ns.is_empty() && self.enabled(Plugin::LimitRanger) {
-            let ranges = list_in(rest, "", "limitranges", Some(&ns)).await?;
-            if !ranges.is_empty() {
-                limit_ranger::admit(&req.res.plural, obj, &ranges)
-                    .map_err(|m| forbidden(req.res, obj, m))?;
-                if pod_create {
-                    obj["status"]["qosClass"] =
-                        serde_json::json!(crate::rest::strategy::qos_class(obj));
-                }
-            }
-        }
-        if pod_create && self.enabled(Plugin::ServiceAccount) {
-            service_account::admit(rest, req, obj).await?;
-        }
-        if let Some(user) = req.user
-            && self.enabled(Plugin::NodeRestriction)
-        {
-            node_restriction::admit(req, user, obj, old)?;
-        }
-        if let Some(user) = req.user
-            && self.enabled(Plugin::CertificateApproval)
-        {
-            certificate_approval::admit(&self.authz, req, user, obj).await?;
-        }
-        if pod_create && self.enabled(Plugin::Priority) {
-            priority::admit(rest, req, obj).await?;
-        }
-        if pod_create && self.enabled(Plugin::DefaultTolerationSeconds) {
-            default_tolerations::admit(obj);
-        }
-        if req.creating()
-            && req.is("", "PersistentVolumeClaim")
-            && self.enabled(Plugin::DefaultStorageClass)
-        {
-            default_storage_class::admit(rest, obj).await?;
-        }
-        if req.operation == Operation::Update
-            && self.enabled(Plugin::PersistentVolumeClaimResize)
-            && req.subresource.is_none()
-            && req.is("", "PersistentVolumeClaim")
-            && let Some(old) = old
-        {
-            pvc_resize::admit(rest, req, obj, old).await?;
-        }
-        if req.creating()
-            && (req.is("", "PersistentVolumeClaim") || req.is("", "PersistentVolume"))
-            && self.enabled(Plugin::StorageObjectInUseProtection)
-        {
-            storage_protection::admit(&req.res.kind, obj);
-        }
-        if self.enabled(Plugin::MutatingAdmissionWebhook) {
-            let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
-            let attributes = req.webhook_attributes(&ns, &name);
-            let (said, changed) = webhook::mutate(rest, &attributes, obj, old).await?;
-            warnings.extend(said);
-            if changed {
-                // What a webhook added is decoded as a client's body would be (unknown fields
-                // dropped, custom resources pruned) and defaulted again, as upstream does.
-                let mut ignored = Vec::new();
-                *obj = rest.decode_body(
-                    req.res,
-                    obj.take(),
-                    crate::rest::FieldValidation::Ignore,
-                    &mut ignored,
-                )?;
-                crate::rest::strategy::apply_defaults(req.res, obj);
-            }
-        }
-        if let Some(user) = req.user
-            && req.res.group == "rbac.authorization.k8s.io"
-            && req.subresource.is_none()
-            && !user.in_group(crate::auth::MASTERS)
-        {
-            let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
-            crate::authz::escalation::check(&self.authz, user, &req.res.plural, ns, obj)?;
-        }
-        if !ns.is_empty() && req.subresource.is_none() {
-            if self.enabled(Plugin::PodSecurity) {
-                let ps = &self.config.pod_security;
-                warnings.extend(pod_security_check(rest, req, ps, &ns, obj, old).await?);
-            }
-            if self.enabled(Plugin::ResourceQuota) {
-                quota_check(rest, req, &ns, obj, old).await?;
-            }
-        }
-        Ok(warnings)
-    }
 }
 
 /// The objects of `group`/`resource` in `ns` (`None`: cluster-scoped), shared with every
