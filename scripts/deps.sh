@@ -81,3 +81,8 @@ if [ ! -x "$tools/pyvenv/bin/python" ] || ! "$tools/pyvenv/bin/python" -c 'impor
   "$tools/pyvenv/bin/pip" install -q --disable-pip-version-check kubernetes
   echo "Python kubernetes client installed in $tools/pyvenv"
 fi
+# cargo-deny, which scripts/test.sh runs over the dependency graph (bans, licenses, sources;
+# deny.toml), from crates.io, pinned.
+if ! cargo deny --version 2>/dev/null | grep -q '^cargo-deny 0.20.2$'; then
+  cargo install --locked --quiet cargo-deny --version 0.20.2
+fi

@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 cargo fmt --all -- --check
+# Generated files are marked and regenerate unchanged; the dependency graph passes deny.toml.
+scripts/check-generated.sh
+cargo deny --locked check bans licenses sources
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The node-only build (`k1s agent` without the control plane's crates) must keep compiling.
 cargo clippy -p k1s --no-default-features --locked -- -D warnings
