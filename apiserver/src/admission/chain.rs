@@ -162,7 +162,7 @@ impl Step for LimitRanger {
             if pod_create(req) {
                 // Defaulted resources can change the class.
                 obj["status"]["qosClass"] =
-                    serde_json::json!(crate::rest::strategy::qos_class(obj));
+                    serde_json::json!(crate::registry::core::pod::qos_class(obj));
             }
         }
         Ok(Vec::new())

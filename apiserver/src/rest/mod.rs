@@ -10,25 +10,20 @@
 //! This layer knows nothing of HTTP: the HTTP handlers in [`crate::http`] and the in-process
 //! client both call it.
 
-mod certificates;
-mod config_data;
 pub mod conversion;
 mod decoded;
 mod events;
 pub mod fields;
-mod label_selector;
+pub(crate) mod label_selector;
 pub mod meta;
-mod network_policy;
 mod overlay;
 pub mod patch;
 mod remembered;
-mod runtime_class;
 mod services;
 pub(crate) mod strategy;
 mod subresources;
 pub mod validation;
 mod watch;
-mod webhook_config;
 mod write;
 
 use std::sync::Arc;

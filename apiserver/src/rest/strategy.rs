@@ -1,564 +1,80 @@
-//! Per-kind rules of upstream's registry strategies: what a create resets, what status a new
-//! object starts with, defaults, validation beyond typing, and how deletion waits.
-//!
-//! Kinds without rules here get the generic behaviour of [`super::write`].
+//! How the generic write path applies a kind's rules: the generic part of each step (a
+//! create's status reset, validation's error), then the kind's [`Strategy`]
+//! ([`crate::registry::strategy`], one file per kind under `registry/<group>/`).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{
-    certificates, config_data, meta, network_policy, runtime_class, validation, webhook_config,
-};
 use crate::auth::UserInfo;
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 
-/// The grace period of a pod when neither the request nor the pod gives one.
-const DEFAULT_POD_GRACE: i64 = 30;
-
-fn kind_of(res: &ResourceType) -> (&str, &str) {
-    (res.group.as_str(), res.kind.as_str())
-}
-
 /// Resets what clients cannot set on create and fills in defaults.
 pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
+    let strategy = res.strategy();
     if res.has_status() {
-        let status = match kind_of(res) {
-            // The QoS class is computed after defaulting (below).
-            ("", "Pod") => json!({"phase": "Pending"}),
-            ("", "Namespace") => json!({"phase": "Active"}),
-            ("", "PersistentVolumeClaim" | "PersistentVolume") => json!({"phase": "Pending"}),
-            ("", "Service") => json!({"loadBalancer": {}}),
-            // Nodes are created by their kubelet, status included.
-            ("", "Node") => obj.get("status").cloned().unwrap_or(json!({})),
-            _ => Value::Null,
-        };
-        match status {
-            Value::Null => {
+        match strategy.initial_status(obj) {
+            Some(status) => obj["status"] = status,
+            None => {
                 obj.as_object_mut().map(|m| m.remove("status"));
             }
-            s => obj["status"] = s,
         }
     }
-    if res.is_crd() {
-        crate::crds::prepare_create(obj);
-    }
-    if kind_of(res) == ("", "Namespace") {
-        // Every namespace carries the `kubernetes` finalizer, whatever else the client asked
-        // for: the namespace controller empties it before it goes.
-        if !obj["spec"].is_object() {
-            obj["spec"] = json!({});
-        }
-        let f = &mut obj["spec"]["finalizers"];
-        match f.as_array_mut() {
-            Some(list) if !list.iter().any(|x| x == "kubernetes") => list.push(json!("kubernetes")),
-            Some(_) => {}
-            None => *f = json!(["kubernetes"]),
-        }
-    }
-    if kind_of(res) == ("batch", "Job") {
-        generate_job_selector(obj);
-    }
-    apply_defaults(res, obj);
-    if kind_of(res) == ("", "Pod") {
-        // As upstream: on the pod as defaulted (requests from limits).
-        obj["status"]["qosClass"] = json!(qos_class(obj));
-    }
-}
-
-/// Upstream's job `generateSelector`: unless `spec.manualSelector`, the selector is the new
-/// UID's `batch.kubernetes.io/controller-uid` label, and the template carries that label, the
-/// job name label and their legacy unprefixed forms.
-fn generate_job_selector(job: &mut Value) {
-    if job["spec"]["manualSelector"] == true || !job["spec"].is_object() {
-        return;
-    }
-    let (uid, name) = (
-        job["metadata"]["uid"].clone(),
-        job["metadata"]["name"].clone(),
-    );
-    let labels = [
-        ("batch.kubernetes.io/controller-uid", &uid),
-        ("batch.kubernetes.io/job-name", &name),
-        ("controller-uid", &uid),
-        ("job-name", &name),
-    ];
-    let template_labels = &mut job["spec"]["template"]["metadata"]["labels"];
-    if !template_labels.is_object() {
-        *template_labels = json!({});
-    }
-    for (k, v) in labels {
-        template_labels[k] = v.clone();
-    }
-    job["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+    strategy.prepare_create(obj);
+    strategy.defaults(obj);
+    strategy.finish_create(obj);
 }
 
 /// Upstream's defaulting (`SetDefaults_*`) of the fields components rely on; it runs on every
 /// create and update, as decoding does upstream.
 pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
-    if res.is_crd() {
-        crate::crds::default(obj);
-    }
-    if kind_of(res) == ("", "Namespace") {
-        // Upstream (1.21+) labels every namespace with its own name on create and update,
-        // so that NetworkPolicy namespace selectors can pick namespaces by name.
-        let name = obj["metadata"]["name"].clone();
-        if name.is_string() {
-            if !obj["metadata"]["labels"].is_object() {
-                obj["metadata"]["labels"] = json!({});
-            }
-            obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
-        }
-    }
-    match kind_of(res) {
-        ("", "Secret") => {
-            set_default(obj, "type", json!("Opaque"));
-            config_data::fold_string_data(obj);
-        }
-        ("", "PodTemplate") => default_pod_spec(&mut obj["template"]["spec"]),
-        ("", "ReplicationController") if obj.get("spec").is_some_and(Value::is_object) => {
-            // Upstream's SetDefaults_ReplicationController: the selector and the object's
-            // labels default to the template's labels.
-            let labels = obj["spec"]["template"]["metadata"]["labels"].clone();
-            if labels.as_object().is_some_and(|l| !l.is_empty()) {
-                if obj["spec"]["selector"]
-                    .as_object()
-                    .is_none_or(|s| s.is_empty())
-                {
-                    obj["spec"]["selector"] = labels.clone();
-                }
-                if obj["metadata"]["labels"]
-                    .as_object()
-                    .is_none_or(|l| l.is_empty())
-                {
-                    obj["metadata"]["labels"] = labels;
-                }
-            }
-            let spec = &mut obj["spec"];
-            set_default(spec, "replicas", json!(1));
-            default_pod_spec(&mut spec["template"]["spec"]);
-        }
-        ("storage.k8s.io", "StorageClass") => {
-            set_default(obj, "reclaimPolicy", json!("Delete"));
-            set_default(obj, "volumeBindingMode", json!("Immediate"));
-        }
-        ("scheduling.k8s.io", "PriorityClass") => {
-            set_default(obj, "preemptionPolicy", json!("PreemptLowerPriority"));
-        }
-        ("networking.k8s.io", "NetworkPolicy") => network_policy::apply_defaults(obj),
-        (
-            "admissionregistration.k8s.io",
-            kind @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"),
-        ) => {
-            webhook_config::apply_defaults(obj, kind.starts_with("Mutating"));
-        }
-        // The remaining kinds default inside `spec`; an object without one is left alone
-        // (indexing would add `"spec": null`).
-        _ if obj.get("spec").is_some_and(Value::is_object) => default_spec(res, &mut obj["spec"]),
-        _ => {}
-    }
+    res.strategy().defaults(obj);
 }
 
-fn default_spec(res: &ResourceType, spec: &mut Value) {
-    match kind_of(res) {
-        ("", "Namespace") => set_default(spec, "finalizers", json!(["kubernetes"])),
-        ("", "Pod") => {
-            default_pod_spec(spec);
-            default_requests_from_limits(spec);
-        }
-        ("apiregistration.k8s.io", "APIService") => {
-            if let Some(svc) = spec.get_mut("service").filter(|s| s.is_object()) {
-                set_default(svc, "port", json!(443));
-            }
-        }
-        ("", "PersistentVolumeClaim") => set_default(spec, "volumeMode", json!("Filesystem")),
-        ("", "PersistentVolume") => {
-            set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
-            set_default(spec, "volumeMode", json!("Filesystem"));
-        }
-        ("", "Service") => {
-            set_default(spec, "type", json!("ClusterIP"));
-            set_default(spec, "sessionAffinity", json!("None"));
-            for p in spec
-                .get_mut("ports")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                set_default(p, "protocol", json!("TCP"));
-                // Upstream defaults a zero target port too: client-go's protobuf encoding
-                // always sends the field, as the integer 0 when the user set none.
-                if p["targetPort"].is_null() || p["targetPort"] == 0 || p["targetPort"] == "" {
-                    p["targetPort"] = p["port"].clone();
-                }
-            }
-        }
-        ("apps", "Deployment") => {
-            set_default(spec, "replicas", json!(1));
-            set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(spec, "progressDeadlineSeconds", json!(600));
-            set_default(&mut spec["strategy"], "type", json!("RollingUpdate"));
-            if spec["strategy"]["type"] == "RollingUpdate" {
-                let ru = &mut spec["strategy"]["rollingUpdate"];
-                set_default(ru, "maxSurge", json!("25%"));
-                set_default(ru, "maxUnavailable", json!("25%"));
-            }
-            default_pod_spec(&mut spec["template"]["spec"]);
-        }
-        ("apps", "ReplicaSet") => {
-            set_default(spec, "replicas", json!(1));
-            default_pod_spec(&mut spec["template"]["spec"]);
-        }
-        ("apps", "StatefulSet") => {
-            set_default(spec, "replicas", json!(1));
-            set_default(spec, "podManagementPolicy", json!("OrderedReady"));
-            set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
-            if spec["updateStrategy"]["type"] == "RollingUpdate" {
-                set_default(
-                    &mut spec["updateStrategy"]["rollingUpdate"],
-                    "partition",
-                    json!(0),
-                );
-            }
-            let retention = &mut spec["persistentVolumeClaimRetentionPolicy"];
-            set_default(retention, "whenDeleted", json!("Retain"));
-            set_default(retention, "whenScaled", json!("Retain"));
-            for claim in spec["volumeClaimTemplates"]
-                .as_array_mut()
-                .into_iter()
-                .flatten()
-            {
-                set_default(&mut claim["spec"], "volumeMode", json!("Filesystem"));
-            }
-            default_pod_spec(&mut spec["template"]["spec"]);
-        }
-        ("apps", "DaemonSet") => {
-            set_default(spec, "revisionHistoryLimit", json!(10));
-            set_default(&mut spec["updateStrategy"], "type", json!("RollingUpdate"));
-            if spec["updateStrategy"]["type"] == "RollingUpdate" {
-                let ru = &mut spec["updateStrategy"]["rollingUpdate"];
-                set_default(ru, "maxUnavailable", json!(1));
-                set_default(ru, "maxSurge", json!(0));
-            }
-            default_pod_spec(&mut spec["template"]["spec"]);
-        }
-        ("batch", "Job") => default_job_spec(spec),
-        ("batch", "CronJob") => {
-            set_default(spec, "concurrencyPolicy", json!("Allow"));
-            set_default(spec, "suspend", json!(false));
-            set_default(spec, "successfulJobsHistoryLimit", json!(3));
-            set_default(spec, "failedJobsHistoryLimit", json!(1));
-            default_job_spec(&mut spec["jobTemplate"]["spec"]);
-        }
-        ("storage.k8s.io", "CSIDriver") => {
-            set_default(spec, "attachRequired", json!(true));
-            set_default(spec, "podInfoOnMount", json!(false));
-            set_default(spec, "storageCapacity", json!(false));
-            set_default(spec, "requiresRepublish", json!(false));
-            set_default(spec, "seLinuxMount", json!(false));
-            set_default(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
-            set_default(spec, "volumeLifecycleModes", json!(["Persistent"]));
-        }
-        _ => {}
-    }
-}
-
-/// `SetDefaults_Job`: one completion, one pod at a time, six retries, NonIndexed, and the pod
-/// template's defaults.
-fn default_job_spec(spec: &mut Value) {
-    if !spec.is_object() {
-        return;
-    }
-    let indexed = spec["completionMode"] == "Indexed";
-    if spec["completions"].is_null() && spec["parallelism"].is_null() {
-        spec["completions"] = json!(1);
-        spec["parallelism"] = json!(1);
-    }
-    set_default(spec, "parallelism", json!(1));
-    // With backoffLimitPerIndex the job-wide limit is effectively unlimited.
-    let per_index = indexed && !spec["backoffLimitPerIndex"].is_null();
-    set_default(
-        spec,
-        "backoffLimit",
-        json!(if per_index { i32::MAX } else { 6 }),
-    );
-    set_default(spec, "completionMode", json!("NonIndexed"));
-    set_default(spec, "suspend", json!(false));
-    default_pod_spec(&mut spec["template"]["spec"]);
-}
-
-/// What a create takes from the requesting user (`None`: the server itself): the requestor
-/// of a CertificateSigningRequest.
+/// What a create takes from the requesting user (`None`: the server itself).
 pub fn set_requestor(res: &ResourceType, obj: &mut Value, user: Option<&UserInfo>) {
-    if kind_of(res) == ("certificates.k8s.io", "CertificateSigningRequest") {
-        certificates::set_requestor(obj, user);
-    }
+    res.strategy().set_requestor(obj, user);
 }
 
 /// Keeps what an update may not change, and defaults the new object. `subresource` is the
 /// write path (`status`, `approval`, ...; `None` for the object itself).
 pub fn prepare_update(res: &ResourceType, old: &Value, new: &mut Value, subresource: Option<&str>) {
-    apply_defaults(res, new);
-    if kind_of(res) == ("certificates.k8s.io", "CertificateSigningRequest") {
-        certificates::prepare_update(old, new, subresource, &meta::now());
-    }
-    if res.is_crd() {
-        crate::crds::prepare_update(new);
-    }
-    if kind_of(res) == ("", "Pod") {
-        // The node a pod is bound to changes only through the binding subresource.
-        if !old["spec"]["nodeName"].is_null() {
-            new["spec"]["nodeName"] = old["spec"]["nodeName"].clone();
-        }
-    }
+    let strategy = res.strategy();
+    strategy.defaults(new);
+    strategy.prepare_update(old, new, subresource);
 }
 
 /// Validation that typing does not cover, with upstream's messages; `old` is the stored
 /// object on update.
 pub fn validate(res: &ResourceType, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
     let mut causes = Vec::new();
-    match kind_of(res) {
-        ("", "Pod") => {
-            validation::pod_spec("spec", &obj["spec"], &mut causes);
-            if let Some(old) = old {
-                validation::pod_update(old, obj, &mut causes);
-            }
-        }
-        ("", "PodTemplate") => {
-            validation::pod_spec("template.spec", &obj["template"]["spec"], &mut causes);
-        }
-        ("", "Service") => validation::service(obj, &mut causes),
-        ("", "Secret") => config_data::secret(obj, old, &mut causes),
-        ("", "ConfigMap") => config_data::config_map(obj, old, &mut causes),
-        ("", "PersistentVolumeClaim") => validation::pvc(obj, old, &mut causes),
-        ("apps", "Deployment") => validation::deployment(obj, old, &mut causes),
-        ("", "ReplicationController") => validation::replication_controller(obj, &mut causes),
-        ("networking.k8s.io", "NetworkPolicy") => network_policy::validate(obj, old, &mut causes),
-        ("node.k8s.io", "RuntimeClass") => runtime_class::validate(obj, old, &mut causes),
-        (
-            "admissionregistration.k8s.io",
-            kind @ ("MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration"),
-        ) => {
-            webhook_config::validate(obj, kind.starts_with("Mutating"), &mut causes);
-        }
-        ("scheduling.k8s.io", "PriorityClass") => {
-            validation::priority_class(obj, old, &mut causes);
-        }
-        ("certificates.k8s.io", "CertificateSigningRequest") => {
-            certificates::validate(obj, old, &mut causes);
-        }
-        ("apps", "ReplicaSet" | "StatefulSet" | "DaemonSet") => {
-            validation::selector_immutable(obj, old, &mut causes);
-        }
-        _ => {}
-    }
-    match kind_of(res) {
-        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") | ("batch", "Job") => {
-            validation::pod_spec(
-                "spec.template.spec",
-                &obj["spec"]["template"]["spec"],
-                &mut causes,
-            )
-        }
-        ("apps", "StatefulSet") => {
-            // The claim templates are volumes of the pods too (their mounts name them).
-            let mut spec = obj["spec"]["template"]["spec"].clone();
-            let claims: Vec<Value> = obj["spec"]["volumeClaimTemplates"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|t| t["metadata"]["name"].as_str())
-                .map(|n| json!({"name": n, "persistentVolumeClaim": {"claimName": n}}))
-                .collect();
-            if !claims.is_empty() && spec.is_object() {
-                let mut volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
-                volumes.extend(claims);
-                spec["volumes"] = Value::Array(volumes);
-            }
-            validation::pod_spec("spec.template.spec", &spec, &mut causes)
-        }
-        ("batch", "CronJob") => validation::pod_spec(
-            "spec.jobTemplate.spec.template.spec",
-            &obj["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-            &mut causes,
-        ),
-        _ => {}
-    }
-    let job_template = match kind_of(res) {
-        ("batch", "Job") => Some(("spec.template.spec", &obj["spec"]["template"]["spec"])),
-        ("batch", "CronJob") => Some((
-            "spec.jobTemplate.spec.template.spec",
-            &obj["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-        )),
-        _ => None,
-    };
-    if let Some((path, spec)) = job_template
-        && !matches!(spec["restartPolicy"].as_str(), Some("OnFailure" | "Never"))
-    {
-        causes.push((
-            format!("{path}.restartPolicy"),
-            format!(
-                "Unsupported value: {}: supported values: \"OnFailure\", \"Never\"",
-                spec["restartPolicy"]
-            ),
-        ));
-    }
-    if matches!(
-        kind_of(res),
-        (
-            "apps",
-            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
-        )
-    ) {
-        let selector = &obj["spec"]["selector"];
-        let labels = &obj["spec"]["template"]["metadata"]["labels"];
-        let match_labels = selector["matchLabels"].as_object();
-        if selector.is_null() {
-            causes.push(("spec.selector".into(), "Required value".into()));
-        } else if let Some(ml) = match_labels
-            && ml.iter().any(|(k, v)| labels.get(k) != Some(v))
-        {
-            causes.push((
-                "spec.template.metadata.labels".into(),
-                format!(
-                    "Invalid value: {}: `selector` does not match template `labels`",
-                    serde_json::to_string(labels).unwrap_or_default()
-                ),
-            ));
-        }
-    }
-    if res.is_crd() {
-        causes.extend(crate::crds::validate(obj));
-    }
-    if kind_of(res) == ("apiregistration.k8s.io", "APIService") {
-        validation::api_service(obj, &mut causes);
-    }
+    res.strategy().validate(obj, old, &mut causes);
     if causes.is_empty() {
         Ok(())
     } else {
-        Err(ApiError::invalid(&res.kind, meta::name(obj), causes))
+        Err(ApiError::invalid(&res.kind, super::meta::name(obj), causes))
     }
 }
 
 /// The grace period a delete waits: pods bound to a node and not finished get one.
 pub fn grace_period(res: &ResourceType, obj: &Value, requested: Option<i64>) -> i64 {
-    if kind_of(res) != ("", "Pod") {
-        return 0;
-    }
-    let phase = obj["status"]["phase"].as_str().unwrap_or("");
-    if obj["spec"]["nodeName"].as_str().unwrap_or("").is_empty()
-        || matches!(phase, "Succeeded" | "Failed")
-    {
-        return 0;
-    }
-    requested
-        .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
-        .unwrap_or(DEFAULT_POD_GRACE)
-        .max(0)
+    res.strategy().grace_period(obj, requested)
 }
 
 /// Changes a delete makes besides the deletion timestamp.
 pub fn prepare_delete(res: &ResourceType, obj: &mut Value) {
-    if kind_of(res) == ("", "Namespace") {
-        obj["status"]["phase"] = json!("Terminating");
-    }
+    res.strategy().prepare_delete(obj);
 }
 
 /// Whether something other than `metadata.finalizers` keeps a deleted object: a namespace
 /// stays until its `spec.finalizers` are emptied through the `finalize` subresource.
 pub fn blocks_deletion(res: &ResourceType, obj: &Value) -> bool {
-    kind_of(res) == ("", "Namespace")
-        && obj["spec"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty())
-}
-
-fn set_default(obj: &mut Value, key: &str, value: Value) {
-    if obj[key].is_null() {
-        obj[key] = value;
-    }
-}
-
-/// The pod spec defaults of upstream's `SetDefaults_PodSpec` and `SetDefaults_Container`.
-/// Upstream's SetDefaults_Pod (pods only, not templates): a resource a container limits but
-/// does not request requests its limit. It runs before admission, so LimitRanger's
-/// `defaultRequest` fills only what neither gives.
-fn default_requests_from_limits(spec: &mut Value) {
-    for list in ["initContainers", "containers"] {
-        for c in spec
-            .get_mut(list)
-            .and_then(Value::as_array_mut)
-            .into_iter()
-            .flatten()
-        {
-            let Some(limits) = c["resources"]["limits"].as_object().cloned() else {
-                continue;
-            };
-            if limits.is_empty() {
-                continue;
-            }
-            let requests = &mut c["resources"]["requests"];
-            if !requests.is_object() {
-                *requests = json!({});
-            }
-            for (name, q) in limits {
-                set_default(requests, &name, q);
-            }
-        }
-    }
-}
-
-fn default_pod_spec(spec: &mut Value) {
-    if !spec.is_object() {
-        return;
-    }
-    set_default(spec, "restartPolicy", json!("Always"));
-    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
-    set_default(spec, "schedulerName", json!("default-scheduler"));
-    set_default(
-        spec,
-        "terminationGracePeriodSeconds",
-        json!(DEFAULT_POD_GRACE),
-    );
-    set_default(spec, "securityContext", json!({}));
-    set_default(spec, "enableServiceLinks", json!(true));
-    for list in ["initContainers", "containers"] {
-        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
-            for c in cs {
-                let image = c["image"].as_str().unwrap_or("");
-                let tag = image
-                    .rsplit('/')
-                    .next()
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, t)| t);
-                let policy = if image.contains('@') || tag.is_some_and(|t| t != "latest") {
-                    "IfNotPresent"
-                } else {
-                    "Always"
-                };
-                set_default(c, "imagePullPolicy", json!(policy));
-                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
-                set_default(c, "terminationMessagePolicy", json!("File"));
-                set_default(c, "resources", json!({}));
-                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
-                    for p in ports {
-                        set_default(p, "protocol", json!("TCP"));
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The pod's QoS class from its containers' requests and limits
-/// ([`k1s_api::resource::qos_class`]).
-pub(crate) fn qos_class(pod: &Value) -> &'static str {
-    k1s_api::resource::qos_class(&k1s_api::resource::SpecJson(&pod["spec"])).as_str()
+    res.strategy().blocks_deletion(obj)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use crate::registry::Registry;
 
     #[test]

@@ -198,6 +198,28 @@ pub fn config_map(obj: &Value, old: Option<&Value>, out: &mut Causes) {
     check_immutable(obj, old, &["data", "binaryData"], out);
 }
 
+/// Secrets: `type` defaults to Opaque, `stringData` folds into `data`.
+pub struct Secret;
+
+impl crate::registry::strategy::Strategy for Secret {
+    fn defaults(&self, obj: &mut Value) {
+        crate::registry::strategy::set_default(obj, "type", json!("Opaque"));
+        fold_string_data(obj);
+    }
+
+    fn validate(&self, obj: &Value, old: Option<&Value>, causes: &mut Causes) {
+        secret(obj, old, causes);
+    }
+}
+
+pub struct ConfigMap;
+
+impl crate::registry::strategy::Strategy for ConfigMap {
+    fn validate(&self, obj: &Value, old: Option<&Value>, causes: &mut Causes) {
+        config_map(obj, old, causes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

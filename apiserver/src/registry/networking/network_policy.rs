@@ -8,7 +8,7 @@ use std::net::Ipv6Addr;
 
 use serde_json::{Value, json};
 
-use super::label_selector::{self, Options};
+use crate::rest::label_selector::{self, Options};
 
 type Causes = Vec<(String, String)>;
 
@@ -304,6 +304,18 @@ fn parse_ipv4_sloppy(s: &str) -> Option<u32> {
         let octet: u32 = part.parse().ok().filter(|&o| o <= 255)?;
         Some(acc << 8 | octet)
     })
+}
+
+pub struct NetworkPolicy;
+
+impl crate::registry::strategy::Strategy for NetworkPolicy {
+    fn defaults(&self, obj: &mut Value) {
+        apply_defaults(obj);
+    }
+
+    fn validate(&self, obj: &Value, old: Option<&Value>, causes: &mut Causes) {
+        validate(obj, old, causes);
+    }
 }
 
 #[cfg(test)]

@@ -433,6 +433,22 @@ fn validate_conditions(list: &[Value], out: &mut Causes) {
     }
 }
 
+pub struct CertificateSigningRequest;
+
+impl crate::registry::strategy::Strategy for CertificateSigningRequest {
+    fn set_requestor(&self, obj: &mut Value, user: Option<&UserInfo>) {
+        set_requestor(obj, user);
+    }
+
+    fn prepare_update(&self, old: &Value, new: &mut Value, subresource: Option<&str>) {
+        prepare_update(old, new, subresource, &crate::rest::meta::now());
+    }
+
+    fn validate(&self, obj: &Value, old: Option<&Value>, causes: &mut Causes) {
+        validate(obj, old, causes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

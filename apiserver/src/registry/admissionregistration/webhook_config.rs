@@ -300,6 +300,24 @@ pub fn validate(obj: &Value, mutating: bool, out: &mut Causes) {
     }
 }
 
+/// Mutating or validating webhook configurations.
+pub struct WebhookConfiguration {
+    mutating: bool,
+}
+
+pub static MUTATING: WebhookConfiguration = WebhookConfiguration { mutating: true };
+pub static VALIDATING: WebhookConfiguration = WebhookConfiguration { mutating: false };
+
+impl crate::registry::strategy::Strategy for WebhookConfiguration {
+    fn defaults(&self, obj: &mut Value) {
+        apply_defaults(obj, self.mutating);
+    }
+
+    fn validate(&self, obj: &Value, _old: Option<&Value>, causes: &mut Causes) {
+        validate(obj, self.mutating, causes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

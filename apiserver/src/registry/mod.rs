@@ -8,6 +8,25 @@
 //!
 //! This module owns no storage: the storage key of an object is derived here
 //! ([`ResourceType::key`]), everything else is in [`crate::rest`].
+//!
+//! Each kind's rules (defaults, validation, what creates, updates and deletes do) are its
+//! [`strategy::Strategy`], in a file per kind under a folder per API group, as upstream's
+//! `pkg/registry`: [`core`], [`apps`], [`batch`], [`storage`], [`scheduling`],
+//! [`networking`], [`node`], [`admissionregistration`], [`certificates`], [`apiextensions`],
+//! [`apiregistration`].
+
+pub mod admissionregistration;
+pub mod apiextensions;
+pub mod apiregistration;
+pub mod apps;
+pub mod batch;
+pub mod certificates;
+pub mod core;
+pub mod networking;
+pub mod node;
+pub mod scheduling;
+pub mod storage;
+pub mod strategy;
 
 use std::any::TypeId;
 use std::collections::HashMap;
@@ -170,6 +189,11 @@ impl ResourceType {
 
     pub fn has_status(&self) -> bool {
         self.subresource("status").is_some()
+    }
+
+    /// The kind's rules ([`strategy::for_kind`]).
+    pub fn strategy(&self) -> &'static dyn strategy::Strategy {
+        strategy::for_kind(&self.group, &self.kind)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::validation;
+use crate::rest::validation;
 use k1s_apimachinery::crd_schema::{is_dns1123_label, is_label_value, is_qualified_name};
 
 type Causes = Vec<(String, String)>;
@@ -98,6 +98,14 @@ pub fn validate(rc: &Value, old: Option<&Value>, out: &mut Causes) {
                 ),
             ));
         }
+    }
+}
+
+pub struct RuntimeClass;
+
+impl crate::registry::strategy::Strategy for RuntimeClass {
+    fn validate(&self, obj: &Value, old: Option<&Value>, causes: &mut Causes) {
+        validate(obj, old, causes);
     }
 }
 

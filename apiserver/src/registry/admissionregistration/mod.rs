@@ -1,0 +1,4 @@
+//! The admissionregistration group's kinds with rules (upstream
+//! `pkg/registry/admissionregistration`).
+
+pub mod webhook_config;

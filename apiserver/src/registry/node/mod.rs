@@ -1,0 +1,3 @@
+//! The node group's kinds with rules (upstream `pkg/registry/node`).
+
+pub mod runtime_class;

@@ -1,0 +1,31 @@
+//! The storage group's kinds with defaults (upstream `pkg/registry/storage`).
+
+use serde_json::{Value, json};
+
+use super::strategy::{Strategy, set_default, spec_mut};
+
+pub struct StorageClass;
+
+impl Strategy for StorageClass {
+    fn defaults(&self, obj: &mut Value) {
+        set_default(obj, "reclaimPolicy", json!("Delete"));
+        set_default(obj, "volumeBindingMode", json!("Immediate"));
+    }
+}
+
+pub struct CsiDriver;
+
+impl Strategy for CsiDriver {
+    fn defaults(&self, obj: &mut Value) {
+        let Some(spec) = spec_mut(obj) else {
+            return;
+        };
+        set_default(spec, "attachRequired", json!(true));
+        set_default(spec, "podInfoOnMount", json!(false));
+        set_default(spec, "storageCapacity", json!(false));
+        set_default(spec, "requiresRepublish", json!(false));
+        set_default(spec, "seLinuxMount", json!(false));
+        set_default(spec, "fsGroupPolicy", json!("ReadWriteOnceWithFSType"));
+        set_default(spec, "volumeLifecycleModes", json!(["Persistent"]));
+    }
+}
