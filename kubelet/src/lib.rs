@@ -24,6 +24,7 @@ mod mountinfo;
 pub mod network;
 pub mod node;
 pub mod node_api;
+pub mod pod;
 pub mod pod_worker;
 pub mod pods;
 pub mod port;

@@ -1,6 +1,10 @@
 //! One worker per pod: it owns the pod's sandbox and containers on this node from the first
 //! sync to the final delete.
 //!
+//! The worker gathers what its containers do, asks [`crate::pod::plan`] what to do (start,
+//! wait in back-off, kill, the phase, when to wake up) and performs it; the restart back-off
+//! lives in one [`BackOff`] that only its methods write.
+//!
 //! The loop: sync (sandbox, init containers in order, then the containers, each restarted as
 //! `restartPolicy` says with a doubling back-off; sidecars — init containers with
 //! `restartPolicy: Always` — are started in their turn, the next init container waits until
@@ -24,7 +28,7 @@
 //! ([`crate::eviction`]: `Evicted`, with a `DisruptionTarget` condition) or when it has been
 //! active longer than `activeDeadlineSeconds` (`DeadlineExceeded`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +43,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Deps;
 use crate::images::{PullPolicy, PullProgress};
+use crate::pod::backoff::BackOff;
+use crate::pod::plan::{self, Observed, Phase, PodState, RestartPolicy, State};
 use crate::probes::{self, Kind};
 use crate::runtime::spec::{self, ContainerSpec, Mount};
 use crate::sandbox::Sandbox;
@@ -58,11 +64,6 @@ struct Record {
     /// The attempt (restart number) of the instance that runs or ran last.
     attempt: Option<i32>,
     running: bool,
-    /// When the running instance started, to reset the back-off after a long healthy run.
-    since: Option<Instant>,
-    /// Not before this instant may it (re)start.
-    not_before: Option<Instant>,
-    backoff: Duration,
     /// The running instance's probe workers.
     probes: Option<probes::Probes>,
     /// The readiness probe's current result for the running instance.
@@ -92,6 +93,8 @@ pub struct PodWorker {
     pod_rx: watch::Receiver<Option<Arc<Pod>>>,
     evict_rx: mpsc::UnboundedReceiver<crate::eviction::Eviction>,
     records: HashMap<String, Record>,
+    /// The containers' restart back-off: written only through its methods.
+    backoff: BackOff,
     exits_tx: mpsc::UnboundedSender<Exited>,
     exits_rx: mpsc::UnboundedReceiver<Exited>,
     probe_tx: mpsc::UnboundedSender<probes::Update>,
@@ -101,7 +104,8 @@ pub struct PodWorker {
     /// When to sync again although nothing changed (volume retries, token refreshes).
     resync_at: Option<Instant>,
     start_time: String,
-    terminal: Option<&'static str>,
+    /// Set once the pod ended (Succeeded or Failed): it never runs again.
+    terminal: Option<Phase>,
     /// Why the kubelet failed the pod (reason, message): refused at admission, evicted, past
     /// its deadline.
     rejected: Option<(String, String)>,
@@ -149,6 +153,7 @@ impl PodWorker {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
         Self {
+            backoff: BackOff::from_config(&deps.config),
             deps,
             uid,
             pod_rx,
@@ -195,12 +200,7 @@ impl PodWorker {
                     return;
                 }
                 Some(pod) if pod.metadata.deletion_timestamp.is_some() => {
-                    let grace = pod
-                        .metadata
-                        .deletion_grace_period_seconds
-                        .unwrap_or(30)
-                        .max(0) as u64;
-                    self.terminate(&pod, Duration::from_secs(grace)).await;
+                    self.terminate(&pod, deletion_grace(&pod)).await;
                     self.teardown().await;
                     self.report(&pod).await;
                     self.delete_for_good(&pod).await;
@@ -210,15 +210,13 @@ impl PodWorker {
                     if last_pod.is_none() {
                         // A pod that already ended is never run again (after a restart).
                         self.terminal = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                            Some("Succeeded") => Some("Succeeded"),
-                            Some("Failed") => Some("Failed"),
+                            Some("Succeeded") => Some(Phase::Succeeded),
+                            Some("Failed") => Some(Phase::Failed),
                             _ => None,
                         };
                         self.adopt(&pod).await;
                     }
-                    if self.terminal.is_none()
-                        && self.deadline(&pod).is_some_and(|d| d <= Instant::now())
-                    {
+                    if self.plan(&pod, false).deadline_exceeded {
                         let message =
                             "Pod was active on the node longer than the specified deadline";
                         self.fail(
@@ -236,20 +234,14 @@ impl PodWorker {
                     last_pod = Some(pod);
                 }
             }
-            // Only a container waiting to restart wakes the worker.
+            // A container waiting to restart, the deadline or a volume resync wakes the worker.
             let now = Instant::now();
-            let wake = self
-                .records
-                .values()
-                .filter(|r| !r.running)
-                .filter_map(|r| r.not_before)
+            let planned = last_pod
+                .as_deref()
+                .and_then(|p| self.plan(p, false).wake_at);
+            let wake = planned
+                .into_iter()
                 .chain(self.resync_at)
-                .chain(
-                    last_pod
-                        .as_deref()
-                        .filter(|_| self.terminal.is_none())
-                        .and_then(|p| self.deadline(p)),
-                )
                 .filter(|t| *t > now)
                 .min();
             tokio::select! {
@@ -439,9 +431,7 @@ impl PodWorker {
                 // The probe's own terminationGracePeriodSeconds wins over the pod's.
                 let grace = probe
                     .and_then(|p| p.termination_grace_period_seconds)
-                    .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
-                    .unwrap_or(30)
-                    .max(0) as u64;
+                    .map_or_else(|| termination_grace(pod), seconds);
                 let what = if u.kind == Kind::Liveness {
                     "liveness"
                 } else {
@@ -452,15 +442,8 @@ impl PodWorker {
                     c.name
                 );
                 self.report(pod).await;
-                self.kill_container(
-                    pod,
-                    Some(&c),
-                    &u.key,
-                    u.attempt,
-                    Duration::from_secs(grace),
-                    Some(msg),
-                )
-                .await;
+                self.kill_container(pod, Some(&c), &u.key, u.attempt, grace, Some(msg))
+                    .await;
             }
         }
     }
@@ -495,15 +478,7 @@ impl PodWorker {
         rec.view.ready = false;
         rec.view.started = false;
         rec.stop_probes();
-        if rec
-            .since
-            .is_some_and(|t| t.elapsed() >= self.deps.config.backoff_reset)
-        {
-            rec.backoff = Duration::ZERO;
-        }
-        // The next start waits the back-off from now, the container's exit, as upstream's
-        // `IsInBackOffSince(finishedAt)`.
-        rec.not_before = Some(Instant::now() + rec.backoff);
+        self.backoff.exited(&e.name, Instant::now());
         let started_at = match &rec.view.state {
             ContainerState::Running { started_at } => started_at.clone(),
             _ => String::new(),
@@ -622,95 +597,118 @@ impl PodWorker {
             self.event(pod, None, "Warning", "FailedMount", &e);
             return;
         }
-        let policy = spec
-            .restart_policy
-            .clone()
-            .unwrap_or_else(|| "Always".into());
-        // Once every app container has ended for good (restartPolicy Never or OnFailure),
-        // the sidecars are stopped, last started first, and none restarts.
-        let app_done = policy != "Always"
-            && spec.containers.iter().all(|c| {
-                self.records
-                    .get(&container_key(false, &c.name))
-                    .is_some_and(|r| {
-                        !r.running
-                            && matches!(&r.view.state, ContainerState::Terminated(t)
-                                if policy == "Never" || t.exit_code == 0)
-                    })
-            });
-        if app_done {
-            self.stop_sidecars(pod, &spec, termination_grace(pod)).await;
-        }
-        // Whether an app container has run: the pod was initialized, and init containers
-        // do not run again (sidecars do, whenever they stop).
-        let initialized = spec.containers.iter().any(|c| {
-            self.records
-                .get(&container_key(false, &c.name))
-                .is_some_and(|r| r.attempt.is_some())
-        });
-        // Init containers, one at a time, in order; a sidecar is started and the next one
-        // follows once it counts as started (its startup probe passed).
-        for c in spec.init_containers.iter().flatten().filter(|_| !app_done) {
-            let key = container_key(true, &c.name);
-            if crate::status::is_sidecar(c) {
-                if !self.records.get(&key).is_some_and(|r| r.running) {
-                    self.start(pod, c, &key).await;
-                }
-                let started = self
-                    .records
-                    .get(&key)
-                    .is_some_and(|r| r.running && r.view.started);
-                if started || initialized {
-                    continue;
-                }
-                return;
-            }
-            if initialized {
+        // Plan, act, and plan again with what the actions changed (a sidecar that counts as
+        // started lets the next init container start in the same sync), until nothing new
+        // is left to start; each container is tried once per sync.
+        let mut tried: HashSet<String> = HashSet::new();
+        let mut first = true;
+        loop {
+            let actions = self.plan(pod, false);
+            if first && !actions.stop_sidecars.is_empty() {
+                first = false;
+                self.stop_sidecars(pod, &actions.stop_sidecars, termination_grace(pod))
+                    .await;
                 continue;
             }
-            let rec = self.records.entry(key.clone()).or_default();
-            if rec.running {
-                return;
+            first = false;
+            for wait in &actions.back_off {
+                self.hold_back(pod, wait);
             }
-            match &rec.view.state {
-                ContainerState::Terminated(t) if t.exit_code == 0 => continue,
-                ContainerState::Terminated(_) if policy == "Never" => {
-                    self.terminal = Some("Failed");
-                    return;
+            let start: Vec<String> = (actions.start.into_iter())
+                .filter(|k| tried.insert(k.clone()))
+                .collect();
+            if start.is_empty() {
+                break;
+            }
+            for key in start {
+                if let Some(c) = spec_container(pod, &key).cloned() {
+                    self.start(pod, &c, &key).await;
                 }
-                _ => {}
             }
-            self.start(pod, c, &key).await;
+        }
+        let state = self.observe(pod, false);
+        let phase = plan::phase(state.restart_policy, &state.init, &state.containers);
+        if phase.is_terminal() {
+            self.terminal = Some(phase);
+        }
+    }
+
+    /// The pod's containers as [`plan::plan`] sees them.
+    fn observe(&self, pod: &Pod, terminating: bool) -> PodState {
+        let spec = pod.spec.as_ref();
+        let observe = |init: bool, c: &Container| {
+            let key = container_key(init, &c.name);
+            let rec = self.records.get(&key);
+            let state = match rec {
+                None => State::Waiting,
+                Some(r) if r.running => State::Running {
+                    started: r.view.started,
+                },
+                Some(r) => match &r.view.state {
+                    ContainerState::Terminated(t) => State::Exited {
+                        exit_code: t.exit_code,
+                    },
+                    _ if r.view.last.is_some() => State::Restarting,
+                    _ => State::Waiting,
+                },
+            };
+            Observed {
+                name: c.name.clone(),
+                sidecar: init && crate::status::is_sidecar(c),
+                state,
+                attempted: rec.is_some_and(|r| r.attempt.is_some()),
+                back_off_until: self.backoff.until(&key),
+            }
+        };
+        let init = spec.iter().flat_map(|s| s.init_containers.iter().flatten());
+        let containers = spec.iter().flat_map(|s| s.containers.iter());
+        PodState {
+            restart_policy: RestartPolicy::parse(spec.and_then(|s| s.restart_policy.as_deref())),
+            init: init.map(|c| observe(true, c)).collect(),
+            containers: containers.map(|c| observe(false, c)).collect(),
+            terminating,
+            terminal: self.terminal,
+            active_deadline: self.deadline(pod),
+        }
+    }
+
+    /// What to do next, as of now ([`plan::plan`]).
+    fn plan(&self, pod: &Pod, terminating: bool) -> plan::PodActions {
+        plan::plan(&self.observe(pod, terminating), Instant::now())
+    }
+
+    /// `wait` should run but waits for its back-off: a container whose last instance exited
+    /// enters CrashLoopBackOff (with a `BackOff` event).
+    fn hold_back(&mut self, pod: &Pod, wait: &plan::Wait) {
+        let Some(c) = spec_container(pod, &wait.key) else {
+            return;
+        };
+        let delay = self.backoff.delay(&wait.key);
+        let rec = self.records.entry(wait.key.clone()).or_default();
+        rec.view.name = c.name.clone();
+        rec.view.image = c.image.clone().unwrap_or_default();
+        if !wait.crash_loop {
             return;
         }
-        for c in &spec.containers {
-            let key = container_key(false, &c.name);
-            let rec = self.records.entry(key.clone()).or_default();
-            if rec.running {
-                continue;
-            }
-            let restart = match &rec.view.state {
-                ContainerState::Terminated(t) => match policy.as_str() {
-                    "Always" => true,
-                    "OnFailure" => t.exit_code != 0,
-                    _ => false,
-                },
-                _ => true,
-            };
-            if restart {
-                self.start(pod, c, &key).await;
-            }
-        }
-        let views: Vec<ContainerView> = spec
-            .containers
-            .iter()
-            .filter_map(|c| self.records.get(&container_key(false, &c.name)))
-            .map(|r| r.view.clone())
-            .collect();
-        let init_views = self.views(pod, true);
-        if let p @ ("Succeeded" | "Failed") = crate::status::phase(pod, &init_views, &views) {
-            self.terminal = Some(p);
-        }
+        let ContainerState::Terminated(last) = &rec.view.state else {
+            return;
+        };
+        rec.view.last = Some(last.clone());
+        rec.view.state = ContainerState::Waiting {
+            reason: "CrashLoopBackOff".into(),
+            message: Some(format!(
+                "back-off {}s restarting failed container={} pod={}",
+                delay.as_secs(),
+                c.name,
+                pod_log_name(pod)
+            )),
+        };
+        let msg = format!(
+            "Back-off restarting failed container {} in pod {}",
+            c.name,
+            pod_log_name(pod)
+        );
+        self.event(pod, Some(c), "Warning", "BackOff", &msg);
     }
 
     /// Admission in upstream's order: node pressure (the eviction manager: Failed,
@@ -802,7 +800,7 @@ impl PodWorker {
         tracing::warn!(pod = %pod_name(pod), %reason, %message, "the pod failed");
         self.event(pod, None, type_, reason, &message);
         self.rejected = Some((reason.into(), message));
-        self.terminal = Some("Failed");
+        self.terminal = Some(Phase::Failed);
     }
 
     /// Sets up (or refreshes) the pod's volumes; on failure, tries again in a few seconds.
@@ -828,55 +826,22 @@ impl PodWorker {
         }
     }
 
+    /// The pod's sandbox could not be created: its app containers wait the initial back-off.
     fn set_backoff_all(&mut self, pod: &Pod) {
-        let initial = self.deps.config.backoff_initial;
+        let now = Instant::now();
         for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
-            let r = self
-                .records
-                .entry(container_key(false, &c.name))
-                .or_default();
-            r.not_before = Some(Instant::now() + initial);
+            let key = container_key(false, &c.name);
+            self.records.entry(key.clone()).or_default();
+            self.backoff.hold(&key, now);
         }
     }
 
-    /// Starts (or restarts) one container, honouring its back-off.
+    /// Starts (or restarts) one container the plan says to start (its back-off is over).
     async fn start(&mut self, pod: &Pod, c: &Container, key: &str) {
-        let cfg = self.deps.config.clone();
-        // Inside the back-off window nothing starts; a container that failed before says so.
-        let (mut waiting, mut crash_loop) = (false, false);
         {
             let rec = self.records.entry(key.to_string()).or_default();
             rec.view.name = c.name.clone();
             rec.view.image = c.image.clone().unwrap_or_default();
-            if let Some(t) = rec.not_before
-                && Instant::now() < t
-            {
-                waiting = true;
-                if let ContainerState::Terminated(last) = &rec.view.state {
-                    rec.view.last = Some(last.clone());
-                    rec.view.state = ContainerState::Waiting {
-                        reason: "CrashLoopBackOff".into(),
-                        message: Some(format!(
-                            "back-off {}s restarting failed container={} pod={}",
-                            rec.backoff.as_secs(),
-                            c.name,
-                            pod_log_name(pod)
-                        )),
-                    };
-                    crash_loop = true;
-                }
-            }
-        }
-        if crash_loop {
-            let msg = format!(
-                "Back-off restarting failed container {} in pod {}",
-                c.name,
-                pod_log_name(pod)
-            );
-            self.event(pod, Some(c), "Warning", "BackOff", &msg);
-        }
-        if waiting {
-            return;
         }
         // The image.
         let reference = c.image.clone().unwrap_or_default();
@@ -1002,15 +967,12 @@ impl PodWorker {
                 if let ContainerState::Terminated(t) = &rec.view.state {
                     rec.view.last = Some(t.clone());
                 }
-                if rec.attempt.is_some() {
+                let restart = rec.attempt.is_some();
+                if restart {
                     rec.view.restart_count += 1;
-                    // A restart: the next exit waits one step longer (upstream: the first
-                    // restart at once, then 10 s, 20 s, ... up to 5 minutes).
-                    rec.backoff = next_backoff(rec.backoff, &cfg);
                 }
                 rec.attempt = Some(attempt);
                 rec.running = true;
-                rec.since = Some(Instant::now());
                 rec.view.container_id = Some(format!("k1s://{id}"));
                 rec.view.image_id = image.repo_digest.clone();
                 rec.view.state = ContainerState::Running {
@@ -1018,8 +980,8 @@ impl PodWorker {
                 };
                 rec.view.started = false;
                 rec.view.ready = false;
-                // The back-off runs from the container's exit (`on_exit`), not its start.
-                rec.not_before = None;
+                // A restart: the next exit waits one step longer.
+                self.backoff.started(key, restart, Instant::now());
                 self.event(
                     pod,
                     Some(c),
@@ -1064,14 +1026,12 @@ impl PodWorker {
 
     /// The container waits with `reason` and may try again after its next back-off.
     fn back_off(&mut self, key: &str, reason: &str, message: &str) {
-        let cfg = self.deps.config.clone();
         let rec = self.records.entry(key.to_string()).or_default();
         rec.view.state = ContainerState::Waiting {
             reason: reason.into(),
             message: Some(message.into()),
         };
-        rec.backoff = next_backoff(rec.backoff, &cfg);
-        rec.not_before = Some(Instant::now() + rec.backoff);
+        self.backoff.failed(key, Instant::now());
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1224,7 +1184,7 @@ impl PodWorker {
             pod_ip: self.sandbox.as_ref().and_then(|s| s.ip.clone()),
             host_ip: self.deps.config.node_ip.to_string(),
             start_time: &self.start_time,
-            terminal: self.terminal,
+            terminal: self.terminal.map(Phase::as_str),
             rejected: self
                 .rejected
                 .as_ref()
@@ -1288,18 +1248,12 @@ impl PodWorker {
         };
         let Err(msg) = res else { return true };
         self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg);
-        let grace = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(30)
-            .max(0) as u64;
         self.kill_container(
             pod,
             Some(c),
             key,
             attempt,
-            Duration::from_secs(grace),
+            termination_grace(pod),
             Some("FailedPostStartHook".into()),
         )
         .await;
@@ -1368,16 +1322,13 @@ impl PodWorker {
     /// containers at once, then the sidecars, last started first, with what is left of the
     /// grace period (as upstream since 1.29).
     async fn terminate(&mut self, pod: &Pod, grace: Duration) {
-        let mut others: Vec<(String, i32)> = Vec::new();
-        for (k, r) in self.records.iter_mut() {
+        for r in self.records.values_mut() {
             r.stop_probes();
-            if r.running
-                && let Some(a) = r.attempt
-                && !spec_container(pod, k).is_some_and(crate::status::is_sidecar)
-            {
-                others.push((k.clone(), a));
-            }
         }
+        let actions = self.plan(pod, true);
+        let others: Vec<(String, i32)> = (actions.kill.iter())
+            .filter_map(|k| Some((k.key.clone(), self.records.get(&k.key)?.attempt?)))
+            .collect();
         let begun = Instant::now();
         let kills = others.iter().map(|(key, attempt)| {
             let c = spec_container(pod, key);
@@ -1390,10 +1341,8 @@ impl PodWorker {
         for (key, attempt) in others {
             self.record_exit(pod, key, attempt);
         }
-        if let Some(spec) = pod.spec.as_ref() {
-            self.stop_sidecars(pod, spec, grace.saturating_sub(begun.elapsed()))
-                .await;
-        }
+        let left = grace.saturating_sub(begun.elapsed());
+        self.stop_sidecars(pod, &actions.stop_sidecars, left).await;
     }
 
     /// Records the exit of the stopped instance `attempt` of `key`, if it has one.
@@ -1411,28 +1360,23 @@ impl PodWorker {
         }
     }
 
-    /// Stops the running sidecars, last started first, sharing `grace`, and records their
-    /// exits; none restarts afterwards (the caller no longer starts them).
-    async fn stop_sidecars(
-        &mut self,
-        pod: &Pod,
-        spec: &k8s_openapi::api::core::v1::PodSpec,
-        grace: Duration,
-    ) {
+    /// Stops the sidecars the plan names (last started first) that still run, one after
+    /// another sharing `grace`, and records their exits; none restarts afterwards (the plan
+    /// no longer starts them).
+    async fn stop_sidecars(&mut self, pod: &Pod, sidecars: &[plan::Kill], grace: Duration) {
         let begun = Instant::now();
-        for c in spec.init_containers.iter().flatten().rev() {
-            let key = container_key(true, &c.name);
-            let Some(attempt) = self
-                .records
-                .get(&key)
-                .filter(|r| r.running && crate::status::is_sidecar(c))
-                .and_then(|r| r.attempt)
-            else {
+        for kill in sidecars {
+            let key = kill.key.clone();
+            let Some(c) = spec_container(pod, &key) else {
                 continue;
             };
-            if let Some(r) = self.records.get_mut(&key) {
-                r.stop_probes();
-            }
+            let Some(rec) = self.records.get_mut(&key).filter(|r| r.running) else {
+                continue;
+            };
+            let Some(attempt) = rec.attempt else {
+                continue;
+            };
+            rec.stop_probes();
             let left = grace.saturating_sub(begun.elapsed());
             self.kill_container(pod, Some(c), &key, attempt, left, None)
                 .await;
@@ -1506,15 +1450,6 @@ async fn sleep_until(t: Option<Instant>) {
     }
 }
 
-/// The first back-off, then doubling up to the maximum (10 s and 5 min upstream).
-fn next_backoff(current: Duration, cfg: &crate::config::Config) -> Duration {
-    if current.is_zero() {
-        cfg.backoff_initial
-    } else {
-        (current * 2).min(cfg.backoff_max)
-    }
-}
-
 /// A container ID: 64 hex digits, stable for a pod, container and attempt.
 fn container_id(uid: &str, key: &str, attempt: i32) -> String {
     use std::hash::{Hash, Hasher};
@@ -1546,11 +1481,28 @@ pub fn pod_name(pod: &Pod) -> String {
 }
 
 /// The pod's `terminationGracePeriodSeconds` (30 s by default).
-fn termination_grace(pod: &Pod) -> Duration {
+pub(crate) fn termination_grace(pod: &Pod) -> Duration {
     let secs = pod
         .spec
         .as_ref()
-        .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(30);
+        .and_then(|s| s.termination_grace_period_seconds);
+    seconds(secs.unwrap_or(DEFAULT_GRACE_SECONDS))
+}
+
+/// The grace period of a pod being deleted: its `deletionGracePeriodSeconds`, 30 s when the
+/// API left it unset.
+fn deletion_grace(pod: &Pod) -> Duration {
+    seconds(
+        pod.metadata
+            .deletion_grace_period_seconds
+            .unwrap_or(DEFAULT_GRACE_SECONDS),
+    )
+}
+
+/// Upstream's default `terminationGracePeriodSeconds`.
+pub(crate) const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// A grace period in whole seconds, negative ones as zero.
+fn seconds(secs: i64) -> Duration {
     Duration::from_secs(secs.max(0) as u64)
 }

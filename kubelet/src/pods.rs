@@ -159,7 +159,7 @@ fn deleting(pod: &Pod) -> Arc<Pod> {
         .spec
         .as_ref()
         .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(30);
+        .unwrap_or(crate::pod_worker::DEFAULT_GRACE_SECONDS);
     let mut v = serde_json::to_value(pod).unwrap_or(Value::Null);
     v["metadata"]["deletionTimestamp"] = serde_json::json!(k1s_api::events::now_rfc3339());
     v["metadata"]["deletionGracePeriodSeconds"] = serde_json::json!(grace);
