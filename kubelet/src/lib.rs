@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use k1s_api::client::Client;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use config::Config;
 
@@ -75,7 +76,8 @@ pub fn start_slots() -> Arc<tokio::sync::Semaphore> {
     Arc::new(tokio::sync::Semaphore::new((2 * cpus).max(2)))
 }
 
-/// Runs the kubelet until `cancel` fires. Containers keep running after it returns.
+/// Runs the kubelet until `cancel` fires. Containers keep running after it returns; its
+/// tasks (the pod workers, the heartbeat, the managers and loops) have all ended by then.
 pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     let config = deps.config.clone();
     let machine = node::Machine::detect(&config.root_dir);
@@ -115,27 +117,28 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     };
     tracing::info!(node = %config.node_name, "node registered");
     admission::refresh_labels(&deps.admitted, deps.client.as_ref(), &config.node_name).await;
-    start_csi(&deps, &cancel);
-    tokio::spawn(deps.devices.clone().run(cancel.clone()));
-    let hb = tokio::spawn(node::heartbeat(
+    // Every task below stops on `cancel`; the kubelet returns once they all have.
+    let tasks = TaskTracker::new();
+    start_csi(&deps, &tasks, &cancel);
+    tasks.spawn(deps.devices.clone().run(cancel.clone()));
+    tasks.spawn(node::heartbeat(
         deps.clone(),
         machine,
         reported,
         cancel.clone(),
     ));
-    let gc = tokio::spawn(image_gc::run(deps.clone(), cancel.clone()));
+    tasks.spawn(image_gc::run(deps.clone(), cancel.clone()));
     let (evict_tx, evict_rx) = tokio::sync::mpsc::channel(16);
-    let eviction = tokio::spawn(eviction::run(deps.clone(), evict_tx, cancel.clone()));
+    tasks.spawn(eviction::run(deps.clone(), evict_tx, cancel.clone()));
     pods::run(deps, evict_rx, cancel).await;
-    let _ = eviction.await;
-    let _ = hb.await;
-    let _ = gc.await;
+    tasks.close();
+    tasks.wait().await;
 }
 
 /// The CSI side (issue #8): rebuilds the CSI volume state from disk, then runs the plugin
 /// watcher on `ROOT/plugins_registry`, the Probe loop and the cleanup of volumes staged for
 /// pods that are gone, and the refresh of the volume stats gauges.
-fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
+fn start_csi(deps: &Arc<Deps>, tasks: &TaskTracker, cancel: &CancellationToken) {
     let csi = deps.volumes.csi();
     csi.set_node_name(&deps.config.node_name);
     csi.reconstruct();
@@ -145,12 +148,12 @@ fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
         csi.drivers(),
         Arc::new(csi::GrpcConnector),
     ));
-    tokio::spawn(k1s_csi::watcher::run(
+    tasks.spawn(k1s_csi::watcher::run(
         csi.registry_dir(),
         registrar,
         cancel.clone(),
     ));
-    tokio::spawn(csi::probe_loop(
+    tasks.spawn(csi::probe_loop(
         csi.drivers(),
         deps.client.clone(),
         deps.event_source.clone(),
@@ -160,7 +163,7 @@ fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
     ));
     let volumes = deps.volumes.clone();
     let stop = cancel.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         loop {
             volumes.csi().refresh_metrics().await;
             tokio::select! {
@@ -171,7 +174,7 @@ fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
     });
     let volumes = deps.volumes.clone();
     let cancel = cancel.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,

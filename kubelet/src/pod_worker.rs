@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::Deps;
 use crate::images::{PullPolicy, PullProgress};
@@ -118,7 +119,11 @@ pub struct PodWorker {
     last_reported: Option<(Option<String>, Value)>,
     /// The setup slot a new pod holds ([`crate::start_slots`]).
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The worker's own token: the kubelet's shutdown cancels it, and the worker cancels it
+    /// when it returns, which ends its waiters and probe workers.
     cancel: CancellationToken,
+    /// The container waiters and probe workers; the worker returns once they have ended.
+    tasks: TaskTracker,
 }
 
 fn now() -> String {
@@ -174,6 +179,7 @@ impl PodWorker {
             last_reported: None,
             slot: None,
             cancel,
+            tasks: TaskTracker::new(),
         }
     }
 
@@ -185,8 +191,16 @@ impl PodWorker {
             .bundle_dir(&self.uid, kind == "init", name, attempt)
     }
 
-    /// Runs until the pod is gone from this node (or the kubelet stops).
+    /// Runs until the pod is gone from this node (or the kubelet stops), then stops its tasks
+    /// and waits for them.
     pub async fn run(mut self) {
+        self.work().await;
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    async fn work(&mut self) {
         let mut last_pod: Option<Arc<Pod>> = None;
         loop {
             let current = self.pod_rx.borrow_and_update().clone();
@@ -388,6 +402,7 @@ impl PodWorker {
             &self.pod_ip(),
             target,
             reporter,
+            &self.tasks,
             self.cancel.child_token(),
         );
         let rec = self.records.entry(key.to_string()).or_default();
@@ -452,7 +467,7 @@ impl PodWorker {
         let runtime = self.deps.runtime.clone();
         let tx = self.exits_tx.clone();
         let cancel = self.cancel.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => {}
                 exit = runtime.wait(&bundle) => {

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::Deps;
 use crate::eviction::Eviction;
@@ -70,7 +71,7 @@ impl Statics {
         &mut self,
         deps: &Arc<Deps>,
         workers: &mut HashMap<String, Worker>,
-        cancel: &CancellationToken,
+        life: &Lifetime,
     ) {
         for (uid, pod) in &self.pods {
             let mirror = self.mirror_uid(pod);
@@ -85,7 +86,7 @@ impl Statics {
                     .insert(MIRROR_UID_ANNOTATION.into(), m.clone());
             }
             self.fed.insert(uid.clone(), mirror);
-            feed(deps, workers, uid.clone(), Some(Arc::new(copy)), cancel);
+            feed(deps, workers, uid.clone(), Some(Arc::new(copy)), life);
         }
     }
 
@@ -113,9 +114,9 @@ impl Statics {
         &mut self,
         deps: &Arc<Deps>,
         workers: &mut HashMap<String, Worker>,
-        cancel: &CancellationToken,
+        life: &Lifetime,
     ) {
-        self.feed_all(deps, workers, cancel);
+        self.feed_all(deps, workers, life);
         self.reconcile(deps).await;
     }
 
@@ -166,12 +167,29 @@ fn deleting(pod: &Pod) -> Arc<Pod> {
     Arc::new(serde_json::from_value(v).unwrap_or_else(|_| pod.clone()))
 }
 
-/// Feeds the workers until `cancel` fires; hands each eviction to its pod's worker.
-pub async fn run(
-    deps: Arc<Deps>,
-    mut evictions: mpsc::Receiver<Eviction>,
+/// What the pod workers' lifetime hangs on: the kubelet's token (each worker gets a child)
+/// and the tracker the kubelet's shutdown waits on.
+struct Lifetime {
     cancel: CancellationToken,
-) {
+    workers: TaskTracker,
+}
+
+/// Feeds the workers until `cancel` fires; hands each eviction to its pod's worker. Returns
+/// once every pod worker has returned too.
+pub async fn run(deps: Arc<Deps>, evictions: mpsc::Receiver<Eviction>, cancel: CancellationToken) {
+    let life = Lifetime {
+        cancel,
+        workers: TaskTracker::new(),
+    };
+    feed_workers(deps, evictions, &life).await;
+    // Workers return on `cancel` or once the feed (dropped now) is gone; one in the middle of
+    // stopping a pod finishes that first.
+    life.workers.close();
+    life.workers.wait().await;
+}
+
+async fn feed_workers(deps: Arc<Deps>, mut evictions: mpsc::Receiver<Eviction>, life: &Lifetime) {
+    let cancel = &life.cancel;
     let r = ResourceRef::new("", "v1", "pods", None);
     let cfg =
         watcher::Config::default().fields(&format!("spec.nodeName={}", deps.config.node_name));
@@ -184,7 +202,7 @@ pub async fn run(
     // taken for orphans.
     let mut statics = Statics::default();
     statics.rescan(&deps, &mut workers);
-    statics.feed_all(&deps, &mut workers, &cancel);
+    statics.feed_all(&deps, &mut workers, life);
     let mut check = tokio::time::interval(deps.config.file_check_frequency);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -192,7 +210,7 @@ pub async fn run(
             _ = cancel.cancelled() => return,
             _ = check.tick() => {
                 statics.rescan(&deps, &mut workers);
-                statics.settle(&deps, &mut workers, &cancel).await;
+                statics.settle(&deps, &mut workers, life).await;
                 workers.retain(|_, w| !w.tx.is_closed());
                 continue;
             }
@@ -211,7 +229,7 @@ pub async fn run(
             _ => false,
         };
         if mirror {
-            statics.settle(&deps, &mut workers, &cancel).await;
+            statics.settle(&deps, &mut workers, life).await;
             continue;
         }
         match ev {
@@ -227,7 +245,7 @@ pub async fn run(
                     if let Some(l) = listing.as_mut() {
                         l.push(uid.clone());
                     }
-                    feed(&deps, &mut workers, uid, Some(pod), &cancel);
+                    feed(&deps, &mut workers, uid, Some(pod), life);
                 }
             }
             Event::InitDone => {
@@ -239,7 +257,7 @@ pub async fn run(
                     .cloned()
                     .collect();
                 for uid in gone {
-                    feed(&deps, &mut workers, uid, None, &cancel);
+                    feed(&deps, &mut workers, uid, None, life);
                 }
                 if !cleaned {
                     cleaned = true;
@@ -250,16 +268,16 @@ pub async fn run(
                     statics.mirrors = m;
                     statics.listed = true;
                 }
-                statics.settle(&deps, &mut workers, &cancel).await;
+                statics.settle(&deps, &mut workers, life).await;
             }
             Event::Apply(v) => {
                 if let Some((uid, pod)) = decode(&v) {
-                    feed(&deps, &mut workers, uid, Some(pod), &cancel);
+                    feed(&deps, &mut workers, uid, Some(pod), life);
                 }
             }
             Event::Delete(v) => {
                 if let Some((uid, _)) = decode(&v) {
-                    feed(&deps, &mut workers, uid, None, &cancel);
+                    feed(&deps, &mut workers, uid, None, life);
                 }
             }
         }
@@ -272,7 +290,7 @@ fn feed(
     workers: &mut HashMap<String, Worker>,
     uid: String,
     pod: Option<Arc<Pod>>,
-    cancel: &CancellationToken,
+    life: &Lifetime,
 ) {
     if let Some(w) = workers.get(&uid) {
         w.tx.send_replace(pod);
@@ -286,9 +304,9 @@ fn feed(
         uid.clone(),
         rx,
         evict_rx,
-        cancel.child_token(),
+        life.cancel.child_token(),
     );
-    tokio::spawn(worker.run());
+    life.workers.spawn(worker.run());
     workers.insert(uid, Worker { tx, evict });
 }
 
