@@ -45,6 +45,7 @@ use tokio_util::task::TaskTracker;
 use crate::Deps;
 use crate::images::{PullPolicy, PullProgress};
 use crate::pod::backoff::BackOff;
+use crate::pod::blocking;
 use crate::pod::plan::{self, Observed, Phase, PodState, RestartPolicy, State};
 use crate::probes::{self, Kind};
 use crate::runtime::spec::{self, ContainerSpec, Mount};
@@ -269,7 +270,7 @@ impl PodWorker {
                         return;
                     }
                 }
-                Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()),
+                Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()).await,
                 Some(e) = self.evict_rx.recv() => {
                     if let Some(pod) = last_pod.clone() {
                         self.fail(&pod, "Evicted", e.message, e.grace, true).await;
@@ -296,26 +297,28 @@ impl PodWorker {
         let mut adopted = Vec::new();
         for (init, c) in all {
             let key = container_key(init, &c.name);
-            let dir = self
-                .bundle(&key, 0)
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default();
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut attempts: Vec<i32> = entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect();
-            attempts.sort();
-            let Some(&last) = attempts.last() else {
+            let (config, uid, name) = (self.deps.config.clone(), self.uid.clone(), c.name.clone());
+            // The last attempt's bundle, with what it says of the container.
+            let found = blocking::run(move || {
+                let dir = config.bundle_dir(&uid, init, &name, 0);
+                let entries = std::fs::read_dir(dir.parent()?).ok()?;
+                let mut attempts: Vec<i32> = entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect();
+                attempts.sort();
+                let last = *attempts.last()?;
+                let bundle = config.bundle_dir(&uid, init, &name, last);
+                let cfg: Option<ContainerSpec> =
+                    spec::read_json(&bundle, spec::CONFIG).ok().flatten();
+                let st: Option<spec::State> = spec::read_json(&bundle, spec::STATE).ok().flatten();
+                Some((last, bundle, cfg, st))
+            })
+            .await;
+            let Some((last, bundle, cfg, st)) = found else {
                 continue;
             };
             any = true;
-            let bundle = self.bundle(&key, last);
-            let cfg: Option<ContainerSpec> = spec::read_json(&bundle, spec::CONFIG).ok().flatten();
-            let st: Option<spec::State> = spec::read_json(&bundle, spec::STATE).ok().flatten();
             let id = cfg.map(|c| format!("k1s://{}", c.id));
             let rec = self.records.entry(key.clone()).or_default();
             rec.view.name = c.name.clone();
@@ -477,16 +480,12 @@ impl PodWorker {
         });
     }
 
-    fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
-        if self
+    async fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
+        let Some(rec) = self
             .records
-            .get(&e.name)
-            .is_none_or(|r| r.attempt != Some(e.attempt))
-        {
-            return;
-        }
-        let message = self.termination_message(pod, &e.name, e.attempt, e.exit.exit_code);
-        let Some(rec) = self.records.get_mut(&e.name) else {
+            .get_mut(&e.name)
+            .filter(|r| r.attempt == Some(e.attempt))
+        else {
             return;
         };
         rec.running = false;
@@ -499,22 +498,28 @@ impl PodWorker {
             _ => String::new(),
         };
         let id = rec.view.container_id.clone();
-        let oom = pod.is_some_and(|p| {
-            e.exit.exit_code == 137
-                && id.as_deref().is_some_and(|id| {
-                    self.deps.cgroups.oom_killed(
-                        &self.uid,
-                        crate::cgroups::resources::qos_class(p),
-                        id.trim_start_matches("k1s://"),
-                    )
-                })
-        });
+        let message = self
+            .termination_message(pod, &e.name, e.attempt, e.exit.exit_code)
+            .await;
+        let oom = match (pod, id.as_deref()) {
+            (Some(p), Some(id)) if e.exit.exit_code == 137 => {
+                let cgroups = self.deps.cgroups.clone();
+                let uid = self.uid.clone();
+                let qos = crate::cgroups::resources::qos_class(p);
+                let id = id.trim_start_matches("k1s://").to_string();
+                blocking::run(move || cgroups.oom_killed(&uid, qos, &id)).await
+            }
+            _ => false,
+        };
         let reason = if oom {
             "OOMKilled"
         } else if e.exit.exit_code == 0 {
             "Completed"
         } else {
             "Error"
+        };
+        let Some(rec) = self.records.get_mut(&e.name) else {
+            return;
         };
         rec.view.state = ContainerState::Terminated(Terminated {
             exit_code: e.exit.exit_code,
@@ -531,7 +536,7 @@ impl PodWorker {
     /// last 4 KiB of its message file; if that is empty, the container failed and its
     /// `terminationMessagePolicy` is `FallbackToLogsOnError`, the tail of its log
     /// ([`crate::logs::termination_tail`]).
-    fn termination_message(
+    async fn termination_message(
         &self,
         pod: Option<&Pod>,
         key: &str,
@@ -539,29 +544,31 @@ impl PodWorker {
         exit_code: i32,
     ) -> Option<String> {
         let file = self.bundle(key, attempt).join(TERMINATION_LOG);
-        let data = std::fs::read(file).unwrap_or_default();
-        let from_file = &data[data.len().saturating_sub(MAX_TERMINATION_MESSAGE)..];
-        if !from_file.is_empty() {
-            return Some(String::from_utf8_lossy(from_file).into_owned());
-        }
-        let pod = pod?;
-        let c = spec_container(pod, key)?;
-        let fallback = c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
-        if !fallback || exit_code == 0 {
-            return None;
-        }
-        let m = &pod.metadata;
-        let log = self
-            .deps
-            .config
-            .container_logs_dir(
+        // The log to fall back on, if the message file says nothing.
+        let log = pod.and_then(|pod| {
+            let c = spec_container(pod, key)?;
+            let fallback = c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
+            if !fallback || exit_code == 0 {
+                return None;
+            }
+            let m = &pod.metadata;
+            let dir = self.deps.config.container_logs_dir(
                 m.namespace.as_deref().unwrap_or(""),
                 m.name.as_deref().unwrap_or(""),
                 &self.uid,
                 &c.name,
-            )
-            .join(format!("{attempt}.log"));
-        Some(crate::logs::termination_tail_of(&log)).filter(|t| !t.is_empty())
+            );
+            Some(dir.join(format!("{attempt}.log")))
+        });
+        blocking::run(move || {
+            let data = std::fs::read(file).unwrap_or_default();
+            let from_file = &data[data.len().saturating_sub(MAX_TERMINATION_MESSAGE)..];
+            if !from_file.is_empty() {
+                return Some(String::from_utf8_lossy(from_file).into_owned());
+            }
+            Some(crate::logs::termination_tail_of(&log?)).filter(|t| !t.is_empty())
+        })
+        .await
     }
 
     /// Brings the pod's containers to where they should be.
@@ -971,11 +978,15 @@ impl PodWorker {
             self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"));
             return;
         }
-        let _ = std::fs::create_dir_all(&bundle);
-        // Writable by whatever user the container runs as (upstream: 0666), umask or not.
-        let term_log = bundle.join(TERMINATION_LOG);
-        let _ = std::fs::write(&term_log, b"");
-        let _ = std::fs::set_permissions(&term_log, std::fs::Permissions::from_mode(0o666));
+        let dir = bundle.clone();
+        blocking::run(move || {
+            let _ = std::fs::create_dir_all(&dir);
+            // Writable by whatever user the container runs as (upstream: 0666), umask or not.
+            let term_log = dir.join(TERMINATION_LOG);
+            let _ = std::fs::write(&term_log, b"");
+            let _ = std::fs::set_permissions(&term_log, std::fs::Permissions::from_mode(0o666));
+        })
+        .await;
         match self.deps.runtime.start(&bundle, &spec).await {
             Ok(state) => {
                 let rec = self.records.entry(key.to_string()).or_default();
@@ -1121,11 +1132,6 @@ impl PodWorker {
             privileged,
             allowed.zip(permissions.map(|d| d.permissions.as_str())),
         )?;
-        let cgroup_procs = self
-            .deps
-            .cgroups
-            .ensure_container(&self.uid, qos, id, &resources)
-            .map_err(|e| e.to_string())?;
         let m = &pod.metadata;
         let log_dir = self.deps.config.container_logs_dir(
             m.namespace.as_deref().unwrap_or(""),
@@ -1133,8 +1139,21 @@ impl PodWorker {
             &self.uid,
             &c.name,
         );
-        std::fs::create_dir_all(&log_dir)
-            .map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
+        let (cgroups, uid, cid, dir) = (
+            self.deps.cgroups.clone(),
+            self.uid.clone(),
+            id.to_string(),
+            log_dir.clone(),
+        );
+        let cgroup_procs = blocking::run(move || {
+            let procs = cgroups
+                .ensure_container(&uid, qos, &cid, &resources)
+                .map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            Ok::<_, String>(procs)
+        })
+        .await?;
         Ok(ContainerSpec {
             id: id.to_string(),
             layers: image.layers.clone(),
@@ -1351,17 +1370,17 @@ impl PodWorker {
         });
         futures::future::join_all(kills).await;
         while let Ok(e) = self.exits_rx.try_recv() {
-            self.on_exit(e, Some(pod));
+            self.on_exit(e, Some(pod)).await;
         }
         for (key, attempt) in others {
-            self.record_exit(pod, key, attempt);
+            self.record_exit(pod, key, attempt).await;
         }
         let left = grace.saturating_sub(begun.elapsed());
         self.stop_sidecars(pod, &actions.stop_sidecars, left).await;
     }
 
     /// Records the exit of the stopped instance `attempt` of `key`, if it has one.
-    fn record_exit(&mut self, pod: &Pod, key: String, attempt: i32) {
+    async fn record_exit(&mut self, pod: &Pod, key: String, attempt: i32) {
         let bundle = self.bundle(&key, attempt);
         if let Some(exit) = self.deps.runtime.exit(&bundle) {
             self.on_exit(
@@ -1371,7 +1390,8 @@ impl PodWorker {
                     exit,
                 },
                 Some(pod),
-            );
+            )
+            .await;
         }
     }
 
@@ -1395,7 +1415,7 @@ impl PodWorker {
             let left = grace.saturating_sub(begun.elapsed());
             self.kill_container(pod, Some(c), &key, attempt, left, None)
                 .await;
-            self.record_exit(pod, key, attempt);
+            self.record_exit(pod, key, attempt).await;
         }
     }
 

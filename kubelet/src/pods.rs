@@ -312,31 +312,38 @@ fn feed(
 
 /// Kills the containers of pods this node no longer has and removes their sandboxes.
 async fn cleanup_orphans(deps: &Arc<Deps>, live: &[String]) {
-    let Ok(dir) = std::fs::read_dir(deps.config.pods_dir()) else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let uid = entry.file_name().to_string_lossy().to_string();
-        if live.contains(&uid) {
-            continue;
-        }
+    let (pods_dir, live) = (deps.config.pods_dir(), live.to_vec());
+    // The orphans' UIDs with their container bundles, read off the async threads.
+    let orphans = crate::pod::blocking::run(move || {
+        let Ok(dir) = std::fs::read_dir(pods_dir) else {
+            return Vec::new();
+        };
+        let entries = dir.flatten();
+        let orphans = entries.filter_map(|entry| {
+            let uid = entry.file_name().to_string_lossy().to_string();
+            if live.contains(&uid) {
+                return None;
+            }
+            let containers = std::fs::read_dir(entry.path().join("containers"));
+            let bundles: Vec<std::path::PathBuf> = (containers.into_iter().flatten().flatten())
+                .flat_map(|c| std::fs::read_dir(c.path()).into_iter().flatten().flatten())
+                .map(|attempt| attempt.path())
+                .collect();
+            Some((uid, bundles))
+        });
+        orphans.collect::<Vec<_>>()
+    })
+    .await;
+    for (uid, bundles) in orphans {
         tracing::info!(pod_uid = %uid, "cleaning up a pod that no longer exists");
-        let containers = entry.path().join("containers");
-        for c in std::fs::read_dir(&containers)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for attempt in std::fs::read_dir(c.path()).into_iter().flatten().flatten() {
-                let bundle = attempt.path();
-                if deps.runtime.state(&bundle).is_some() {
-                    let _ = deps.runtime.kill(&bundle, libc::SIGKILL);
-                    let _ = tokio::time::timeout(
-                        std::time::Duration::from_secs(10),
-                        deps.runtime.wait(&bundle),
-                    )
-                    .await;
-                }
+        for bundle in bundles {
+            if deps.runtime.state(&bundle).is_some() {
+                let _ = deps.runtime.kill(&bundle, libc::SIGKILL);
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    deps.runtime.wait(&bundle),
+                )
+                .await;
             }
         }
         crate::sandbox::Sandbox::destroy_by_uid(deps, &uid).await;
