@@ -80,6 +80,32 @@ impl Record {
     }
 }
 
+/// Why a container's runtime spec cannot be put together: it then waits with
+/// `CreateContainerConfigError` and this message.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerConfigError {
+    #[error("the pod sandbox is not ready")]
+    NoSandbox,
+    /// Its environment, command or user.
+    #[error(transparent)]
+    Process(#[from] crate::container::ConfigError),
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error(transparent)]
+    Volume(#[from] crate::volumes::VolumeError),
+    #[error(transparent)]
+    DeviceNode(#[from] crate::runtime::spec::DeviceNodeError),
+    #[error(transparent)]
+    DeviceRule(#[from] crate::sandbox::DeviceRuleError),
+    #[error(transparent)]
+    Cgroup(#[from] crate::cgroups::CgroupError),
+    #[error("creating {}: {source}", path.display())]
+    LogDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// The file in a container's bundle that is bind-mounted at its `terminationMessagePath`.
 const TERMINATION_LOG: &str = "termination-log";
 
@@ -616,7 +642,7 @@ impl PodWorker {
             self.slot = None;
         }
         if let Err(e) = self.sandbox_volumes(pod).await {
-            self.event(pod, None, "Warning", "FailedMount", &e);
+            self.event(pod, None, "Warning", "FailedMount", &e.to_string());
             return;
         }
         // Plan, act, and plan again with what the actions changed (a sidecar that counts as
@@ -826,7 +852,7 @@ impl PodWorker {
     }
 
     /// Sets up (or refreshes) the pod's volumes; on failure, tries again in a few seconds.
-    async fn sandbox_volumes(&mut self, pod: &Pod) -> Result<(), String> {
+    async fn sandbox_volumes(&mut self, pod: &Pod) -> Result<(), crate::volumes::VolumeError> {
         match self.deps.volumes.setup(pod).await {
             Ok(v) => {
                 self.volumes = v;
@@ -843,7 +869,7 @@ impl PodWorker {
             }
             Err(e) => {
                 self.resync_at = Some(Instant::now() + Duration::from_secs(2));
-                Err(e.to_string())
+                Err(e)
             }
         }
     }
@@ -966,7 +992,8 @@ impl PodWorker {
             .await
         {
             Ok(s) => s,
-            Err(msg) => {
+            Err(e) => {
+                let msg = e.to_string();
                 self.back_off(key, "CreateContainerConfigError", &msg);
                 self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"));
                 return;
@@ -1070,11 +1097,11 @@ impl PodWorker {
         bundle: &Path,
         id: &str,
         attempt: i32,
-    ) -> Result<ContainerSpec, String> {
+    ) -> Result<ContainerSpec, ContainerConfigError> {
         let sb = self
             .sandbox
             .as_ref()
-            .ok_or_else(|| "the pod sandbox is not ready".to_string())?;
+            .ok_or(ContainerConfigError::NoSandbox)?;
         // The sandbox has its address before any container starts; the env gets it (and the
         // node's) from here, not from the pod's status, which may not show them yet.
         let pod_ips: Vec<String> = sb.ip.iter().cloned().collect();
@@ -1088,13 +1115,9 @@ impl PodWorker {
                 host_ips: &host_ips,
             },
         };
-        let mut process = crate::container::process(&ctx, c, &image.config, &image.layers)
-            .await
-            .map_err(|e| e.0)?;
-        let mut mounts = sb.mounts(pod, c).map_err(|e| e.to_string())?;
-        mounts.extend(
-            crate::volumes::container_mounts(pod, c, &self.volumes).map_err(|e| e.to_string())?,
-        );
+        let mut process = crate::container::process(&ctx, c, &image.config, &image.layers).await?;
+        let mut mounts = sb.mounts(pod, c)?;
+        mounts.extend(crate::volumes::container_mounts(pod, c, &self.volumes)?);
         // What the device plugins' Allocate answered: environment, host mounts, device nodes.
         let devices = self.deps.devices.container_devices(&self.uid, key);
         let device_nodes = crate::runtime::spec::device_nodes(&devices.devices)?;
@@ -1146,12 +1169,10 @@ impl PodWorker {
             log_dir.clone(),
         );
         let cgroup_procs = blocking::run(move || {
-            let procs = cgroups
-                .ensure_container(&uid, qos, &cid, &resources)
-                .map_err(|e| e.to_string())?;
+            let procs = cgroups.ensure_container(&uid, qos, &cid, &resources)?;
             std::fs::create_dir_all(&dir)
-                .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-            Ok::<_, String>(procs)
+                .map_err(|source| ContainerConfigError::LogDir { path: dir, source })?;
+            Ok::<_, ContainerConfigError>(procs)
         })
         .await?;
         Ok(ContainerSpec {
@@ -1540,4 +1561,63 @@ pub(crate) const DEFAULT_GRACE_SECONDS: i64 = 30;
 /// A grace period in whole seconds, negative ones as zero.
 fn seconds(secs: i64) -> Duration {
     Duration::from_secs(secs.max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages a container waiting with `CreateContainerConfigError` shows.
+    #[test]
+    fn container_config_error_messages() {
+        let cases: Vec<(ContainerConfigError, &str)> = vec![
+            (
+                ContainerConfigError::NoSandbox,
+                "the pod sandbox is not ready",
+            ),
+            (
+                crate::container::ConfigError("secret \"s\" not found".into()).into(),
+                "secret \"s\" not found",
+            ),
+            (
+                ContainerConfigError::LogDir {
+                    path: "/var/log/pods/x".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EACCES),
+                },
+                "creating /var/log/pods/x: Permission denied (os error 13)",
+            ),
+            (
+                crate::runtime::spec::DeviceNodeError::RelativePath {
+                    host: "/dev/fuse".into(),
+                    container: "dev/fuse".into(),
+                }
+                .into(),
+                "device /dev/fuse: the container path \"dev/fuse\" is not absolute",
+            ),
+            (
+                crate::sandbox::DeviceRuleError::NumberTooLarge {
+                    path: "/dev/x".into(),
+                    number: 1 << 40,
+                }
+                .into(),
+                "device /dev/x: number 1099511627776 too large",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn grace_periods() {
+        let mut pod: Pod = serde_json::from_value(json!({"metadata": {}, "spec": {
+            "containers": []}}))
+        .unwrap();
+        assert_eq!(termination_grace(&pod), Duration::from_secs(30));
+        assert_eq!(deletion_grace(&pod), Duration::from_secs(30));
+        pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(-5);
+        assert_eq!(termination_grace(&pod), Duration::ZERO);
+        pod.metadata.deletion_grace_period_seconds = Some(7);
+        assert_eq!(deletion_grace(&pod), Duration::from_secs(7));
+    }
 }

@@ -343,6 +343,15 @@ pub fn pod_resources(pod: &Pod) -> Resources {
     crate::cgroups::resources::pod_resources(pod, None)
 }
 
+/// Why a device cannot be allowed in a container's cgroup.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceRuleError {
+    #[error("device {path}: number {number} too large")]
+    NumberTooLarge { path: String, number: u64 },
+    #[error("device {path}: {reason}")]
+    Permissions { path: String, reason: String },
+}
+
 /// A container cgroup's limits and device access: upstream's default device allow-list plus
 /// the device plugins' devices (`nodes`, each with the cgroup permissions its plugin gave), or
 /// every device when the container is privileged.
@@ -350,13 +359,16 @@ pub fn container_resources<'a>(
     c: &Container,
     privileged: bool,
     nodes: impl IntoIterator<Item = (&'a crate::runtime::spec::DeviceNode, &'a str)>,
-) -> Result<Resources, String> {
+) -> Result<Resources, DeviceRuleError> {
     use crate::cgroups::devices::{DeviceKind, DeviceRule, container_rules, parse_access};
     let extra = nodes
         .into_iter()
         .map(|(n, permissions)| {
             let number = |v: u64| {
-                u32::try_from(v).map_err(|_| format!("device {}: number {v} too large", n.path))
+                u32::try_from(v).map_err(|_| DeviceRuleError::NumberTooLarge {
+                    path: n.path.clone(),
+                    number: v,
+                })
             };
             Ok(DeviceRule {
                 kind: if n.block {
@@ -366,10 +378,15 @@ pub fn container_resources<'a>(
                 },
                 major: Some(number(n.major)?),
                 minor: Some(number(n.minor)?),
-                access: parse_access(permissions).map_err(|e| format!("device {}: {e}", n.path))?,
+                access: parse_access(permissions).map_err(|reason| {
+                    DeviceRuleError::Permissions {
+                        path: n.path.clone(),
+                        reason,
+                    }
+                })?,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, DeviceRuleError>>()?;
     Ok(Resources {
         devices: Some(container_rules(privileged, &extra)),
         ..crate::cgroups::resources::container_resources(c)
