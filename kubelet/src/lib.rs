@@ -4,11 +4,21 @@
 //! Each OS edge sits behind a trait with a real and a fake implementation:
 //! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`],
 //! [`runtime::Runtime`]. [`run`] wires them: it registers the node, keeps its Lease, and feeds
-//! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]); the
-//! [`eviction`] manager fails pods to protect the node. [`port`] serves the kubelet's HTTPS
-//! port (logs, exec, attach, port-forward and the node proxy) for the API server.
+//! the pods bound to this node to their [`pod::worker::PodWorker`]s ([`pod::feed`]); the
+//! [`eviction`] manager fails pods to protect the node. [`server::port`] serves the kubelet's
+//! HTTPS port (logs, exec, attach, port-forward and the node proxy) for the API server.
+//!
+//! The folders, by subsystem:
+//!
+//! | Folder | Owns |
+//! |---|---|
+//! | [`pod`] | the pod feed, the pod workers, their plan and back-off, sandboxes, status, hooks, static pods, admission |
+//! | [`server`] | what the kubelet's port answers: logs, exec/attach/port-forward streams, the node API |
+//! | [`eviction`] | node pressure signals and the eviction manager |
+//! | [`images`] | image pulls, the content store, image garbage collection |
+//! | [`runtime`] | the container runtime (shim, namespaces, mounts) |
+//! | [`cgroups`], [`network`], [`volumes`], [`probes`], [`devices`], [`csi`] | their OS or plugin edge |
 
-pub mod admission;
 pub mod bootstrap;
 pub mod cgroups;
 pub mod config;
@@ -16,27 +26,22 @@ pub mod container;
 pub mod csi;
 pub mod devices;
 pub mod eviction;
-pub mod hooks;
-pub mod image_gc;
 pub mod images;
-pub mod logs;
 mod mountinfo;
 pub mod network;
 pub mod node;
-pub mod node_api;
 pub mod pod;
-pub mod pod_worker;
-pub mod pods;
-pub mod port;
-pub mod pressure;
 pub mod probes;
 pub mod runtime;
-pub mod sandbox;
-pub mod static_pods;
+pub mod server;
 pub mod stats;
-pub mod status;
-pub mod streams;
 pub mod volumes;
+
+// The paths from before the kubelet was grouped by subsystem, for the crates outside it
+// (cmd, apiserver) and `cgroups/resources.rs`; new code uses the grouped paths.
+pub use eviction::pressure;
+pub use pod::{admission, status};
+pub use server::{node_api, port, streams};
 
 use std::sync::Arc;
 
@@ -127,10 +132,10 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
         reported,
         cancel.clone(),
     ));
-    tasks.spawn(image_gc::run(deps.clone(), cancel.clone()));
+    tasks.spawn(images::gc_loop::run(deps.clone(), cancel.clone()));
     let (evict_tx, evict_rx) = tokio::sync::mpsc::channel(16);
     tasks.spawn(eviction::run(deps.clone(), evict_tx, cancel.clone()));
-    pods::run(deps, evict_rx, cancel).await;
+    pod::feed::run(deps, evict_rx, cancel).await;
     tasks.close();
     tasks.wait().await;
 }

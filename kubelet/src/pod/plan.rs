@@ -2,7 +2,7 @@
 //! container is doing and `now`, [`plan`] says which containers to start next, which wait in
 //! their back-off (CrashLoopBackOff), which to kill and why, the phase the pod is in, and
 //! when the worker must look again. This is where CrashLoopBackOff, the init container order
-//! and the sidecar rules are decided; the worker ([`crate::pod_worker`]) only gathers the
+//! and the sidecar rules are decided; the worker ([`crate::pod::worker`]) only gathers the
 //! state and performs the actions. No I/O, no async, no clock reads.
 //!
 //! The rules, as upstream's kubelet:
@@ -22,7 +22,7 @@
 
 use tokio::time::Instant;
 
-use crate::pod_worker::container_key;
+use crate::pod::worker::container_key;
 
 /// A pod's `restartPolicy` (`Always` when unset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,7 +150,7 @@ pub enum KillReason {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kill {
-    /// `init/NAME` or `main/NAME` ([`container_key`]).
+    /// `init/NAME` or `main/NAME`, as the worker keys its records.
     pub key: String,
     pub reason: KillReason,
 }

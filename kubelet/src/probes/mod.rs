@@ -1,5 +1,5 @@
 //! Container probes (liveness, readiness, startup) and the handlers they share with the
-//! lifecycle hooks ([`crate::hooks`]): exec ([`exec`]), httpGet ([`http`]), tcpSocket
+//! lifecycle hooks ([`crate::pod::hooks`]): exec ([`exec`]), httpGet ([`http`]), tcpSocket
 //! ([`tcp`]), grpc ([`grpc`]) and sleep.
 //!
 //! One [`worker`] task runs per probe of a running container instance, as upstream's prober

@@ -1,6 +1,6 @@
 //! The pod feed: a list/watch of the pods bound to this node (`spec.nodeName=NAME`, the only
 //! pods the Node authorizer lets a kubelet see) and the static pods of the manifests directory
-//! ([`crate::static_pods`]), fanned out to one [`PodWorker`] per pod UID. Mirror pods are
+//! ([`crate::pod::static_pods`]), fanned out to one [`PodWorker`] per pod UID. Mirror pods are
 //! not run (their static pod is); they are kept in step with the static pods here. After the
 //! first complete list, pod directories of pods that no longer exist are cleaned up (their
 //! containers killed), which is how a kubelet that was down catches up on deletions.
@@ -19,8 +19,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::Deps;
 use crate::eviction::Eviction;
-use crate::pod_worker::PodWorker;
-use crate::static_pods::{self, Mirror};
+use crate::pod::static_pods::{self, Mirror};
+use crate::pod::worker::PodWorker;
 
 /// On the copy of a static pod handed to its worker: the UID of its mirror pod, where its
 /// status goes (a new mirror pod makes the worker report again). Never sent to the API.
@@ -99,7 +99,7 @@ impl Statics {
         let now = static_pods::scan(dir, &deps.config.node_name);
         for (uid, pod) in &self.pods {
             if !now.contains_key(uid) {
-                tracing::info!(pod = %crate::pod_worker::pod_name(pod), "static pod removed");
+                tracing::info!(pod = %crate::pod::worker::pod_name(pod), "static pod removed");
                 if let Some(w) = workers.get(uid) {
                     w.tx.send_replace(Some(deleting(pod)));
                 }
@@ -160,7 +160,7 @@ fn deleting(pod: &Pod) -> Arc<Pod> {
         .spec
         .as_ref()
         .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(crate::pod_worker::DEFAULT_GRACE_SECONDS);
+        .unwrap_or(crate::pod::worker::DEFAULT_GRACE_SECONDS);
     let mut v = serde_json::to_value(pod).unwrap_or(Value::Null);
     v["metadata"]["deletionTimestamp"] = serde_json::json!(k1s_api::events::now_rfc3339());
     v["metadata"]["deletionGracePeriodSeconds"] = serde_json::json!(grace);
@@ -346,6 +346,6 @@ async fn cleanup_orphans(deps: &Arc<Deps>, live: &[String]) {
                 .await;
             }
         }
-        crate::sandbox::Sandbox::destroy_by_uid(deps, &uid).await;
+        crate::pod::sandbox::Sandbox::destroy_by_uid(deps, &uid).await;
     }
 }

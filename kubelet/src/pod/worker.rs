@@ -47,10 +47,10 @@ use crate::images::{PullPolicy, PullProgress};
 use crate::pod::backoff::BackOff;
 use crate::pod::blocking;
 use crate::pod::plan::{self, Observed, Phase, PodState, RestartPolicy, State};
+use crate::pod::sandbox::Sandbox;
+use crate::pod::status::{ContainerState, ContainerView, PodView, Terminated};
 use crate::probes::{self, Kind};
 use crate::runtime::spec::{self, ContainerSpec, Mount};
-use crate::sandbox::Sandbox;
-use crate::status::{ContainerState, ContainerView, PodView, Terminated};
 
 /// A container's exit, sent by its waiter task.
 struct Exited {
@@ -90,13 +90,13 @@ pub enum ContainerConfigError {
     #[error(transparent)]
     Process(#[from] crate::container::ConfigError),
     #[error(transparent)]
-    Sandbox(#[from] crate::sandbox::SandboxError),
+    Sandbox(#[from] crate::pod::sandbox::SandboxError),
     #[error(transparent)]
     Volume(#[from] crate::volumes::VolumeError),
     #[error(transparent)]
     DeviceNode(#[from] crate::runtime::spec::DeviceNodeError),
     #[error(transparent)]
-    DeviceRule(#[from] crate::sandbox::DeviceRuleError),
+    DeviceRule(#[from] crate::pod::sandbox::DeviceRuleError),
     #[error(transparent)]
     Cgroup(#[from] crate::cgroups::CgroupError),
     #[error("creating {}: {source}", path.display())]
@@ -359,7 +359,7 @@ impl PodWorker {
                 let started_at = st.map(|s| s.started_at).unwrap_or_default();
                 rec.view.state = ContainerState::Running { started_at };
                 rec.running = true;
-                if !init || crate::status::is_sidecar(c) {
+                if !init || crate::pod::status::is_sidecar(c) {
                     adopted.push((c.clone(), key.clone(), last));
                 }
                 self.spawn_waiter(key, last, bundle);
@@ -561,7 +561,7 @@ impl PodWorker {
     /// The termination message of instance `attempt` of `key`, as upstream's kubelet: the
     /// last 4 KiB of its message file; if that is empty, the container failed and its
     /// `terminationMessagePolicy` is `FallbackToLogsOnError`, the tail of its log
-    /// ([`crate::logs::termination_tail`]).
+    /// ([`crate::server::logs::termination_tail`]).
     async fn termination_message(
         &self,
         pod: Option<&Pod>,
@@ -592,7 +592,7 @@ impl PodWorker {
             if !from_file.is_empty() {
                 return Some(String::from_utf8_lossy(from_file).into_owned());
             }
-            Some(crate::logs::termination_tail_of(&log?)).filter(|t| !t.is_empty())
+            Some(crate::server::logs::termination_tail_of(&log?)).filter(|t| !t.is_empty())
         })
         .await
     }
@@ -702,7 +702,7 @@ impl PodWorker {
             };
             Observed {
                 name: c.name.clone(),
-                sidecar: init && crate::status::is_sidecar(c),
+                sidecar: init && crate::pod::status::is_sidecar(c),
                 state,
                 attempted: rec.is_some_and(|r| r.attempt.is_some()),
                 back_off_until: self.backoff.until(&key),
@@ -762,12 +762,12 @@ impl PodWorker {
     /// Admission in upstream's order: node pressure (the eviction manager: Failed,
     /// `Evicted`), the devices of device plugin resources (Failed,
     /// `UnexpectedAdmissionError`), then resources, node affinity and host ports against the
-    /// pods admitted before ([`crate::admission`]: Failed, `OutOfcpu`, `NodePorts`, …).
+    /// pods admitted before ([`crate::pod::admission`]: Failed, `OutOfcpu`, `NodePorts`, …).
     async fn admit(&mut self, pod: &Pod) -> bool {
         let cfg = &self.deps.config;
-        let signals = crate::pressure::observe(&cfg.root_dir, &cfg.images_dir());
-        let pressure = crate::pressure::evaluate(&signals, &cfg.eviction_hard);
-        if let Err(message) = crate::pressure::admit(pod, pressure) {
+        let signals = crate::eviction::pressure::observe(&cfg.root_dir, &cfg.images_dir());
+        let pressure = crate::eviction::pressure::evaluate(&signals, &cfg.eviction_hard);
+        if let Err(message) = crate::eviction::pressure::admit(pod, pressure) {
             self.reject(pod, "Evicted", message).await;
             return false;
         }
@@ -780,8 +780,12 @@ impl PodWorker {
         if admitted.as_ref().is_err_and(|r| r.reason == "NodeAffinity") {
             // The node's labels may have changed since they were last read.
             let node = &self.deps.config.node_name;
-            crate::admission::refresh_labels(&self.deps.admitted, self.deps.client.as_ref(), node)
-                .await;
+            crate::pod::admission::refresh_labels(
+                &self.deps.admitted,
+                self.deps.client.as_ref(),
+                node,
+            )
+            .await;
             admitted = self.deps.admitted.admit(&self.uid, pod);
         }
         if let Err(r) = admitted {
@@ -912,7 +916,7 @@ impl PodWorker {
         let pulling = !(present && policy != PullPolicy::Always);
         // The pull secrets are read only when the registry may be asked.
         let auth = if pulling {
-            crate::sandbox::pull_secrets(&self.deps, pod).await
+            crate::pod::sandbox::pull_secrets(&self.deps, pod).await
         } else {
             Vec::new()
         };
@@ -1057,7 +1061,7 @@ impl PodWorker {
                     self.slot = None;
                 }
                 if self.post_start(pod, c, key, attempt).await {
-                    if key.starts_with("init/") && !crate::status::is_sidecar(c) {
+                    if key.starts_with("init/") && !crate::pod::status::is_sidecar(c) {
                         self.records
                             .entry(key.to_string())
                             .or_default()
@@ -1150,7 +1154,7 @@ impl PodWorker {
         let block_nodes = crate::runtime::spec::device_nodes(&block)?;
         let allowed = device_nodes.iter().chain(&block_nodes);
         let permissions = devices.devices.iter().chain(&block);
-        let resources = crate::sandbox::container_resources(
+        let resources = crate::pod::sandbox::container_resources(
             c,
             privileged,
             allowed.zip(permissions.map(|d| d.permissions.as_str())),
@@ -1221,7 +1225,7 @@ impl PodWorker {
                     view.name = c.name.clone();
                     view.image = c.image.clone().unwrap_or_default();
                 }
-                view.sidecar = init && crate::status::is_sidecar(c);
+                view.sidecar = init && crate::pod::status::is_sidecar(c);
                 view
             })
             .collect()
@@ -1231,7 +1235,7 @@ impl PodWorker {
         let init = self.views(pod, true);
         let containers = self.views(pod, false);
         let now = now();
-        let status = crate::status::pod_status(&PodView {
+        let status = crate::pod::status::pod_status(&PodView {
             pod,
             init: &init,
             containers: &containers,
@@ -1252,13 +1256,13 @@ impl PodWorker {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(crate::pods::MIRROR_UID_ANNOTATION))
+            .and_then(|a| a.get(crate::pod::feed::MIRROR_UID_ANNOTATION))
             .cloned();
         let static_pod = pod
             .metadata
             .annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(crate::static_pods::SOURCE_ANNOTATION));
+            .is_some_and(|a| a.contains_key(crate::pod::static_pods::SOURCE_ANNOTATION));
         if static_pod && target.is_none() {
             // No mirror pod yet to show it; the feed hands the pod over again once there is.
             return;
@@ -1299,7 +1303,7 @@ impl PodWorker {
         let who = pod_log_name(pod);
         let res = tokio::select! {
             _ = self.cancel.cancelled() => return false,
-            r = crate::hooks::run(h, c, &who, &ip, &target) => r,
+            r = crate::pod::hooks::run(h, c, &who, &ip, &target) => r,
         };
         let Err(msg) = res else { return true };
         self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg);
@@ -1343,7 +1347,7 @@ impl PodWorker {
             let target = self.target(key, attempt);
             let ip = self.pod_ip();
             let who = pod_log_name(pod);
-            let run = crate::hooks::run(h, c, &who, &ip, &target);
+            let run = crate::pod::hooks::run(h, c, &who, &ip, &target);
             match tokio::time::timeout(grace, run).await {
                 Ok(Ok(())) => {}
                 Ok(Err(msg)) => {
@@ -1595,7 +1599,7 @@ mod tests {
                 "device /dev/fuse: the container path \"dev/fuse\" is not absolute",
             ),
             (
-                crate::sandbox::DeviceRuleError::NumberTooLarge {
+                crate::pod::sandbox::DeviceRuleError::NumberTooLarge {
                     path: "/dev/x".into(),
                     number: 1 << 40,
                 }
