@@ -23,7 +23,7 @@ pub struct Config {
     pub system_reserved: ResourceList,
     /// `evictionHard` (`--eviction-hard`): the thresholds of the pressure conditions; its
     /// `memory.available` is also subtracted from allocatable.
-    pub eviction_hard: crate::pressure::Thresholds,
+    pub eviction_hard: crate::eviction::pressure::Thresholds,
     /// How often a pod's volumes are brought up to date when nothing about the pod changed
     /// (`--sync-frequency`, 1 min upstream): configMap/secret content, claims grown online.
     pub sync_frequency: Duration,
@@ -77,7 +77,7 @@ impl Config {
             taints: Vec::new(),
             kube_reserved: ResourceList::default(),
             system_reserved: ResourceList::default(),
-            eviction_hard: crate::pressure::Thresholds::default(),
+            eviction_hard: crate::eviction::pressure::Thresholds::default(),
             sync_frequency: Duration::from_secs(60),
             image_gc_period: Duration::from_secs(300),
             eviction_interval: Duration::from_secs(10),

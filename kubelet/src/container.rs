@@ -407,7 +407,7 @@ pub async fn environment(
                     Some(n) => pod
                         .spec
                         .iter()
-                        .flat_map(crate::pod_worker::all_containers)
+                        .flat_map(crate::pod::worker::all_containers)
                         .map(|(_, x)| x)
                         .find(|x| x.name == n)
                         .ok_or_else(|| ConfigError(format!("container {n} not found")))?,

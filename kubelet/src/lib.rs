@@ -4,11 +4,21 @@
 //! Each OS edge sits behind a trait with a real and a fake implementation:
 //! [`images::ImageService`], [`cgroups::CgroupManager`], [`network::PodNetwork`],
 //! [`runtime::Runtime`]. [`run`] wires them: it registers the node, keeps its Lease, and feeds
-//! the pods bound to this node to their [`pod_worker::PodWorker`]s ([`pods`]); the
-//! [`eviction`] manager fails pods to protect the node. [`port`] serves the kubelet's HTTPS
-//! port (logs, exec, attach, port-forward and the node proxy) for the API server.
+//! the pods bound to this node to their [`pod::worker::PodWorker`]s ([`pod::feed`]); the
+//! [`eviction`] manager fails pods to protect the node. [`server::port`] serves the kubelet's
+//! HTTPS port (logs, exec, attach, port-forward and the node proxy) for the API server.
+//!
+//! The folders, by subsystem:
+//!
+//! | Folder | Owns |
+//! |---|---|
+//! | [`pod`] | the pod feed, the pod workers, their plan and back-off, sandboxes, status, hooks, static pods, admission |
+//! | [`server`] | what the kubelet's port answers: logs, exec/attach/port-forward streams, the node API |
+//! | [`eviction`] | node pressure signals and the eviction manager |
+//! | [`images`] | image pulls, the content store, image garbage collection |
+//! | [`runtime`] | the container runtime (shim, namespaces, mounts) |
+//! | [`cgroups`], [`network`], [`volumes`], [`probes`], [`devices`], [`csi`] | their OS or plugin edge |
 
-pub mod admission;
 pub mod bootstrap;
 pub mod cgroups;
 pub mod config;
@@ -16,31 +26,28 @@ pub mod container;
 pub mod csi;
 pub mod devices;
 pub mod eviction;
-pub mod hooks;
-pub mod image_gc;
 pub mod images;
-pub mod logs;
 mod mountinfo;
 pub mod network;
 pub mod node;
-pub mod node_api;
-pub mod pod_worker;
-pub mod pods;
-pub mod port;
-pub mod pressure;
+pub mod pod;
 pub mod probes;
 pub mod runtime;
-pub mod sandbox;
-pub mod static_pods;
+pub mod server;
 pub mod stats;
-pub mod status;
-pub mod streams;
 pub mod volumes;
+
+// The paths from before the kubelet was grouped by subsystem, for the crates outside it
+// (cmd, apiserver) and `cgroups/resources.rs`; new code uses the grouped paths.
+pub use eviction::pressure;
+pub use pod::{admission, status};
+pub use server::{node_api, port, streams};
 
 use std::sync::Arc;
 
 use k1s_api::client::Client;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use config::Config;
 
@@ -74,7 +81,8 @@ pub fn start_slots() -> Arc<tokio::sync::Semaphore> {
     Arc::new(tokio::sync::Semaphore::new((2 * cpus).max(2)))
 }
 
-/// Runs the kubelet until `cancel` fires. Containers keep running after it returns.
+/// Runs the kubelet until `cancel` fires. Containers keep running after it returns; its
+/// tasks (the pod workers, the heartbeat, the managers and loops) have all ended by then.
 pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     let config = deps.config.clone();
     let machine = node::Machine::detect(&config.root_dir);
@@ -114,27 +122,28 @@ pub async fn run(deps: Arc<Deps>, cancel: CancellationToken) {
     };
     tracing::info!(node = %config.node_name, "node registered");
     admission::refresh_labels(&deps.admitted, deps.client.as_ref(), &config.node_name).await;
-    start_csi(&deps, &cancel);
-    tokio::spawn(deps.devices.clone().run(cancel.clone()));
-    let hb = tokio::spawn(node::heartbeat(
+    // Every task below stops on `cancel`; the kubelet returns once they all have.
+    let tasks = TaskTracker::new();
+    start_csi(&deps, &tasks, &cancel);
+    tasks.spawn(deps.devices.clone().run(cancel.clone()));
+    tasks.spawn(node::heartbeat(
         deps.clone(),
         machine,
         reported,
         cancel.clone(),
     ));
-    let gc = tokio::spawn(image_gc::run(deps.clone(), cancel.clone()));
+    tasks.spawn(images::gc_loop::run(deps.clone(), cancel.clone()));
     let (evict_tx, evict_rx) = tokio::sync::mpsc::channel(16);
-    let eviction = tokio::spawn(eviction::run(deps.clone(), evict_tx, cancel.clone()));
-    pods::run(deps, evict_rx, cancel).await;
-    let _ = eviction.await;
-    let _ = hb.await;
-    let _ = gc.await;
+    tasks.spawn(eviction::run(deps.clone(), evict_tx, cancel.clone()));
+    pod::feed::run(deps, evict_rx, cancel).await;
+    tasks.close();
+    tasks.wait().await;
 }
 
 /// The CSI side (issue #8): rebuilds the CSI volume state from disk, then runs the plugin
 /// watcher on `ROOT/plugins_registry`, the Probe loop and the cleanup of volumes staged for
 /// pods that are gone, and the refresh of the volume stats gauges.
-fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
+fn start_csi(deps: &Arc<Deps>, tasks: &TaskTracker, cancel: &CancellationToken) {
     let csi = deps.volumes.csi();
     csi.set_node_name(&deps.config.node_name);
     csi.reconstruct();
@@ -144,12 +153,12 @@ fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
         csi.drivers(),
         Arc::new(csi::GrpcConnector),
     ));
-    tokio::spawn(k1s_csi::watcher::run(
+    tasks.spawn(k1s_csi::watcher::run(
         csi.registry_dir(),
         registrar,
         cancel.clone(),
     ));
-    tokio::spawn(csi::probe_loop(
+    tasks.spawn(csi::probe_loop(
         csi.drivers(),
         deps.client.clone(),
         deps.event_source.clone(),
@@ -159,7 +168,7 @@ fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
     ));
     let volumes = deps.volumes.clone();
     let stop = cancel.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         loop {
             volumes.csi().refresh_metrics().await;
             tokio::select! {
@@ -170,7 +179,7 @@ fn start_csi(deps: &Arc<Deps>, cancel: &CancellationToken) {
     });
     let volumes = deps.volumes.clone();
     let cancel = cancel.clone();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,

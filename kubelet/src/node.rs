@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::devices::DeviceManager;
+use crate::eviction::pressure::Pressure;
 use crate::images::ImageService;
-use crate::pressure::Pressure;
 
 /// The version the kubelet reports (the API server's minor, so kubectl's dispatcher picks a
 /// matching client).
@@ -321,8 +321,8 @@ pub fn node_status(
         .map(|i| json!({"names": [i.repo_digest, i.reference], "sizeBytes": i.size}))
         .collect();
     imgs.truncate(50);
-    let signals = crate::pressure::observe(&config.root_dir, &config.images_dir());
-    let pressure = crate::pressure::evaluate(&signals, &config.eviction_hard);
+    let signals = crate::eviction::pressure::observe(&config.root_dir, &config.images_dir());
+    let pressure = crate::eviction::pressure::evaluate(&signals, &config.eviction_hard);
     if pressure != Pressure::default() {
         tracing::debug!(?pressure, ?signals, "the node is under pressure");
     }
@@ -601,7 +601,7 @@ pub async fn report_status(
 /// status in the API or `status_report_interval` passed since the last report, until
 /// cancelled. `reported` is the status registration sent (the baseline when the Node cannot
 /// be read).
-/// The node's labels read there also go to admission ([`crate::admission`]).
+/// The node's labels read there also go to admission ([`crate::pod::admission`]).
 pub async fn heartbeat(
     deps: Arc<crate::Deps>,
     machine: Machine,
@@ -656,7 +656,7 @@ pub async fn heartbeat(
             // not reach the server) is corrected at once, not at the next 5-minute report.
             let node = client.get(&nodes, &config.node_name).await.ok();
             if let Some(n) = &node {
-                crate::admission::set_labels_from(admitted, n);
+                crate::pod::admission::set_labels_from(admitted, n);
             }
             let baseline = match node {
                 Some(node) if node["status"].is_object() => node["status"].clone(),

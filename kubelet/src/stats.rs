@@ -41,7 +41,7 @@ use k1s_api::time::format as rfc3339;
 
 /// `Key: N kB` of `/proc/meminfo`, in bytes.
 fn meminfo(text: &str, key: &str) -> Option<u64> {
-    crate::pressure::meminfo_bytes(text, key).map(|b| b.max(0) as u64)
+    crate::eviction::pressure::meminfo_bytes(text, key).map(|b| b.max(0) as u64)
 }
 
 /// `key N` of `/proc/vmstat`.
@@ -273,7 +273,7 @@ impl StatsProvider {
     fn pod(&self, pod: &Value, now: &str) -> Option<Value> {
         let typed: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod.clone()).ok()?;
         let qos = qos_class(&typed);
-        let uid = crate::static_pods::runtime_uid(pod).to_string();
+        let uid = crate::pod::static_pods::runtime_uid(pod).to_string();
         let meta = &pod["metadata"];
         let (ns, name) = (
             meta["namespace"].as_str().unwrap_or_default(),

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::service::Routes;
 use tonic::{Request, Response, Status};
 
@@ -15,6 +16,8 @@ use super::{API_VERSION, DeviceManager, KUBELET_SOCKET};
 struct Registrar {
     manager: Arc<DeviceManager>,
     cancel: CancellationToken,
+    /// The connections to registered plugins ([`super::endpoint::follow`]).
+    followers: TaskTracker,
 }
 
 #[tonic::async_trait]
@@ -26,7 +29,7 @@ impl Registration for Registrar {
             return Err(Status::invalid_argument(why));
         }
         tracing::info!(resource = %req.resource_name, endpoint = %req.endpoint, "device plugin registered");
-        tokio::spawn(super::endpoint::follow(
+        self.followers.spawn(super::endpoint::follow(
             self.manager.clone(),
             req,
             self.cancel.child_token(),
@@ -127,12 +130,20 @@ pub(super) async fn serve(manager: Arc<DeviceManager>, cancel: CancellationToken
         }
     };
     tracing::info!(socket = %path.display(), "serving device plugin registration");
+    let followers = TaskTracker::new();
     let routes = Routes::new(RegistrationServer::new(Registrar {
         manager,
         cancel: cancel.clone(),
+        followers: followers.clone(),
     }));
-    if let Err(e) = socket.serve(routes, cancel).await {
+    if let Err(e) = socket.serve(routes, cancel.clone()).await {
         tracing::error!(error = %e, "serving device plugin registration");
+    }
+    // On shutdown the plugin connections end with `cancel`: wait for them. (If serving
+    // failed they go on following their plugins, as before.)
+    followers.close();
+    if cancel.is_cancelled() {
+        followers.wait().await;
     }
 }
 

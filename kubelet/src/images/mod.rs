@@ -12,6 +12,7 @@
 //! - [`pull`]: [`RegistryImageService`], the real [`ImageService`] pulling with `oci-client`.
 //! - [`archive`]: airgap import of `docker save` and OCI layout tarballs.
 //! - [`gc`]: disk usage and which images to remove.
+//! - [`gc_loop`]: the kubelet's periodic image garbage collection over [`gc`].
 //! - [`fake`]: [`FakeImageService`] for pod-worker tests.
 //!
 //! The kubelet builds one [`RegistryImageService`] at start:
@@ -31,6 +32,7 @@ pub mod config;
 pub mod digest;
 pub mod fake;
 pub mod gc;
+pub mod gc_loop;
 pub mod index;
 pub mod layer;
 pub mod pull;

@@ -1,5 +1,5 @@
 //! Container probes (liveness, readiness, startup) and the handlers they share with the
-//! lifecycle hooks ([`crate::hooks`]): exec ([`exec`]), httpGet ([`http`]), tcpSocket
+//! lifecycle hooks ([`crate::pod::hooks`]): exec ([`exec`]), httpGet ([`http`]), tcpSocket
 //! ([`tcp`]), grpc ([`grpc`]) and sleep.
 //!
 //! One [`worker`] task runs per probe of a running container instance, as upstream's prober
@@ -448,13 +448,15 @@ pub struct Probes {
     pub cancel: CancellationToken,
 }
 
-/// Starts the probe workers of container `c` (instance `reporter.attempt`). A probe whose
-/// handler cannot be resolved (an unknown port name) fails with the reason as its output.
+/// Starts the probe workers of container `c` (instance `reporter.attempt`) on `tasks`. A
+/// probe whose handler cannot be resolved (an unknown port name) fails with the reason as its
+/// output.
 pub fn spawn(
     c: &Container,
     pod_ip: &str,
     target: Target,
     reporter: Reporter,
+    tasks: &tokio_util::task::TaskTracker,
     cancel: CancellationToken,
 ) -> Probes {
     let probes = [
@@ -476,7 +478,7 @@ pub fn spawn(
             failure_threshold: p.failure_threshold.unwrap_or(3).max(1) as u32,
         });
         let set_started = (kind == Kind::Startup).then(|| started_tx.clone());
-        tokio::spawn(worker(
+        tasks.spawn(worker(
             settings,
             target.clone(),
             reporter.clone(),

@@ -56,24 +56,43 @@ pub struct DeviceNode {
     pub gid: u32,
 }
 
+/// Why a device handed to a container cannot be given to it.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceNodeError {
+    #[error("device {host}: the container path {container:?} is not absolute")]
+    RelativePath { host: String, container: String },
+    #[error("device {host}: {source}")]
+    Stat {
+        host: String,
+        source: std::io::Error,
+    },
+    #[error("device {host}: not a device node")]
+    NotADevice { host: String },
+}
+
 /// The device nodes for what device plugins handed a container: each host path must be a
 /// character or block device, and each container path absolute.
-pub fn device_nodes(devices: &[crate::devices::HostDevice]) -> Result<Vec<DeviceNode>, String> {
+pub fn device_nodes(
+    devices: &[crate::devices::HostDevice],
+) -> Result<Vec<DeviceNode>, DeviceNodeError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     devices
         .iter()
         .map(|d| {
+            let host = || d.host_path.clone();
             if !d.container_path.starts_with('/') {
-                return Err(format!(
-                    "device {}: the container path {:?} is not absolute",
-                    d.host_path, d.container_path
-                ));
+                return Err(DeviceNodeError::RelativePath {
+                    host: host(),
+                    container: d.container_path.clone(),
+                });
             }
-            let meta = std::fs::metadata(&d.host_path)
-                .map_err(|e| format!("device {}: {e}", d.host_path))?;
+            let meta = std::fs::metadata(&d.host_path).map_err(|source| DeviceNodeError::Stat {
+                host: host(),
+                source,
+            })?;
             let kind = meta.file_type();
             if !kind.is_char_device() && !kind.is_block_device() {
-                return Err(format!("device {}: not a device node", d.host_path));
+                return Err(DeviceNodeError::NotADevice { host: host() });
             }
             let rdev = meta.rdev();
             Ok(DeviceNode {

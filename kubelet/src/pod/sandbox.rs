@@ -10,6 +10,7 @@ use nix::sched::CloneFlags;
 use crate::Deps;
 use crate::cgroups::{QosClass, Resources};
 use crate::images::RegistryAuth;
+use crate::pod::blocking;
 use crate::runtime::nsfile;
 use crate::runtime::spec::Mount;
 
@@ -187,10 +188,16 @@ impl Sandbox {
     pub async fn create(deps: &Deps, pod: &Pod) -> Result<Self, SandboxError> {
         let mut sb = Self::paths(deps, pod);
         let err = |what: &str, e: &dyn std::fmt::Display| SandboxError(format!("{what}: {e}"));
-        std::fs::create_dir_all(&sb.dir).map_err(|e| err("creating the pod directory", &e))?;
-        deps.cgroups
-            .ensure_pod(&sb.uid, sb.qos, &pod_resources(pod))
-            .map_err(|e| err("creating the pod cgroup", &e))?;
+        let (dir, cgroups, uid, qos) =
+            (sb.dir.clone(), deps.cgroups.clone(), sb.uid.clone(), sb.qos);
+        let resources = pod_resources(pod);
+        blocking::run(move || {
+            std::fs::create_dir_all(&dir).map_err(|e| err("creating the pod directory", &e))?;
+            cgroups
+                .ensure_pod(&uid, qos, &resources)
+                .map_err(|e| err("creating the pod cgroup", &e))
+        })
+        .await?;
         if let Some(ipc) = &sb.ipcns {
             nsfile::create(ipc, CloneFlags::CLONE_NEWIPC)
                 .map_err(|e| err("creating the IPC namespace", &e))?;
@@ -274,10 +281,14 @@ impl Sandbox {
         if let Err(e) = deps.volumes.teardown(&self.uid).await {
             tracing::warn!(pod_uid = %self.uid, error = %e, "tearing down the pod's volumes");
         }
-        if let Err(e) = deps.cgroups.remove_pod(&self.uid, self.qos) {
-            tracing::warn!(pod_uid = %self.uid, error = %e, "removing the pod cgroup");
-        }
-        remove_pod_dir(&self.dir);
+        let (cgroups, uid, qos, dir) = (deps.cgroups.clone(), self.uid.clone(), self.qos, self.dir);
+        blocking::run(move || {
+            if let Err(e) = cgroups.remove_pod(&uid, qos) {
+                tracing::warn!(pod_uid = %uid, error = %e, "removing the pod cgroup");
+            }
+            remove_pod_dir(&dir);
+        })
+        .await;
     }
 
     /// Cleans up after a pod of which only the UID is known.
@@ -288,14 +299,18 @@ impl Sandbox {
         for ns in ["net", "ipc"] {
             nsfile::remove(&dir.join("ns").join(ns));
         }
-        for q in [
-            QosClass::Guaranteed,
-            QosClass::Burstable,
-            QosClass::BestEffort,
-        ] {
-            let _ = deps.cgroups.remove_pod(uid, q);
-        }
-        remove_pod_dir(&dir);
+        let (cgroups, uid) = (deps.cgroups.clone(), uid.to_string());
+        blocking::run(move || {
+            for q in [
+                QosClass::Guaranteed,
+                QosClass::Burstable,
+                QosClass::BestEffort,
+            ] {
+                let _ = cgroups.remove_pod(&uid, q);
+            }
+            remove_pod_dir(&dir);
+        })
+        .await;
     }
 }
 
@@ -328,6 +343,15 @@ pub fn pod_resources(pod: &Pod) -> Resources {
     crate::cgroups::resources::pod_resources(pod, None)
 }
 
+/// Why a device cannot be allowed in a container's cgroup.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceRuleError {
+    #[error("device {path}: number {number} too large")]
+    NumberTooLarge { path: String, number: u64 },
+    #[error("device {path}: {reason}")]
+    Permissions { path: String, reason: String },
+}
+
 /// A container cgroup's limits and device access: upstream's default device allow-list plus
 /// the device plugins' devices (`nodes`, each with the cgroup permissions its plugin gave), or
 /// every device when the container is privileged.
@@ -335,13 +359,16 @@ pub fn container_resources<'a>(
     c: &Container,
     privileged: bool,
     nodes: impl IntoIterator<Item = (&'a crate::runtime::spec::DeviceNode, &'a str)>,
-) -> Result<Resources, String> {
+) -> Result<Resources, DeviceRuleError> {
     use crate::cgroups::devices::{DeviceKind, DeviceRule, container_rules, parse_access};
     let extra = nodes
         .into_iter()
         .map(|(n, permissions)| {
             let number = |v: u64| {
-                u32::try_from(v).map_err(|_| format!("device {}: number {v} too large", n.path))
+                u32::try_from(v).map_err(|_| DeviceRuleError::NumberTooLarge {
+                    path: n.path.clone(),
+                    number: v,
+                })
             };
             Ok(DeviceRule {
                 kind: if n.block {
@@ -351,10 +378,15 @@ pub fn container_resources<'a>(
                 },
                 major: Some(number(n.major)?),
                 minor: Some(number(n.minor)?),
-                access: parse_access(permissions).map_err(|e| format!("device {}: {e}", n.path))?,
+                access: parse_access(permissions).map_err(|reason| {
+                    DeviceRuleError::Permissions {
+                        path: n.path.clone(),
+                        reason,
+                    }
+                })?,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, DeviceRuleError>>()?;
     Ok(Resources {
         devices: Some(container_rules(privileged, &extra)),
         ..crate::cgroups::resources::container_resources(c)

@@ -157,7 +157,7 @@ fn files_of(path: &Path) -> Vec<PathBuf> {
 pub async fn read(config: &Config, pod: &Value, o: &LogOptions) -> Result<ByteStream, ClientError> {
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
-    let uid = crate::static_pods::runtime_uid(pod);
+    let uid = crate::pod::static_pods::runtime_uid(pod);
     let names = |key: &str| -> Vec<String> {
         pod["spec"][key]
             .as_array()

@@ -15,7 +15,7 @@
 //!   is gone or changed, and creates it again when someone deletes it (the containers keep
 //!   running: only the file controls the pod). Pod status goes to the mirror pod.
 //!
-//! [`crate::pods`] feeds static pods to pod workers beside the API's pods, and never runs a
+//! [`crate::pod::feed`] feeds static pods to pod workers beside the API's pods, and never runs a
 //! mirror pod itself.
 
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@
 //!    more than its `sizeLimit`, whose container uses more ephemeral storage (writable layer
 //!    and logs) than its `ephemeral-storage` limit, or whose containers together use more
 //!    than the sum of their limits, is evicted, with upstream's messages.
-//! 2. Node pressure: the signals of [`crate::pressure`] against `--eviction-hard`. Under disk
+//! 2. Node pressure: the signals of [`crate::eviction::pressure`] against `--eviction-hard`. Under disk
 //!    pressure, node-level resources are reclaimed first (every unused image is deleted); if
 //!    a threshold is still crossed, the pods are ranked as upstream ranks them and the first
 //!    is evicted, one per interval:
@@ -28,6 +28,11 @@
 //! Not done: soft thresholds and their grace periods, `evictionMinimumReclaim`, pressure
 //! transition periods, and evicting for inode pressure by inode usage (inode pressure ranks
 //! by bytes).
+//!
+//! The folder owns node pressure too: [`pressure`] reads the signals (memory, disk, PIDs) and
+//! decides the node conditions and admission; this module acts on them.
+
+pub mod pressure;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +44,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::Deps;
-use crate::pressure::{Reading, Signals, Threshold, Thresholds};
+use crate::eviction::pressure::{Reading, Signals, Threshold, Thresholds};
 
 /// What the kubelet tells a pod worker: evict the pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,9 +170,11 @@ pub fn evictable(pod: &Value) -> bool {
     let ann = &pod["metadata"]["annotations"];
     let phase = pod["status"]["phase"].as_str().unwrap_or_default();
     ann.get("kubernetes.io/config.mirror").is_none()
-        && ann.get(crate::static_pods::SOURCE_ANNOTATION).is_none()
+        && ann
+            .get(crate::pod::static_pods::SOURCE_ANNOTATION)
+            .is_none()
         && pod["spec"]["priority"].as_i64().unwrap_or(0)
-            < i64::from(crate::pressure::SYSTEM_CRITICAL_PRIORITY)
+            < i64::from(crate::eviction::pressure::SYSTEM_CRITICAL_PRIORITY)
         && pod["metadata"]["deletionTimestamp"].is_null()
         && !matches!(phase, "Succeeded" | "Failed")
 }
@@ -341,7 +348,7 @@ pub async fn synchronize(
     stats: &crate::stats::StatsProvider,
 ) -> Result<Vec<Eviction>, String> {
     let cfg = &deps.config;
-    let observe = || crate::pressure::observe(&cfg.root_dir, &cfg.images_dir());
+    let observe = || crate::eviction::pressure::observe(&cfg.root_dir, &cfg.images_dir());
     let mut pressure = crossed(&observe(), &cfg.eviction_hard);
     let list = deps
         .client
@@ -390,7 +397,7 @@ pub async fn synchronize(
 
     if pressure.is_some_and(|(_, kind, _, _)| kind == Starved::Disk) {
         // Node-level resources first: every image no pod uses.
-        match crate::image_gc::reclaim(deps).await {
+        match crate::images::gc_loop::reclaim(deps).await {
             Ok(freed) => tracing::info!(freed, "reclaimed unused images under disk pressure"),
             Err(e) => tracing::warn!(error = %e, "reclaiming unused images"),
         }

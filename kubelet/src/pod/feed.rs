@@ -1,6 +1,6 @@
 //! The pod feed: a list/watch of the pods bound to this node (`spec.nodeName=NAME`, the only
 //! pods the Node authorizer lets a kubelet see) and the static pods of the manifests directory
-//! ([`crate::static_pods`]), fanned out to one [`PodWorker`] per pod UID. Mirror pods are
+//! ([`crate::pod::static_pods`]), fanned out to one [`PodWorker`] per pod UID. Mirror pods are
 //! not run (their static pod is); they are kept in step with the static pods here. After the
 //! first complete list, pod directories of pods that no longer exist are cleaned up (their
 //! containers killed), which is how a kubelet that was down catches up on deletions.
@@ -15,11 +15,12 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::Deps;
 use crate::eviction::Eviction;
-use crate::pod_worker::PodWorker;
-use crate::static_pods::{self, Mirror};
+use crate::pod::static_pods::{self, Mirror};
+use crate::pod::worker::PodWorker;
 
 /// On the copy of a static pod handed to its worker: the UID of its mirror pod, where its
 /// status goes (a new mirror pod makes the worker report again). Never sent to the API.
@@ -70,7 +71,7 @@ impl Statics {
         &mut self,
         deps: &Arc<Deps>,
         workers: &mut HashMap<String, Worker>,
-        cancel: &CancellationToken,
+        life: &Lifetime,
     ) {
         for (uid, pod) in &self.pods {
             let mirror = self.mirror_uid(pod);
@@ -85,7 +86,7 @@ impl Statics {
                     .insert(MIRROR_UID_ANNOTATION.into(), m.clone());
             }
             self.fed.insert(uid.clone(), mirror);
-            feed(deps, workers, uid.clone(), Some(Arc::new(copy)), cancel);
+            feed(deps, workers, uid.clone(), Some(Arc::new(copy)), life);
         }
     }
 
@@ -98,7 +99,7 @@ impl Statics {
         let now = static_pods::scan(dir, &deps.config.node_name);
         for (uid, pod) in &self.pods {
             if !now.contains_key(uid) {
-                tracing::info!(pod = %crate::pod_worker::pod_name(pod), "static pod removed");
+                tracing::info!(pod = %crate::pod::worker::pod_name(pod), "static pod removed");
                 if let Some(w) = workers.get(uid) {
                     w.tx.send_replace(Some(deleting(pod)));
                 }
@@ -113,9 +114,9 @@ impl Statics {
         &mut self,
         deps: &Arc<Deps>,
         workers: &mut HashMap<String, Worker>,
-        cancel: &CancellationToken,
+        life: &Lifetime,
     ) {
-        self.feed_all(deps, workers, cancel);
+        self.feed_all(deps, workers, life);
         self.reconcile(deps).await;
     }
 
@@ -159,19 +160,36 @@ fn deleting(pod: &Pod) -> Arc<Pod> {
         .spec
         .as_ref()
         .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(30);
+        .unwrap_or(crate::pod::worker::DEFAULT_GRACE_SECONDS);
     let mut v = serde_json::to_value(pod).unwrap_or(Value::Null);
     v["metadata"]["deletionTimestamp"] = serde_json::json!(k1s_api::events::now_rfc3339());
     v["metadata"]["deletionGracePeriodSeconds"] = serde_json::json!(grace);
     Arc::new(serde_json::from_value(v).unwrap_or_else(|_| pod.clone()))
 }
 
-/// Feeds the workers until `cancel` fires; hands each eviction to its pod's worker.
-pub async fn run(
-    deps: Arc<Deps>,
-    mut evictions: mpsc::Receiver<Eviction>,
+/// What the pod workers' lifetime hangs on: the kubelet's token (each worker gets a child)
+/// and the tracker the kubelet's shutdown waits on.
+struct Lifetime {
     cancel: CancellationToken,
-) {
+    workers: TaskTracker,
+}
+
+/// Feeds the workers until `cancel` fires; hands each eviction to its pod's worker. Returns
+/// once every pod worker has returned too.
+pub async fn run(deps: Arc<Deps>, evictions: mpsc::Receiver<Eviction>, cancel: CancellationToken) {
+    let life = Lifetime {
+        cancel,
+        workers: TaskTracker::new(),
+    };
+    feed_workers(deps, evictions, &life).await;
+    // Workers return on `cancel` or once the feed (dropped now) is gone; one in the middle of
+    // stopping a pod finishes that first.
+    life.workers.close();
+    life.workers.wait().await;
+}
+
+async fn feed_workers(deps: Arc<Deps>, mut evictions: mpsc::Receiver<Eviction>, life: &Lifetime) {
+    let cancel = &life.cancel;
     let r = ResourceRef::new("", "v1", "pods", None);
     let cfg =
         watcher::Config::default().fields(&format!("spec.nodeName={}", deps.config.node_name));
@@ -184,7 +202,7 @@ pub async fn run(
     // taken for orphans.
     let mut statics = Statics::default();
     statics.rescan(&deps, &mut workers);
-    statics.feed_all(&deps, &mut workers, &cancel);
+    statics.feed_all(&deps, &mut workers, life);
     let mut check = tokio::time::interval(deps.config.file_check_frequency);
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -192,7 +210,7 @@ pub async fn run(
             _ = cancel.cancelled() => return,
             _ = check.tick() => {
                 statics.rescan(&deps, &mut workers);
-                statics.settle(&deps, &mut workers, &cancel).await;
+                statics.settle(&deps, &mut workers, life).await;
                 workers.retain(|_, w| !w.tx.is_closed());
                 continue;
             }
@@ -211,7 +229,7 @@ pub async fn run(
             _ => false,
         };
         if mirror {
-            statics.settle(&deps, &mut workers, &cancel).await;
+            statics.settle(&deps, &mut workers, life).await;
             continue;
         }
         match ev {
@@ -227,7 +245,7 @@ pub async fn run(
                     if let Some(l) = listing.as_mut() {
                         l.push(uid.clone());
                     }
-                    feed(&deps, &mut workers, uid, Some(pod), &cancel);
+                    feed(&deps, &mut workers, uid, Some(pod), life);
                 }
             }
             Event::InitDone => {
@@ -239,7 +257,7 @@ pub async fn run(
                     .cloned()
                     .collect();
                 for uid in gone {
-                    feed(&deps, &mut workers, uid, None, &cancel);
+                    feed(&deps, &mut workers, uid, None, life);
                 }
                 if !cleaned {
                     cleaned = true;
@@ -250,16 +268,16 @@ pub async fn run(
                     statics.mirrors = m;
                     statics.listed = true;
                 }
-                statics.settle(&deps, &mut workers, &cancel).await;
+                statics.settle(&deps, &mut workers, life).await;
             }
             Event::Apply(v) => {
                 if let Some((uid, pod)) = decode(&v) {
-                    feed(&deps, &mut workers, uid, Some(pod), &cancel);
+                    feed(&deps, &mut workers, uid, Some(pod), life);
                 }
             }
             Event::Delete(v) => {
                 if let Some((uid, _)) = decode(&v) {
-                    feed(&deps, &mut workers, uid, None, &cancel);
+                    feed(&deps, &mut workers, uid, None, life);
                 }
             }
         }
@@ -272,7 +290,7 @@ fn feed(
     workers: &mut HashMap<String, Worker>,
     uid: String,
     pod: Option<Arc<Pod>>,
-    cancel: &CancellationToken,
+    life: &Lifetime,
 ) {
     if let Some(w) = workers.get(&uid) {
         w.tx.send_replace(pod);
@@ -286,41 +304,48 @@ fn feed(
         uid.clone(),
         rx,
         evict_rx,
-        cancel.child_token(),
+        life.cancel.child_token(),
     );
-    tokio::spawn(worker.run());
+    life.workers.spawn(worker.run());
     workers.insert(uid, Worker { tx, evict });
 }
 
 /// Kills the containers of pods this node no longer has and removes their sandboxes.
 async fn cleanup_orphans(deps: &Arc<Deps>, live: &[String]) {
-    let Ok(dir) = std::fs::read_dir(deps.config.pods_dir()) else {
-        return;
-    };
-    for entry in dir.flatten() {
-        let uid = entry.file_name().to_string_lossy().to_string();
-        if live.contains(&uid) {
-            continue;
-        }
+    let (pods_dir, live) = (deps.config.pods_dir(), live.to_vec());
+    // The orphans' UIDs with their container bundles, read off the async threads.
+    let orphans = crate::pod::blocking::run(move || {
+        let Ok(dir) = std::fs::read_dir(pods_dir) else {
+            return Vec::new();
+        };
+        let entries = dir.flatten();
+        let orphans = entries.filter_map(|entry| {
+            let uid = entry.file_name().to_string_lossy().to_string();
+            if live.contains(&uid) {
+                return None;
+            }
+            let containers = std::fs::read_dir(entry.path().join("containers"));
+            let bundles: Vec<std::path::PathBuf> = (containers.into_iter().flatten().flatten())
+                .flat_map(|c| std::fs::read_dir(c.path()).into_iter().flatten().flatten())
+                .map(|attempt| attempt.path())
+                .collect();
+            Some((uid, bundles))
+        });
+        orphans.collect::<Vec<_>>()
+    })
+    .await;
+    for (uid, bundles) in orphans {
         tracing::info!(pod_uid = %uid, "cleaning up a pod that no longer exists");
-        let containers = entry.path().join("containers");
-        for c in std::fs::read_dir(&containers)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for attempt in std::fs::read_dir(c.path()).into_iter().flatten().flatten() {
-                let bundle = attempt.path();
-                if deps.runtime.state(&bundle).is_some() {
-                    let _ = deps.runtime.kill(&bundle, libc::SIGKILL);
-                    let _ = tokio::time::timeout(
-                        std::time::Duration::from_secs(10),
-                        deps.runtime.wait(&bundle),
-                    )
-                    .await;
-                }
+        for bundle in bundles {
+            if deps.runtime.state(&bundle).is_some() {
+                let _ = deps.runtime.kill(&bundle, libc::SIGKILL);
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    deps.runtime.wait(&bundle),
+                )
+                .await;
             }
         }
-        crate::sandbox::Sandbox::destroy_by_uid(deps, &uid).await;
+        crate::pod::sandbox::Sandbox::destroy_by_uid(deps, &uid).await;
     }
 }

@@ -253,7 +253,7 @@ pub fn admit(pod: &k8s_openapi::api::core::v1::Pod, pressure: Pressure) -> Resul
         .metadata
         .annotations
         .as_ref()
-        .is_some_and(|a| a.contains_key(crate::static_pods::SOURCE_ANNOTATION));
+        .is_some_and(|a| a.contains_key(crate::pod::static_pods::SOURCE_ANNOTATION));
     let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
     if static_pod || priority >= SYSTEM_CRITICAL_PRIORITY {
         return Ok(());

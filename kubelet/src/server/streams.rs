@@ -2,7 +2,7 @@
 //! `portforward`): [`KubeletStreams`], the in-process [`NodeStreams`] the API server calls for
 //! pods of this node. It finds the container (as upstream picks and validates it) and its
 //! current bundle, and hands the session to the [`Runtime`]; logs are read by
-//! [`crate::logs`]; port-forward connections are opened here, from a thread inside the pod's
+//! [`crate::server::logs`]; port-forward connections are opened here, from a thread inside the pod's
 //! network namespace.
 
 use std::path::{Path, PathBuf};
@@ -15,8 +15,8 @@ use k1s_api::streams::{
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::logs::bad_request;
 use crate::runtime::{Runtime, RuntimeError};
+use crate::server::logs::bad_request;
 
 /// An error the kubelet answers with 500, as upstream's streaming server does for anything
 /// that is not a gRPC NotFound.
@@ -33,7 +33,7 @@ pub struct KubeletStreams {
     config: Arc<Config>,
     runtime: Arc<dyn Runtime>,
     /// The plain requests of `nodes/NAME/proxy/...`; without it they answer 503.
-    node_api: Option<crate::node_api::NodeApi>,
+    node_api: Option<crate::server::node_api::NodeApi>,
 }
 
 /// A container of a pod, as a session needs it.
@@ -110,15 +110,15 @@ impl KubeletStreams {
         }
     }
 
-    /// Serves the kubelet's plain HTTP API ([`crate::node_api`]) too.
-    pub fn with_node_api(mut self, api: crate::node_api::NodeApi) -> Self {
+    /// Serves the kubelet's plain HTTP API ([`crate::server::node_api`]) too.
+    pub fn with_node_api(mut self, api: crate::server::node_api::NodeApi) -> Self {
         self.node_api = Some(api);
         self
     }
 
     /// The bundle of the running instance of `target`, or upstream's "container not found".
     fn running_bundle(&self, pod: &Value, target: &Target) -> Result<PathBuf, ClientError> {
-        let uid = crate::static_pods::runtime_uid(pod);
+        let uid = crate::pod::static_pods::runtime_uid(pod);
         let not_found = || internal(format!("container not found ({:?})", target.name));
         if uid.is_empty() || uid.contains('/') || uid.contains("..") {
             return Err(not_found());
@@ -144,7 +144,7 @@ impl NodeStreams for KubeletStreams {
     }
 
     async fn logs(&self, pod: &Value, options: &LogOptions) -> Result<ByteStream, ClientError> {
-        crate::logs::read(&self.config, pod, options).await
+        crate::server::logs::read(&self.config, pod, options).await
     }
 
     async fn exec(
@@ -188,7 +188,7 @@ impl NodeStreams for KubeletStreams {
     }
 
     async fn port_forward(&self, pod: &Value, port: u16) -> Result<Box<dyn Duplex>, ClientError> {
-        let uid = crate::static_pods::runtime_uid(pod);
+        let uid = crate::pod::static_pods::runtime_uid(pod);
         let name = pod["metadata"]["name"].as_str().unwrap_or_default();
         if port == 0 {
             return Err(bad_request(format!("invalid port {port}")));

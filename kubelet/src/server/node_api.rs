@@ -125,9 +125,9 @@ impl NodeApi {
                 let options = LogOptions {
                     container: Some((*container).to_string()),
                     follow: false,
-                    ..LogOptions::from_query(&q).map_err(crate::logs::bad_request)?
+                    ..LogOptions::from_query(&q).map_err(crate::server::logs::bad_request)?
                 };
-                let mut stream = crate::logs::read(config, &pod, &options).await?;
+                let mut stream = crate::server::logs::read(config, &pod, &options).await?;
                 let mut body = Vec::new();
                 while let Some(chunk) = stream.next().await {
                     body.extend(chunk);

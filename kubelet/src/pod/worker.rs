@@ -1,6 +1,10 @@
 //! One worker per pod: it owns the pod's sandbox and containers on this node from the first
 //! sync to the final delete.
 //!
+//! The worker gathers what its containers do, asks [`crate::pod::plan`] what to do (start,
+//! wait in back-off, kill, the phase, when to wake up) and performs it; the restart back-off
+//! lives in one [`BackOff`] that only its methods write.
+//!
 //! The loop: sync (sandbox, init containers in order, then the containers, each restarted as
 //! `restartPolicy` says with a doubling back-off; sidecars — init containers with
 //! `restartPolicy: Always` — are started in their turn, the next init container waits until
@@ -24,7 +28,7 @@
 //! ([`crate::eviction`]: `Evicted`, with a `DisruptionTarget` condition) or when it has been
 //! active longer than `activeDeadlineSeconds` (`DeadlineExceeded`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -36,13 +40,17 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::Deps;
 use crate::images::{PullPolicy, PullProgress};
+use crate::pod::backoff::BackOff;
+use crate::pod::blocking;
+use crate::pod::plan::{self, Observed, Phase, PodState, RestartPolicy, State};
+use crate::pod::sandbox::Sandbox;
+use crate::pod::status::{ContainerState, ContainerView, PodView, Terminated};
 use crate::probes::{self, Kind};
 use crate::runtime::spec::{self, ContainerSpec, Mount};
-use crate::sandbox::Sandbox;
-use crate::status::{ContainerState, ContainerView, PodView, Terminated};
 
 /// A container's exit, sent by its waiter task.
 struct Exited {
@@ -58,11 +66,6 @@ struct Record {
     /// The attempt (restart number) of the instance that runs or ran last.
     attempt: Option<i32>,
     running: bool,
-    /// When the running instance started, to reset the back-off after a long healthy run.
-    since: Option<Instant>,
-    /// Not before this instant may it (re)start.
-    not_before: Option<Instant>,
-    backoff: Duration,
     /// The running instance's probe workers.
     probes: Option<probes::Probes>,
     /// The readiness probe's current result for the running instance.
@@ -75,6 +78,32 @@ impl Record {
             p.cancel.cancel();
         }
     }
+}
+
+/// Why a container's runtime spec cannot be put together: it then waits with
+/// `CreateContainerConfigError` and this message.
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerConfigError {
+    #[error("the pod sandbox is not ready")]
+    NoSandbox,
+    /// Its environment, command or user.
+    #[error(transparent)]
+    Process(#[from] crate::container::ConfigError),
+    #[error(transparent)]
+    Sandbox(#[from] crate::pod::sandbox::SandboxError),
+    #[error(transparent)]
+    Volume(#[from] crate::volumes::VolumeError),
+    #[error(transparent)]
+    DeviceNode(#[from] crate::runtime::spec::DeviceNodeError),
+    #[error(transparent)]
+    DeviceRule(#[from] crate::pod::sandbox::DeviceRuleError),
+    #[error(transparent)]
+    Cgroup(#[from] crate::cgroups::CgroupError),
+    #[error("creating {}: {source}", path.display())]
+    LogDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The file in a container's bundle that is bind-mounted at its `terminationMessagePath`.
@@ -92,6 +121,8 @@ pub struct PodWorker {
     pod_rx: watch::Receiver<Option<Arc<Pod>>>,
     evict_rx: mpsc::UnboundedReceiver<crate::eviction::Eviction>,
     records: HashMap<String, Record>,
+    /// The containers' restart back-off: written only through its methods.
+    backoff: BackOff,
     exits_tx: mpsc::UnboundedSender<Exited>,
     exits_rx: mpsc::UnboundedReceiver<Exited>,
     probe_tx: mpsc::UnboundedSender<probes::Update>,
@@ -101,7 +132,8 @@ pub struct PodWorker {
     /// When to sync again although nothing changed (volume retries, token refreshes).
     resync_at: Option<Instant>,
     start_time: String,
-    terminal: Option<&'static str>,
+    /// Set once the pod ended (Succeeded or Failed): it never runs again.
+    terminal: Option<Phase>,
     /// Why the kubelet failed the pod (reason, message): refused at admission, evicted, past
     /// its deadline.
     rejected: Option<(String, String)>,
@@ -114,7 +146,11 @@ pub struct PodWorker {
     last_reported: Option<(Option<String>, Value)>,
     /// The setup slot a new pod holds ([`crate::start_slots`]).
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The worker's own token: the kubelet's shutdown cancels it, and the worker cancels it
+    /// when it returns, which ends its waiters and probe workers.
     cancel: CancellationToken,
+    /// The container waiters and probe workers; the worker returns once they have ended.
+    tasks: TaskTracker,
 }
 
 fn now() -> String {
@@ -149,6 +185,7 @@ impl PodWorker {
         let (exits_tx, exits_rx) = mpsc::unbounded_channel();
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
         Self {
+            backoff: BackOff::from_config(&deps.config),
             deps,
             uid,
             pod_rx,
@@ -169,6 +206,7 @@ impl PodWorker {
             last_reported: None,
             slot: None,
             cancel,
+            tasks: TaskTracker::new(),
         }
     }
 
@@ -180,8 +218,16 @@ impl PodWorker {
             .bundle_dir(&self.uid, kind == "init", name, attempt)
     }
 
-    /// Runs until the pod is gone from this node (or the kubelet stops).
+    /// Runs until the pod is gone from this node (or the kubelet stops), then stops its tasks
+    /// and waits for them.
     pub async fn run(mut self) {
+        self.work().await;
+        self.cancel.cancel();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    async fn work(&mut self) {
         let mut last_pod: Option<Arc<Pod>> = None;
         loop {
             let current = self.pod_rx.borrow_and_update().clone();
@@ -195,12 +241,7 @@ impl PodWorker {
                     return;
                 }
                 Some(pod) if pod.metadata.deletion_timestamp.is_some() => {
-                    let grace = pod
-                        .metadata
-                        .deletion_grace_period_seconds
-                        .unwrap_or(30)
-                        .max(0) as u64;
-                    self.terminate(&pod, Duration::from_secs(grace)).await;
+                    self.terminate(&pod, deletion_grace(&pod)).await;
                     self.teardown().await;
                     self.report(&pod).await;
                     self.delete_for_good(&pod).await;
@@ -210,15 +251,13 @@ impl PodWorker {
                     if last_pod.is_none() {
                         // A pod that already ended is never run again (after a restart).
                         self.terminal = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
-                            Some("Succeeded") => Some("Succeeded"),
-                            Some("Failed") => Some("Failed"),
+                            Some("Succeeded") => Some(Phase::Succeeded),
+                            Some("Failed") => Some(Phase::Failed),
                             _ => None,
                         };
                         self.adopt(&pod).await;
                     }
-                    if self.terminal.is_none()
-                        && self.deadline(&pod).is_some_and(|d| d <= Instant::now())
-                    {
+                    if self.plan(&pod, false).deadline_exceeded {
                         let message =
                             "Pod was active on the node longer than the specified deadline";
                         self.fail(
@@ -236,20 +275,14 @@ impl PodWorker {
                     last_pod = Some(pod);
                 }
             }
-            // Only a container waiting to restart wakes the worker.
+            // A container waiting to restart, the deadline or a volume resync wakes the worker.
             let now = Instant::now();
-            let wake = self
-                .records
-                .values()
-                .filter(|r| !r.running)
-                .filter_map(|r| r.not_before)
+            let planned = last_pod
+                .as_deref()
+                .and_then(|p| self.plan(p, false).wake_at);
+            let wake = planned
+                .into_iter()
                 .chain(self.resync_at)
-                .chain(
-                    last_pod
-                        .as_deref()
-                        .filter(|_| self.terminal.is_none())
-                        .and_then(|p| self.deadline(p)),
-                )
                 .filter(|t| *t > now)
                 .min();
             tokio::select! {
@@ -263,7 +296,7 @@ impl PodWorker {
                         return;
                     }
                 }
-                Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()),
+                Some(e) = self.exits_rx.recv() => self.on_exit(e, last_pod.as_deref()).await,
                 Some(e) = self.evict_rx.recv() => {
                     if let Some(pod) = last_pod.clone() {
                         self.fail(&pod, "Evicted", e.message, e.grace, true).await;
@@ -290,26 +323,28 @@ impl PodWorker {
         let mut adopted = Vec::new();
         for (init, c) in all {
             let key = container_key(init, &c.name);
-            let dir = self
-                .bundle(&key, 0)
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default();
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            let mut attempts: Vec<i32> = entries
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect();
-            attempts.sort();
-            let Some(&last) = attempts.last() else {
+            let (config, uid, name) = (self.deps.config.clone(), self.uid.clone(), c.name.clone());
+            // The last attempt's bundle, with what it says of the container.
+            let found = blocking::run(move || {
+                let dir = config.bundle_dir(&uid, init, &name, 0);
+                let entries = std::fs::read_dir(dir.parent()?).ok()?;
+                let mut attempts: Vec<i32> = entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect();
+                attempts.sort();
+                let last = *attempts.last()?;
+                let bundle = config.bundle_dir(&uid, init, &name, last);
+                let cfg: Option<ContainerSpec> =
+                    spec::read_json(&bundle, spec::CONFIG).ok().flatten();
+                let st: Option<spec::State> = spec::read_json(&bundle, spec::STATE).ok().flatten();
+                Some((last, bundle, cfg, st))
+            })
+            .await;
+            let Some((last, bundle, cfg, st)) = found else {
                 continue;
             };
             any = true;
-            let bundle = self.bundle(&key, last);
-            let cfg: Option<ContainerSpec> = spec::read_json(&bundle, spec::CONFIG).ok().flatten();
-            let st: Option<spec::State> = spec::read_json(&bundle, spec::STATE).ok().flatten();
             let id = cfg.map(|c| format!("k1s://{}", c.id));
             let rec = self.records.entry(key.clone()).or_default();
             rec.view.name = c.name.clone();
@@ -324,7 +359,7 @@ impl PodWorker {
                 let started_at = st.map(|s| s.started_at).unwrap_or_default();
                 rec.view.state = ContainerState::Running { started_at };
                 rec.running = true;
-                if !init || crate::status::is_sidecar(c) {
+                if !init || crate::pod::status::is_sidecar(c) {
                     adopted.push((c.clone(), key.clone(), last));
                 }
                 self.spawn_waiter(key, last, bundle);
@@ -396,6 +431,7 @@ impl PodWorker {
             &self.pod_ip(),
             target,
             reporter,
+            &self.tasks,
             self.cancel.child_token(),
         );
         let rec = self.records.entry(key.to_string()).or_default();
@@ -439,9 +475,7 @@ impl PodWorker {
                 // The probe's own terminationGracePeriodSeconds wins over the pod's.
                 let grace = probe
                     .and_then(|p| p.termination_grace_period_seconds)
-                    .or_else(|| pod.spec.as_ref()?.termination_grace_period_seconds)
-                    .unwrap_or(30)
-                    .max(0) as u64;
+                    .map_or_else(|| termination_grace(pod), seconds);
                 let what = if u.kind == Kind::Liveness {
                     "liveness"
                 } else {
@@ -452,15 +486,8 @@ impl PodWorker {
                     c.name
                 );
                 self.report(pod).await;
-                self.kill_container(
-                    pod,
-                    Some(&c),
-                    &u.key,
-                    u.attempt,
-                    Duration::from_secs(grace),
-                    Some(msg),
-                )
-                .await;
+                self.kill_container(pod, Some(&c), &u.key, u.attempt, grace, Some(msg))
+                    .await;
             }
         }
     }
@@ -469,7 +496,7 @@ impl PodWorker {
         let runtime = self.deps.runtime.clone();
         let tx = self.exits_tx.clone();
         let cancel = self.cancel.clone();
-        tokio::spawn(async move {
+        self.tasks.spawn(async move {
             tokio::select! {
                 _ = cancel.cancelled() => {}
                 exit = runtime.wait(&bundle) => {
@@ -479,52 +506,46 @@ impl PodWorker {
         });
     }
 
-    fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
-        if self
+    async fn on_exit(&mut self, e: Exited, pod: Option<&Pod>) {
+        let Some(rec) = self
             .records
-            .get(&e.name)
-            .is_none_or(|r| r.attempt != Some(e.attempt))
-        {
-            return;
-        }
-        let message = self.termination_message(pod, &e.name, e.attempt, e.exit.exit_code);
-        let Some(rec) = self.records.get_mut(&e.name) else {
+            .get_mut(&e.name)
+            .filter(|r| r.attempt == Some(e.attempt))
+        else {
             return;
         };
         rec.running = false;
         rec.view.ready = false;
         rec.view.started = false;
         rec.stop_probes();
-        if rec
-            .since
-            .is_some_and(|t| t.elapsed() >= self.deps.config.backoff_reset)
-        {
-            rec.backoff = Duration::ZERO;
-        }
-        // The next start waits the back-off from now, the container's exit, as upstream's
-        // `IsInBackOffSince(finishedAt)`.
-        rec.not_before = Some(Instant::now() + rec.backoff);
+        self.backoff.exited(&e.name, Instant::now());
         let started_at = match &rec.view.state {
             ContainerState::Running { started_at } => started_at.clone(),
             _ => String::new(),
         };
         let id = rec.view.container_id.clone();
-        let oom = pod.is_some_and(|p| {
-            e.exit.exit_code == 137
-                && id.as_deref().is_some_and(|id| {
-                    self.deps.cgroups.oom_killed(
-                        &self.uid,
-                        crate::cgroups::resources::qos_class(p),
-                        id.trim_start_matches("k1s://"),
-                    )
-                })
-        });
+        let message = self
+            .termination_message(pod, &e.name, e.attempt, e.exit.exit_code)
+            .await;
+        let oom = match (pod, id.as_deref()) {
+            (Some(p), Some(id)) if e.exit.exit_code == 137 => {
+                let cgroups = self.deps.cgroups.clone();
+                let uid = self.uid.clone();
+                let qos = crate::cgroups::resources::qos_class(p);
+                let id = id.trim_start_matches("k1s://").to_string();
+                blocking::run(move || cgroups.oom_killed(&uid, qos, &id)).await
+            }
+            _ => false,
+        };
         let reason = if oom {
             "OOMKilled"
         } else if e.exit.exit_code == 0 {
             "Completed"
         } else {
             "Error"
+        };
+        let Some(rec) = self.records.get_mut(&e.name) else {
+            return;
         };
         rec.view.state = ContainerState::Terminated(Terminated {
             exit_code: e.exit.exit_code,
@@ -540,8 +561,8 @@ impl PodWorker {
     /// The termination message of instance `attempt` of `key`, as upstream's kubelet: the
     /// last 4 KiB of its message file; if that is empty, the container failed and its
     /// `terminationMessagePolicy` is `FallbackToLogsOnError`, the tail of its log
-    /// ([`crate::logs::termination_tail`]).
-    fn termination_message(
+    /// ([`crate::server::logs::termination_tail`]).
+    async fn termination_message(
         &self,
         pod: Option<&Pod>,
         key: &str,
@@ -549,29 +570,31 @@ impl PodWorker {
         exit_code: i32,
     ) -> Option<String> {
         let file = self.bundle(key, attempt).join(TERMINATION_LOG);
-        let data = std::fs::read(file).unwrap_or_default();
-        let from_file = &data[data.len().saturating_sub(MAX_TERMINATION_MESSAGE)..];
-        if !from_file.is_empty() {
-            return Some(String::from_utf8_lossy(from_file).into_owned());
-        }
-        let pod = pod?;
-        let c = spec_container(pod, key)?;
-        let fallback = c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
-        if !fallback || exit_code == 0 {
-            return None;
-        }
-        let m = &pod.metadata;
-        let log = self
-            .deps
-            .config
-            .container_logs_dir(
+        // The log to fall back on, if the message file says nothing.
+        let log = pod.and_then(|pod| {
+            let c = spec_container(pod, key)?;
+            let fallback = c.termination_message_policy.as_deref() == Some("FallbackToLogsOnError");
+            if !fallback || exit_code == 0 {
+                return None;
+            }
+            let m = &pod.metadata;
+            let dir = self.deps.config.container_logs_dir(
                 m.namespace.as_deref().unwrap_or(""),
                 m.name.as_deref().unwrap_or(""),
                 &self.uid,
                 &c.name,
-            )
-            .join(format!("{attempt}.log"));
-        Some(crate::logs::termination_tail_of(&log)).filter(|t| !t.is_empty())
+            );
+            Some(dir.join(format!("{attempt}.log")))
+        });
+        blocking::run(move || {
+            let data = std::fs::read(file).unwrap_or_default();
+            let from_file = &data[data.len().saturating_sub(MAX_TERMINATION_MESSAGE)..];
+            if !from_file.is_empty() {
+                return Some(String::from_utf8_lossy(from_file).into_owned());
+            }
+            Some(crate::server::logs::termination_tail_of(&log?)).filter(|t| !t.is_empty())
+        })
+        .await
     }
 
     /// Brings the pod's containers to where they should be.
@@ -619,109 +642,132 @@ impl PodWorker {
             self.slot = None;
         }
         if let Err(e) = self.sandbox_volumes(pod).await {
-            self.event(pod, None, "Warning", "FailedMount", &e);
+            self.event(pod, None, "Warning", "FailedMount", &e.to_string());
             return;
         }
-        let policy = spec
-            .restart_policy
-            .clone()
-            .unwrap_or_else(|| "Always".into());
-        // Once every app container has ended for good (restartPolicy Never or OnFailure),
-        // the sidecars are stopped, last started first, and none restarts.
-        let app_done = policy != "Always"
-            && spec.containers.iter().all(|c| {
-                self.records
-                    .get(&container_key(false, &c.name))
-                    .is_some_and(|r| {
-                        !r.running
-                            && matches!(&r.view.state, ContainerState::Terminated(t)
-                                if policy == "Never" || t.exit_code == 0)
-                    })
-            });
-        if app_done {
-            self.stop_sidecars(pod, &spec, termination_grace(pod)).await;
-        }
-        // Whether an app container has run: the pod was initialized, and init containers
-        // do not run again (sidecars do, whenever they stop).
-        let initialized = spec.containers.iter().any(|c| {
-            self.records
-                .get(&container_key(false, &c.name))
-                .is_some_and(|r| r.attempt.is_some())
-        });
-        // Init containers, one at a time, in order; a sidecar is started and the next one
-        // follows once it counts as started (its startup probe passed).
-        for c in spec.init_containers.iter().flatten().filter(|_| !app_done) {
-            let key = container_key(true, &c.name);
-            if crate::status::is_sidecar(c) {
-                if !self.records.get(&key).is_some_and(|r| r.running) {
-                    self.start(pod, c, &key).await;
-                }
-                let started = self
-                    .records
-                    .get(&key)
-                    .is_some_and(|r| r.running && r.view.started);
-                if started || initialized {
-                    continue;
-                }
-                return;
-            }
-            if initialized {
+        // Plan, act, and plan again with what the actions changed (a sidecar that counts as
+        // started lets the next init container start in the same sync), until nothing new
+        // is left to start; each container is tried once per sync.
+        let mut tried: HashSet<String> = HashSet::new();
+        let mut first = true;
+        loop {
+            let actions = self.plan(pod, false);
+            if first && !actions.stop_sidecars.is_empty() {
+                first = false;
+                self.stop_sidecars(pod, &actions.stop_sidecars, termination_grace(pod))
+                    .await;
                 continue;
             }
-            let rec = self.records.entry(key.clone()).or_default();
-            if rec.running {
-                return;
+            first = false;
+            for wait in &actions.back_off {
+                self.hold_back(pod, wait);
             }
-            match &rec.view.state {
-                ContainerState::Terminated(t) if t.exit_code == 0 => continue,
-                ContainerState::Terminated(_) if policy == "Never" => {
-                    self.terminal = Some("Failed");
-                    return;
+            let start: Vec<String> = (actions.start.into_iter())
+                .filter(|k| tried.insert(k.clone()))
+                .collect();
+            if start.is_empty() {
+                break;
+            }
+            for key in start {
+                if let Some(c) = spec_container(pod, &key).cloned() {
+                    self.start(pod, &c, &key).await;
                 }
-                _ => {}
             }
-            self.start(pod, c, &key).await;
-            return;
         }
-        for c in &spec.containers {
-            let key = container_key(false, &c.name);
-            let rec = self.records.entry(key.clone()).or_default();
-            if rec.running {
-                continue;
-            }
-            let restart = match &rec.view.state {
-                ContainerState::Terminated(t) => match policy.as_str() {
-                    "Always" => true,
-                    "OnFailure" => t.exit_code != 0,
-                    _ => false,
+        let state = self.observe(pod, false);
+        let phase = plan::phase(state.restart_policy, &state.init, &state.containers);
+        if phase.is_terminal() {
+            self.terminal = Some(phase);
+        }
+    }
+
+    /// The pod's containers as [`plan::plan`] sees them.
+    fn observe(&self, pod: &Pod, terminating: bool) -> PodState {
+        let spec = pod.spec.as_ref();
+        let observe = |init: bool, c: &Container| {
+            let key = container_key(init, &c.name);
+            let rec = self.records.get(&key);
+            let state = match rec {
+                None => State::Waiting,
+                Some(r) if r.running => State::Running {
+                    started: r.view.started,
                 },
-                _ => true,
+                Some(r) => match &r.view.state {
+                    ContainerState::Terminated(t) => State::Exited {
+                        exit_code: t.exit_code,
+                    },
+                    _ if r.view.last.is_some() => State::Restarting,
+                    _ => State::Waiting,
+                },
             };
-            if restart {
-                self.start(pod, c, &key).await;
+            Observed {
+                name: c.name.clone(),
+                sidecar: init && crate::pod::status::is_sidecar(c),
+                state,
+                attempted: rec.is_some_and(|r| r.attempt.is_some()),
+                back_off_until: self.backoff.until(&key),
             }
+        };
+        let init = spec.iter().flat_map(|s| s.init_containers.iter().flatten());
+        let containers = spec.iter().flat_map(|s| s.containers.iter());
+        PodState {
+            restart_policy: RestartPolicy::parse(spec.and_then(|s| s.restart_policy.as_deref())),
+            init: init.map(|c| observe(true, c)).collect(),
+            containers: containers.map(|c| observe(false, c)).collect(),
+            terminating,
+            terminal: self.terminal,
+            active_deadline: self.deadline(pod),
         }
-        let views: Vec<ContainerView> = spec
-            .containers
-            .iter()
-            .filter_map(|c| self.records.get(&container_key(false, &c.name)))
-            .map(|r| r.view.clone())
-            .collect();
-        let init_views = self.views(pod, true);
-        if let p @ ("Succeeded" | "Failed") = crate::status::phase(pod, &init_views, &views) {
-            self.terminal = Some(p);
+    }
+
+    /// What to do next, as of now ([`plan::plan`]).
+    fn plan(&self, pod: &Pod, terminating: bool) -> plan::PodActions {
+        plan::plan(&self.observe(pod, terminating), Instant::now())
+    }
+
+    /// `wait` should run but waits for its back-off: a container whose last instance exited
+    /// enters CrashLoopBackOff (with a `BackOff` event).
+    fn hold_back(&mut self, pod: &Pod, wait: &plan::Wait) {
+        let Some(c) = spec_container(pod, &wait.key) else {
+            return;
+        };
+        let delay = self.backoff.delay(&wait.key);
+        let rec = self.records.entry(wait.key.clone()).or_default();
+        rec.view.name = c.name.clone();
+        rec.view.image = c.image.clone().unwrap_or_default();
+        if !wait.crash_loop {
+            return;
         }
+        let ContainerState::Terminated(last) = &rec.view.state else {
+            return;
+        };
+        rec.view.last = Some(last.clone());
+        rec.view.state = ContainerState::Waiting {
+            reason: "CrashLoopBackOff".into(),
+            message: Some(format!(
+                "back-off {}s restarting failed container={} pod={}",
+                delay.as_secs(),
+                c.name,
+                pod_log_name(pod)
+            )),
+        };
+        let msg = format!(
+            "Back-off restarting failed container {} in pod {}",
+            c.name,
+            pod_log_name(pod)
+        );
+        self.event(pod, Some(c), "Warning", "BackOff", &msg);
     }
 
     /// Admission in upstream's order: node pressure (the eviction manager: Failed,
     /// `Evicted`), the devices of device plugin resources (Failed,
     /// `UnexpectedAdmissionError`), then resources, node affinity and host ports against the
-    /// pods admitted before ([`crate::admission`]: Failed, `OutOfcpu`, `NodePorts`, …).
+    /// pods admitted before ([`crate::pod::admission`]: Failed, `OutOfcpu`, `NodePorts`, …).
     async fn admit(&mut self, pod: &Pod) -> bool {
         let cfg = &self.deps.config;
-        let signals = crate::pressure::observe(&cfg.root_dir, &cfg.images_dir());
-        let pressure = crate::pressure::evaluate(&signals, &cfg.eviction_hard);
-        if let Err(message) = crate::pressure::admit(pod, pressure) {
+        let signals = crate::eviction::pressure::observe(&cfg.root_dir, &cfg.images_dir());
+        let pressure = crate::eviction::pressure::evaluate(&signals, &cfg.eviction_hard);
+        if let Err(message) = crate::eviction::pressure::admit(pod, pressure) {
             self.reject(pod, "Evicted", message).await;
             return false;
         }
@@ -734,8 +780,12 @@ impl PodWorker {
         if admitted.as_ref().is_err_and(|r| r.reason == "NodeAffinity") {
             // The node's labels may have changed since they were last read.
             let node = &self.deps.config.node_name;
-            crate::admission::refresh_labels(&self.deps.admitted, self.deps.client.as_ref(), node)
-                .await;
+            crate::pod::admission::refresh_labels(
+                &self.deps.admitted,
+                self.deps.client.as_ref(),
+                node,
+            )
+            .await;
             admitted = self.deps.admitted.admit(&self.uid, pod);
         }
         if let Err(r) = admitted {
@@ -802,11 +852,11 @@ impl PodWorker {
         tracing::warn!(pod = %pod_name(pod), %reason, %message, "the pod failed");
         self.event(pod, None, type_, reason, &message);
         self.rejected = Some((reason.into(), message));
-        self.terminal = Some("Failed");
+        self.terminal = Some(Phase::Failed);
     }
 
     /// Sets up (or refreshes) the pod's volumes; on failure, tries again in a few seconds.
-    async fn sandbox_volumes(&mut self, pod: &Pod) -> Result<(), String> {
+    async fn sandbox_volumes(&mut self, pod: &Pod) -> Result<(), crate::volumes::VolumeError> {
         match self.deps.volumes.setup(pod).await {
             Ok(v) => {
                 self.volumes = v;
@@ -823,60 +873,27 @@ impl PodWorker {
             }
             Err(e) => {
                 self.resync_at = Some(Instant::now() + Duration::from_secs(2));
-                Err(e.to_string())
+                Err(e)
             }
         }
     }
 
+    /// The pod's sandbox could not be created: its app containers wait the initial back-off.
     fn set_backoff_all(&mut self, pod: &Pod) {
-        let initial = self.deps.config.backoff_initial;
+        let now = Instant::now();
         for c in pod.spec.iter().flat_map(|s| s.containers.iter()) {
-            let r = self
-                .records
-                .entry(container_key(false, &c.name))
-                .or_default();
-            r.not_before = Some(Instant::now() + initial);
+            let key = container_key(false, &c.name);
+            self.records.entry(key.clone()).or_default();
+            self.backoff.hold(&key, now);
         }
     }
 
-    /// Starts (or restarts) one container, honouring its back-off.
+    /// Starts (or restarts) one container the plan says to start (its back-off is over).
     async fn start(&mut self, pod: &Pod, c: &Container, key: &str) {
-        let cfg = self.deps.config.clone();
-        // Inside the back-off window nothing starts; a container that failed before says so.
-        let (mut waiting, mut crash_loop) = (false, false);
         {
             let rec = self.records.entry(key.to_string()).or_default();
             rec.view.name = c.name.clone();
             rec.view.image = c.image.clone().unwrap_or_default();
-            if let Some(t) = rec.not_before
-                && Instant::now() < t
-            {
-                waiting = true;
-                if let ContainerState::Terminated(last) = &rec.view.state {
-                    rec.view.last = Some(last.clone());
-                    rec.view.state = ContainerState::Waiting {
-                        reason: "CrashLoopBackOff".into(),
-                        message: Some(format!(
-                            "back-off {}s restarting failed container={} pod={}",
-                            rec.backoff.as_secs(),
-                            c.name,
-                            pod_log_name(pod)
-                        )),
-                    };
-                    crash_loop = true;
-                }
-            }
-        }
-        if crash_loop {
-            let msg = format!(
-                "Back-off restarting failed container {} in pod {}",
-                c.name,
-                pod_log_name(pod)
-            );
-            self.event(pod, Some(c), "Warning", "BackOff", &msg);
-        }
-        if waiting {
-            return;
         }
         // The image.
         let reference = c.image.clone().unwrap_or_default();
@@ -899,7 +916,7 @@ impl PodWorker {
         let pulling = !(present && policy != PullPolicy::Always);
         // The pull secrets are read only when the registry may be asked.
         let auth = if pulling {
-            crate::sandbox::pull_secrets(&self.deps, pod).await
+            crate::pod::sandbox::pull_secrets(&self.deps, pod).await
         } else {
             Vec::new()
         };
@@ -979,7 +996,8 @@ impl PodWorker {
             .await
         {
             Ok(s) => s,
-            Err(msg) => {
+            Err(e) => {
+                let msg = e.to_string();
                 self.back_off(key, "CreateContainerConfigError", &msg);
                 self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"));
                 return;
@@ -991,26 +1009,27 @@ impl PodWorker {
             self.event(pod, Some(c), "Warning", "Failed", &format!("Error: {msg}"));
             return;
         }
-        let _ = std::fs::create_dir_all(&bundle);
-        // Writable by whatever user the container runs as (upstream: 0666), umask or not.
-        let term_log = bundle.join(TERMINATION_LOG);
-        let _ = std::fs::write(&term_log, b"");
-        let _ = std::fs::set_permissions(&term_log, std::fs::Permissions::from_mode(0o666));
+        let dir = bundle.clone();
+        blocking::run(move || {
+            let _ = std::fs::create_dir_all(&dir);
+            // Writable by whatever user the container runs as (upstream: 0666), umask or not.
+            let term_log = dir.join(TERMINATION_LOG);
+            let _ = std::fs::write(&term_log, b"");
+            let _ = std::fs::set_permissions(&term_log, std::fs::Permissions::from_mode(0o666));
+        })
+        .await;
         match self.deps.runtime.start(&bundle, &spec).await {
             Ok(state) => {
                 let rec = self.records.entry(key.to_string()).or_default();
                 if let ContainerState::Terminated(t) = &rec.view.state {
                     rec.view.last = Some(t.clone());
                 }
-                if rec.attempt.is_some() {
+                let restart = rec.attempt.is_some();
+                if restart {
                     rec.view.restart_count += 1;
-                    // A restart: the next exit waits one step longer (upstream: the first
-                    // restart at once, then 10 s, 20 s, ... up to 5 minutes).
-                    rec.backoff = next_backoff(rec.backoff, &cfg);
                 }
                 rec.attempt = Some(attempt);
                 rec.running = true;
-                rec.since = Some(Instant::now());
                 rec.view.container_id = Some(format!("k1s://{id}"));
                 rec.view.image_id = image.repo_digest.clone();
                 rec.view.state = ContainerState::Running {
@@ -1018,8 +1037,8 @@ impl PodWorker {
                 };
                 rec.view.started = false;
                 rec.view.ready = false;
-                // The back-off runs from the container's exit (`on_exit`), not its start.
-                rec.not_before = None;
+                // A restart: the next exit waits one step longer.
+                self.backoff.started(key, restart, Instant::now());
                 self.event(
                     pod,
                     Some(c),
@@ -1042,7 +1061,7 @@ impl PodWorker {
                     self.slot = None;
                 }
                 if self.post_start(pod, c, key, attempt).await {
-                    if key.starts_with("init/") && !crate::status::is_sidecar(c) {
+                    if key.starts_with("init/") && !crate::pod::status::is_sidecar(c) {
                         self.records
                             .entry(key.to_string())
                             .or_default()
@@ -1064,14 +1083,12 @@ impl PodWorker {
 
     /// The container waits with `reason` and may try again after its next back-off.
     fn back_off(&mut self, key: &str, reason: &str, message: &str) {
-        let cfg = self.deps.config.clone();
         let rec = self.records.entry(key.to_string()).or_default();
         rec.view.state = ContainerState::Waiting {
             reason: reason.into(),
             message: Some(message.into()),
         };
-        rec.backoff = next_backoff(rec.backoff, &cfg);
-        rec.not_before = Some(Instant::now() + rec.backoff);
+        self.backoff.failed(key, Instant::now());
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1084,11 +1101,11 @@ impl PodWorker {
         bundle: &Path,
         id: &str,
         attempt: i32,
-    ) -> Result<ContainerSpec, String> {
+    ) -> Result<ContainerSpec, ContainerConfigError> {
         let sb = self
             .sandbox
             .as_ref()
-            .ok_or_else(|| "the pod sandbox is not ready".to_string())?;
+            .ok_or(ContainerConfigError::NoSandbox)?;
         // The sandbox has its address before any container starts; the env gets it (and the
         // node's) from here, not from the pod's status, which may not show them yet.
         let pod_ips: Vec<String> = sb.ip.iter().cloned().collect();
@@ -1102,13 +1119,9 @@ impl PodWorker {
                 host_ips: &host_ips,
             },
         };
-        let mut process = crate::container::process(&ctx, c, &image.config, &image.layers)
-            .await
-            .map_err(|e| e.0)?;
-        let mut mounts = sb.mounts(pod, c).map_err(|e| e.to_string())?;
-        mounts.extend(
-            crate::volumes::container_mounts(pod, c, &self.volumes).map_err(|e| e.to_string())?,
-        );
+        let mut process = crate::container::process(&ctx, c, &image.config, &image.layers).await?;
+        let mut mounts = sb.mounts(pod, c)?;
+        mounts.extend(crate::volumes::container_mounts(pod, c, &self.volumes)?);
         // What the device plugins' Allocate answered: environment, host mounts, device nodes.
         let devices = self.deps.devices.container_devices(&self.uid, key);
         let device_nodes = crate::runtime::spec::device_nodes(&devices.devices)?;
@@ -1141,16 +1154,11 @@ impl PodWorker {
         let block_nodes = crate::runtime::spec::device_nodes(&block)?;
         let allowed = device_nodes.iter().chain(&block_nodes);
         let permissions = devices.devices.iter().chain(&block);
-        let resources = crate::sandbox::container_resources(
+        let resources = crate::pod::sandbox::container_resources(
             c,
             privileged,
             allowed.zip(permissions.map(|d| d.permissions.as_str())),
         )?;
-        let cgroup_procs = self
-            .deps
-            .cgroups
-            .ensure_container(&self.uid, qos, id, &resources)
-            .map_err(|e| e.to_string())?;
         let m = &pod.metadata;
         let log_dir = self.deps.config.container_logs_dir(
             m.namespace.as_deref().unwrap_or(""),
@@ -1158,8 +1166,19 @@ impl PodWorker {
             &self.uid,
             &c.name,
         );
-        std::fs::create_dir_all(&log_dir)
-            .map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
+        let (cgroups, uid, cid, dir) = (
+            self.deps.cgroups.clone(),
+            self.uid.clone(),
+            id.to_string(),
+            log_dir.clone(),
+        );
+        let cgroup_procs = blocking::run(move || {
+            let procs = cgroups.ensure_container(&uid, qos, &cid, &resources)?;
+            std::fs::create_dir_all(&dir)
+                .map_err(|source| ContainerConfigError::LogDir { path: dir, source })?;
+            Ok::<_, ContainerConfigError>(procs)
+        })
+        .await?;
         Ok(ContainerSpec {
             id: id.to_string(),
             layers: image.layers.clone(),
@@ -1206,7 +1225,7 @@ impl PodWorker {
                     view.name = c.name.clone();
                     view.image = c.image.clone().unwrap_or_default();
                 }
-                view.sidecar = init && crate::status::is_sidecar(c);
+                view.sidecar = init && crate::pod::status::is_sidecar(c);
                 view
             })
             .collect()
@@ -1216,7 +1235,7 @@ impl PodWorker {
         let init = self.views(pod, true);
         let containers = self.views(pod, false);
         let now = now();
-        let status = crate::status::pod_status(&PodView {
+        let status = crate::pod::status::pod_status(&PodView {
             pod,
             init: &init,
             containers: &containers,
@@ -1224,7 +1243,7 @@ impl PodWorker {
             pod_ip: self.sandbox.as_ref().and_then(|s| s.ip.clone()),
             host_ip: self.deps.config.node_ip.to_string(),
             start_time: &self.start_time,
-            terminal: self.terminal,
+            terminal: self.terminal.map(Phase::as_str),
             rejected: self
                 .rejected
                 .as_ref()
@@ -1237,13 +1256,13 @@ impl PodWorker {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(crate::pods::MIRROR_UID_ANNOTATION))
+            .and_then(|a| a.get(crate::pod::feed::MIRROR_UID_ANNOTATION))
             .cloned();
         let static_pod = pod
             .metadata
             .annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(crate::static_pods::SOURCE_ANNOTATION));
+            .is_some_and(|a| a.contains_key(crate::pod::static_pods::SOURCE_ANNOTATION));
         if static_pod && target.is_none() {
             // No mirror pod yet to show it; the feed hands the pod over again once there is.
             return;
@@ -1284,22 +1303,16 @@ impl PodWorker {
         let who = pod_log_name(pod);
         let res = tokio::select! {
             _ = self.cancel.cancelled() => return false,
-            r = crate::hooks::run(h, c, &who, &ip, &target) => r,
+            r = crate::pod::hooks::run(h, c, &who, &ip, &target) => r,
         };
         let Err(msg) = res else { return true };
         self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg);
-        let grace = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .unwrap_or(30)
-            .max(0) as u64;
         self.kill_container(
             pod,
             Some(c),
             key,
             attempt,
-            Duration::from_secs(grace),
+            termination_grace(pod),
             Some("FailedPostStartHook".into()),
         )
         .await;
@@ -1334,7 +1347,7 @@ impl PodWorker {
             let target = self.target(key, attempt);
             let ip = self.pod_ip();
             let who = pod_log_name(pod);
-            let run = crate::hooks::run(h, c, &who, &ip, &target);
+            let run = crate::pod::hooks::run(h, c, &who, &ip, &target);
             match tokio::time::timeout(grace, run).await {
                 Ok(Ok(())) => {}
                 Ok(Err(msg)) => {
@@ -1368,16 +1381,13 @@ impl PodWorker {
     /// containers at once, then the sidecars, last started first, with what is left of the
     /// grace period (as upstream since 1.29).
     async fn terminate(&mut self, pod: &Pod, grace: Duration) {
-        let mut others: Vec<(String, i32)> = Vec::new();
-        for (k, r) in self.records.iter_mut() {
+        for r in self.records.values_mut() {
             r.stop_probes();
-            if r.running
-                && let Some(a) = r.attempt
-                && !spec_container(pod, k).is_some_and(crate::status::is_sidecar)
-            {
-                others.push((k.clone(), a));
-            }
         }
+        let actions = self.plan(pod, true);
+        let others: Vec<(String, i32)> = (actions.kill.iter())
+            .filter_map(|k| Some((k.key.clone(), self.records.get(&k.key)?.attempt?)))
+            .collect();
         let begun = Instant::now();
         let kills = others.iter().map(|(key, attempt)| {
             let c = spec_container(pod, key);
@@ -1385,19 +1395,17 @@ impl PodWorker {
         });
         futures::future::join_all(kills).await;
         while let Ok(e) = self.exits_rx.try_recv() {
-            self.on_exit(e, Some(pod));
+            self.on_exit(e, Some(pod)).await;
         }
         for (key, attempt) in others {
-            self.record_exit(pod, key, attempt);
+            self.record_exit(pod, key, attempt).await;
         }
-        if let Some(spec) = pod.spec.as_ref() {
-            self.stop_sidecars(pod, spec, grace.saturating_sub(begun.elapsed()))
-                .await;
-        }
+        let left = grace.saturating_sub(begun.elapsed());
+        self.stop_sidecars(pod, &actions.stop_sidecars, left).await;
     }
 
     /// Records the exit of the stopped instance `attempt` of `key`, if it has one.
-    fn record_exit(&mut self, pod: &Pod, key: String, attempt: i32) {
+    async fn record_exit(&mut self, pod: &Pod, key: String, attempt: i32) {
         let bundle = self.bundle(&key, attempt);
         if let Some(exit) = self.deps.runtime.exit(&bundle) {
             self.on_exit(
@@ -1407,36 +1415,32 @@ impl PodWorker {
                     exit,
                 },
                 Some(pod),
-            );
+            )
+            .await;
         }
     }
 
-    /// Stops the running sidecars, last started first, sharing `grace`, and records their
-    /// exits; none restarts afterwards (the caller no longer starts them).
-    async fn stop_sidecars(
-        &mut self,
-        pod: &Pod,
-        spec: &k8s_openapi::api::core::v1::PodSpec,
-        grace: Duration,
-    ) {
+    /// Stops the sidecars the plan names (last started first) that still run, one after
+    /// another sharing `grace`, and records their exits; none restarts afterwards (the plan
+    /// no longer starts them).
+    async fn stop_sidecars(&mut self, pod: &Pod, sidecars: &[plan::Kill], grace: Duration) {
         let begun = Instant::now();
-        for c in spec.init_containers.iter().flatten().rev() {
-            let key = container_key(true, &c.name);
-            let Some(attempt) = self
-                .records
-                .get(&key)
-                .filter(|r| r.running && crate::status::is_sidecar(c))
-                .and_then(|r| r.attempt)
-            else {
+        for kill in sidecars {
+            let key = kill.key.clone();
+            let Some(c) = spec_container(pod, &key) else {
                 continue;
             };
-            if let Some(r) = self.records.get_mut(&key) {
-                r.stop_probes();
-            }
+            let Some(rec) = self.records.get_mut(&key).filter(|r| r.running) else {
+                continue;
+            };
+            let Some(attempt) = rec.attempt else {
+                continue;
+            };
+            rec.stop_probes();
             let left = grace.saturating_sub(begun.elapsed());
             self.kill_container(pod, Some(c), &key, attempt, left, None)
                 .await;
-            self.record_exit(pod, key, attempt);
+            self.record_exit(pod, key, attempt).await;
         }
     }
 
@@ -1506,15 +1510,6 @@ async fn sleep_until(t: Option<Instant>) {
     }
 }
 
-/// The first back-off, then doubling up to the maximum (10 s and 5 min upstream).
-fn next_backoff(current: Duration, cfg: &crate::config::Config) -> Duration {
-    if current.is_zero() {
-        cfg.backoff_initial
-    } else {
-        (current * 2).min(cfg.backoff_max)
-    }
-}
-
 /// A container ID: 64 hex digits, stable for a pod, container and attempt.
 fn container_id(uid: &str, key: &str, attempt: i32) -> String {
     use std::hash::{Hash, Hasher};
@@ -1546,11 +1541,87 @@ pub fn pod_name(pod: &Pod) -> String {
 }
 
 /// The pod's `terminationGracePeriodSeconds` (30 s by default).
-fn termination_grace(pod: &Pod) -> Duration {
+pub(crate) fn termination_grace(pod: &Pod) -> Duration {
     let secs = pod
         .spec
         .as_ref()
-        .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(30);
+        .and_then(|s| s.termination_grace_period_seconds);
+    seconds(secs.unwrap_or(DEFAULT_GRACE_SECONDS))
+}
+
+/// The grace period of a pod being deleted: its `deletionGracePeriodSeconds`, 30 s when the
+/// API left it unset.
+fn deletion_grace(pod: &Pod) -> Duration {
+    seconds(
+        pod.metadata
+            .deletion_grace_period_seconds
+            .unwrap_or(DEFAULT_GRACE_SECONDS),
+    )
+}
+
+/// Upstream's default `terminationGracePeriodSeconds`.
+pub(crate) const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// A grace period in whole seconds, negative ones as zero.
+fn seconds(secs: i64) -> Duration {
     Duration::from_secs(secs.max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The messages a container waiting with `CreateContainerConfigError` shows.
+    #[test]
+    fn container_config_error_messages() {
+        let cases: Vec<(ContainerConfigError, &str)> = vec![
+            (
+                ContainerConfigError::NoSandbox,
+                "the pod sandbox is not ready",
+            ),
+            (
+                crate::container::ConfigError("secret \"s\" not found".into()).into(),
+                "secret \"s\" not found",
+            ),
+            (
+                ContainerConfigError::LogDir {
+                    path: "/var/log/pods/x".into(),
+                    source: std::io::Error::from_raw_os_error(libc::EACCES),
+                },
+                "creating /var/log/pods/x: Permission denied (os error 13)",
+            ),
+            (
+                crate::runtime::spec::DeviceNodeError::RelativePath {
+                    host: "/dev/fuse".into(),
+                    container: "dev/fuse".into(),
+                }
+                .into(),
+                "device /dev/fuse: the container path \"dev/fuse\" is not absolute",
+            ),
+            (
+                crate::pod::sandbox::DeviceRuleError::NumberTooLarge {
+                    path: "/dev/x".into(),
+                    number: 1 << 40,
+                }
+                .into(),
+                "device /dev/x: number 1099511627776 too large",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.to_string(), want);
+        }
+    }
+
+    #[test]
+    fn grace_periods() {
+        let mut pod: Pod = serde_json::from_value(json!({"metadata": {}, "spec": {
+            "containers": []}}))
+        .unwrap();
+        assert_eq!(termination_grace(&pod), Duration::from_secs(30));
+        assert_eq!(deletion_grace(&pod), Duration::from_secs(30));
+        pod.spec.as_mut().unwrap().termination_grace_period_seconds = Some(-5);
+        assert_eq!(termination_grace(&pod), Duration::ZERO);
+        pod.metadata.deletion_grace_period_seconds = Some(7);
+        assert_eq!(deletion_grace(&pod), Duration::from_secs(7));
+    }
 }

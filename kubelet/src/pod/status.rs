@@ -14,6 +14,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
+use crate::pod::plan::{self, Observed, RestartPolicy, State};
+
 /// How one container stands, as the worker knows it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ContainerView {
@@ -196,87 +198,44 @@ fn readiness_gates(pod: &Pod, old: &Value) -> Result<(), String> {
     Ok(())
 }
 
-fn restart_policy(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.as_deref())
-        .unwrap_or("Always")
-}
-
 fn succeeded(c: &ContainerView) -> bool {
     matches!(&c.state, ContainerState::Terminated(t) if t.exit_code == 0)
 }
 
-/// Whether an app container has ever run (upstream's `HasAnyRegularContainerStarted`): the
-/// pod was initialized then, whatever its sidecars do now.
-fn any_app_container_started(containers: &[ContainerView]) -> bool {
-    containers.iter().any(|c| {
-        c.last.is_some()
-            || matches!(
-                c.state,
-                ContainerState::Running { .. } | ContainerState::Terminated(_)
-            )
-    })
+/// A container view as the plan sees it ([`crate::pod::plan`]).
+fn observed(c: &ContainerView) -> Observed {
+    let state = match &c.state {
+        ContainerState::Running { .. } => State::Running { started: c.started },
+        ContainerState::Terminated(t) => State::Exited {
+            exit_code: t.exit_code,
+        },
+        _ if c.last.is_some() => State::Restarting,
+        _ => State::Waiting,
+    };
+    Observed {
+        name: c.name.clone(),
+        sidecar: c.sidecar,
+        state,
+        ..Default::default()
+    }
+}
+
+fn observed_all(cs: &[ContainerView]) -> Vec<Observed> {
+    cs.iter().map(observed).collect()
 }
 
 /// Whether the pod is initialized: every init container succeeded and every sidecar has
-/// started, or an app container has run already.
+/// started, or an app container has run already (upstream's
+/// `HasAnyRegularContainerStarted`), whatever its sidecars do now.
 pub fn initialized(init: &[ContainerView], containers: &[ContainerView]) -> bool {
-    any_app_container_started(containers)
-        || init
-            .iter()
-            .all(|c| if c.sidecar { c.started } else { succeeded(c) })
+    plan::initialized(&observed_all(init), &observed_all(containers))
 }
 
-/// The pod phase, as upstream's `getPhase`.
+/// The pod phase, as upstream's `getPhase` ([`plan::phase`]).
 pub fn phase(pod: &Pod, init: &[ContainerView], containers: &[ContainerView]) -> &'static str {
-    let policy = restart_policy(pod);
-    if !initialized(init, containers) {
-        let failed_for_good = policy == "Never"
-            && init.iter().any(|c| {
-                !c.sidecar && matches!(&c.state, ContainerState::Terminated(t) if t.exit_code != 0)
-            });
-        return if failed_for_good { "Failed" } else { "Pending" };
-    }
-    // Sidecars count while they run; stopped ones do not (as upstream's `getPhase`).
-    let mut running = init
-        .iter()
-        .filter(|c| c.sidecar && matches!(c.state, ContainerState::Running { .. }))
-        .count();
-    let (mut waiting, mut stopped, mut succeeded_n) = (0, 0, 0);
-    for c in containers {
-        match &c.state {
-            ContainerState::Running { .. } => running += 1,
-            ContainerState::Terminated(t) => {
-                stopped += 1;
-                if t.exit_code == 0 {
-                    succeeded_n += 1;
-                }
-            }
-            ContainerState::Waiting { .. } if c.last.is_some() => stopped += 1,
-            _ => waiting += 1,
-        }
-    }
-    if waiting > 0 {
-        return "Pending";
-    }
-    if running > 0 {
-        return "Running";
-    }
-    if stopped > 0 {
-        if policy == "Always" {
-            // Containers are restarting.
-            return "Running";
-        }
-        if stopped == succeeded_n {
-            return "Succeeded";
-        }
-        if policy == "Never" {
-            return "Failed";
-        }
-        return "Running";
-    }
-    "Pending"
+    let policy = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+    let (init, containers) = (observed_all(init), observed_all(containers));
+    plan::phase(RestartPolicy::parse(policy), &init, &containers).as_str()
 }
 
 fn condition(
