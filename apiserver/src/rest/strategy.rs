@@ -74,8 +74,8 @@ pub fn blocks_deletion(res: &ResourceType, obj: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
     use crate::registry::Registry;
+    use serde_json::json;
 
     #[test]
     fn pods_get_defaults_and_pending_status() {
