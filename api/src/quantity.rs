@@ -545,8 +545,34 @@ impl ResourceList {
 
     /// Adds `q` to the named entry (absent counts as zero).
     pub fn add_to(&mut self, name: &str, q: Quantity) {
-        let e = self.0.entry(name.to_string()).or_default();
-        *e = e.checked_add(&q);
+        match self.0.get_mut(name) {
+            Some(e) => *e = e.checked_add(&q),
+            None => {
+                self.0
+                    .insert(name.to_string(), Quantity::zero().checked_add(&q));
+            }
+        }
+    }
+
+    /// Adds every entry of `other` in place (upstream `quota.Add` into `self`).
+    pub fn add_assign(&mut self, other: &Self) {
+        for (k, v) in &other.0 {
+            self.add_to(k, *v);
+        }
+    }
+
+    /// Raises every entry to `other`'s where that is larger, in place (upstream `quota.Max`
+    /// into `self`).
+    pub fn max_assign(&mut self, other: &Self) {
+        for (k, v) in &other.0 {
+            match self.0.get_mut(k) {
+                Some(e) if v > e => *e = *v,
+                Some(_) => {}
+                None => {
+                    self.0.insert(k.clone(), *v);
+                }
+            }
+        }
     }
 
     /// The sum over the union of names (upstream `quota.Add`).

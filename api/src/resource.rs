@@ -79,23 +79,24 @@ pub fn aggregate<P: PodResources + ?Sized>(
     for c in pod.containers() {
         let l = get(c);
         each(&l);
-        sum = sum.add(&l);
+        sum.add_assign(&l);
     }
     let mut sidecars = ResourceList::new();
     let mut init_max = ResourceList::new();
     for c in pod.init_containers() {
-        let own = get(c);
-        let usage = if c.is_sidecar() {
-            sum = sum.add(&own);
-            sidecars = sidecars.add(&own);
-            sidecars.clone()
+        let mut usage = get(c);
+        if c.is_sidecar() {
+            sum.add_assign(&usage);
+            sidecars.add_assign(&usage);
+            usage.clone_from(&sidecars);
         } else {
-            own.add(&sidecars)
-        };
+            usage.add_assign(&sidecars);
+        }
         each(&usage);
-        init_max = init_max.max(&usage);
+        init_max.max_assign(&usage);
     }
-    sum.max(&init_max)
+    sum.max_assign(&init_max);
+    sum
 }
 
 fn with_non_missing(mut l: ResourceList, defaults: &ResourceList) -> ResourceList {
@@ -109,12 +110,11 @@ fn with_non_missing(mut l: ResourceList, defaults: &ResourceList) -> ResourceLis
 
 /// The pod's effective requests (upstream `PodRequests`).
 pub fn pod_requests<P: PodResources + ?Sized>(pod: &P, opts: &Options<'_>) -> ResourceList {
-    let r = aggregate(pod, Field::Requests, opts.non_missing, |_| {});
-    if opts.exclude_overhead {
-        r
-    } else {
-        r.add(&pod.overhead())
+    let mut r = aggregate(pod, Field::Requests, opts.non_missing, |_| {});
+    if !opts.exclude_overhead {
+        r.add_assign(&pod.overhead());
     }
+    r
 }
 
 /// The pod's effective limits (upstream `PodLimits`); overhead is added only to resources

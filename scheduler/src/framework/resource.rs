@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k1s_api::quantity::{Format, Quantity as K1sQuantity, ResourceList};
 use k1s_api::resource::{self, Options};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub const CPU: &str = "cpu";
@@ -175,13 +175,30 @@ impl Resource {
 /// not request them, for scoring.
 pub fn pod_requests(pod: &Pod) -> (Resource, i64, i64) {
     let reqs = resource::pod_requests(pod, &Options::default());
-    let non_zero = resource::pod_requests(
-        pod,
-        &Options {
-            non_missing: Some(non_missing()),
-            ..Options::default()
-        },
-    );
+    // Where every container requests cpu and memory the defaults change nothing: one pass.
+    let requests_both = |c: &Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|m| m.contains_key(CPU) && m.contains_key(MEMORY))
+    };
+    let complete = pod.spec.as_ref().is_some_and(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+            .all(requests_both)
+    });
+    let non_zero = if complete {
+        reqs.clone()
+    } else {
+        resource::pod_requests(
+            pod,
+            &Options {
+                non_missing: Some(non_missing()),
+                ..Options::default()
+            },
+        )
+    };
     let nz = |name: &str, milli: bool| {
         non_zero
             .get(name)
@@ -225,6 +242,16 @@ mod tests {
                 cpu: 1500,
                 mem: 1 << 30,
                 nz_cpu: 1500,
+            },
+            Case {
+                name: "every container requests cpu and memory (one pass)",
+                pod: PodBuilder::new("p")
+                    .container(&[("cpu", "1"), ("memory", "1Gi")])
+                    .init_container(&[("cpu", "2"), ("memory", "1Mi")], false)
+                    .build(),
+                cpu: 2000,
+                mem: 1 << 30,
+                nz_cpu: 2000,
             },
             Case {
                 name: "init container larger than containers",
