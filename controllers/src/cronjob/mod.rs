@@ -27,10 +27,11 @@ use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::job::{self, jobs, record_event, true_condition};
+use jiff::tz::TimeZone;
 use k1s_runtime::clock::{self, Clock, SystemClock};
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
-use schedule::{Schedule, load_zone};
+use schedule::{Schedule, load_zone, offset_at};
 
 /// The annotation with a Job's scheduled time (RFC 3339 in the CronJob's zone).
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -125,7 +126,7 @@ pub fn job_name(cronjob: &str, scheduled: OffsetDateTime) -> String {
 pub fn most_recent(
     cj: &Value,
     sched: &Schedule,
-    tz: &tz::TimeZone,
+    tz: &TimeZone,
     now: OffsetDateTime,
     with_deadline: bool,
 ) -> (OffsetDateTime, Option<OffsetDateTime>, i64) {
@@ -170,7 +171,7 @@ fn job_ref(job: &Value) -> Value {
 }
 
 /// The Job for `scheduled` from the CronJob's template.
-fn job_from_template(cj: &Value, scheduled: OffsetDateTime, tz: &tz::TimeZone) -> Value {
+fn job_from_template(cj: &Value, scheduled: OffsetDateTime, tz: &TimeZone) -> Value {
     let t = &cj["spec"]["jobTemplate"];
     let mut meta = json!({
         "name": job_name(key::name(cj), scheduled),
@@ -184,11 +185,12 @@ fn job_from_template(cj: &Value, scheduled: OffsetDateTime, tz: &tz::TimeZone) -
 }
 
 /// `t` in RFC 3339 on the zone's wall clock (`Z` for UTC), as Go formats it.
-fn rfc3339_in(t: OffsetDateTime, tz: &tz::TimeZone) -> String {
-    let offset = tz
-        .find_local_time_type(t.unix_timestamp())
-        .map_or(0, |l| l.ut_offset());
-    let Ok(off) = time::UtcOffset::from_whole_seconds(offset) else {
+fn rfc3339_in(t: OffsetDateTime, tz: &TimeZone) -> String {
+    let offset = offset_at(tz, t.unix_timestamp());
+    let Some(off) = i32::try_from(offset)
+        .ok()
+        .and_then(|s| time::UtcOffset::from_whole_seconds(s).ok())
+    else {
         return clock::format(t);
     };
     if offset == 0 {
@@ -341,7 +343,7 @@ impl CronJobs {
         }
         let zone = cj["spec"]["timeZone"].as_str().map(str::to_owned);
         let tz = match zone.as_deref().map(load_zone) {
-            None => tz::TimeZone::utc(),
+            None => TimeZone::UTC,
             Some(Ok(tz)) => tz,
             Some(Err(e)) => {
                 let msg = format!("invalid timeZone: {:?}: {e}", zone.unwrap_or_default());
@@ -587,7 +589,7 @@ mod tests {
     #[test]
     fn most_recent_counts_missed_times() {
         let sched = Schedule::parse("*/5 * * * *").unwrap();
-        let utc = tz::TimeZone::utc();
+        let utc = TimeZone::UTC;
         let cj = json!({"metadata": {"creationTimestamp": "2024-01-01T00:00:00Z"}, "spec": {}});
         let (_, recent, missed) = most_recent(&cj, &sched, &utc, at("2024-01-01T00:03:00Z"), true);
         assert_eq!((recent, missed), (None, 0));
@@ -621,7 +623,7 @@ mod tests {
             "2024-01-01T09:00:00-05:00"
         );
         assert_eq!(j["metadata"]["ownerReferences"][0]["kind"], "CronJob");
-        let j = job_from_template(&cj, at("2024-01-01T14:00:00Z"), &tz::TimeZone::utc());
+        let j = job_from_template(&cj, at("2024-01-01T14:00:00Z"), &TimeZone::UTC);
         assert_eq!(
             j["metadata"]["annotations"][SCHEDULED_TIMESTAMP],
             "2024-01-01T14:00:00Z"

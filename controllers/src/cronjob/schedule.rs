@@ -11,8 +11,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use jiff::tz::TimeZone;
 use time::OffsetDateTime;
-use tz::TimeZone;
 
 /// The system tz database.
 const ZONEINFO: &str = "/usr/share/zoneinfo";
@@ -277,8 +277,7 @@ impl Schedule {
         let limit = after.unix_timestamp() + HORIZON_YEARS * 366 * 86_400;
         let mut t = start;
         while t <= limit {
-            let offset = tz.find_local_time_type(t).map_or(0, |l| l.ut_offset());
-            let local = OffsetDateTime::from_unix_timestamp(t + i64::from(offset)).ok()?;
+            let local = OffsetDateTime::from_unix_timestamp(t + offset_at(tz, t)).ok()?;
             let (m, h) = (i64::from(local.minute()), i64::from(local.hour()));
             let dom_ok = has(dom, local.day());
             let dow_ok = has(dow, local.weekday().number_days_from_sunday());
@@ -311,7 +310,7 @@ impl Schedule {
 /// controller uses when `timeZone` is unset).
 pub fn load_zone(name: &str) -> Result<TimeZone, ScheduleError> {
     if name.is_empty() || name == "UTC" {
-        return Ok(TimeZone::utc());
+        return Ok(TimeZone::UTC);
     }
     let err = || ScheduleError::TimeZone(name.to_owned());
     let rel = Path::new(name);
@@ -320,7 +319,12 @@ pub fn load_zone(name: &str) -> Result<TimeZone, ScheduleError> {
     }
     let path: PathBuf = Path::new(ZONEINFO).join(rel);
     let bytes = std::fs::read(&path).map_err(|_| err())?;
-    TimeZone::from_tz_data(&bytes).map_err(|_| err())
+    TimeZone::tzif(name, &bytes).map_err(|_| err())
+}
+
+/// The zone's offset from UTC at `unix` seconds, in seconds (0 outside jiff's range).
+pub fn offset_at(tz: &TimeZone, unix: i64) -> i64 {
+    jiff::Timestamp::from_second(unix).map_or(0, |ts| i64::from(tz.to_offset(ts).seconds()))
 }
 
 #[cfg(test)]
