@@ -7,21 +7,23 @@ use http::{Response, StatusCode};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::auth::UserInfo;
 use crate::http::body::Body;
-use crate::server::ApiState;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 /// The path of the snapshot.
 pub const PATH: &str = "/k1s/v1/snapshot";
 
 /// Takes a snapshot and answers it (`application/octet-stream`).
-pub async fn serve(state: &ApiState, user: &UserInfo) -> Result<Response<Body>, ApiError> {
+pub async fn serve(
+    store: &dyn k1s_store::Store,
+    user: &UserInfo,
+) -> Result<Response<Body>, ApiError> {
     let now = OffsetDateTime::now_utc()
         .format(&Rfc3339)
         .unwrap_or_default();
     let mut file = Vec::new();
-    let header = k1s_store::snapshot::save(&*state.store, &now, &mut file)
+    let header = k1s_store::snapshot::save(store, &now, &mut file)
         .await
         .map_err(|e| match e {
             k1s_store::snapshot::SnapshotError::Store(e) => ApiError::from(e),

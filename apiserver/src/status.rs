@@ -1,11 +1,8 @@
 //! Errors as kube-apiserver writes them: a `metav1.Status` with the upstream code and reason,
 //! so that kubectl prints `Error from server (NotFound): ...`.
 
-use bytes::Bytes;
-use http::{Response, StatusCode, header};
 use k1s_store::StoreError;
 
-use crate::registry::ResourceType;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     ListMeta, Status, StatusCause, StatusDetails,
 };
@@ -56,62 +53,6 @@ impl ApiError {
             .get_or_insert_with(Default::default)
             .retry_after_seconds = Some(seconds);
         self
-    }
-
-    /// 404 for a missing object: `deployments.apps "x" not found`.
-    pub fn not_found(res: &ResourceType, name: &str) -> Self {
-        Self::for_object(
-            404,
-            "NotFound",
-            res,
-            name,
-            format!("{} {name:?} not found", res.qualified()),
-        )
-    }
-
-    /// 409 for a create of an existing object.
-    pub fn already_exists(res: &ResourceType, name: &str) -> Self {
-        Self::for_object(
-            409,
-            "AlreadyExists",
-            res,
-            name,
-            format!("{} {name:?} already exists", res.qualified()),
-        )
-    }
-
-    /// 409 for a write based on a stale resourceVersion.
-    pub fn conflict(res: &ResourceType, name: &str) -> Self {
-        Self::for_object(
-            409,
-            "Conflict",
-            res,
-            name,
-            format!(
-                "Operation cannot be fulfilled on {} {name:?}: the object has been modified; please apply your changes to the latest version and try again",
-                res.qualified()
-            ),
-        )
-    }
-
-    fn for_object(
-        code: u16,
-        reason: &'static str,
-        res: &ResourceType,
-        name: &str,
-        message: String,
-    ) -> Self {
-        Self {
-            code,
-            reason,
-            message,
-            details: Some(Box::new(StatusDetails {
-                name: Some(name.into()),
-                group: Some(res.group.clone()),
-                kind: Some(res.plural.clone()),
-                ..Default::default()
-            })),
-        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -180,19 +121,6 @@ impl ApiError {
             reason: Some(self.reason.into()),
             status: Some("Failure".into()),
         }
-    }
-
-    /// The JSON response kube-apiserver would send.
-    pub fn into_response(self) -> Response<crate::http::body::Body> {
-        let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
-        let mut resp = Response::new(crate::http::body::full(Bytes::from(body)));
-        *resp.status_mut() =
-            StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        resp.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-        resp
     }
 }
 

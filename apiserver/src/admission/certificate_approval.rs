@@ -7,9 +7,9 @@
 use serde_json::Value;
 
 use super::{Request, forbidden};
-use crate::auth::UserInfo;
 use crate::authz::{Attributes, Authorizer, Decision};
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 /// Whether `user` may `verb` for `signer` (or for every signer of its domain).
 pub async fn authorized_for_signer(

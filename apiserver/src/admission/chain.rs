@@ -19,12 +19,12 @@ use super::{
     priority, pvc_resize, quota_check, service_account, storage_protection, webhook,
 };
 use crate::authz::Authorizer;
-use crate::rest::Rest;
+use crate::reader::Reader;
 use crate::status::ApiError;
 
 /// What every step sees besides the request and the object.
 pub struct Context<'a> {
-    pub rest: &'a Rest,
+    pub rest: &'a dyn Reader,
     /// The object's namespace as the request named it (empty: cluster-scoped).
     pub ns: &'a str,
 }
@@ -98,7 +98,7 @@ impl Admission for Chain {
 
     async fn validate(
         &self,
-        rest: &Rest,
+        rest: &dyn Reader,
         attributes: &webhook::Attributes<'_>,
         obj: Option<&Value>,
         old: Option<&Value>,
@@ -111,7 +111,7 @@ impl Admission for Chain {
 
     async fn admit(
         &self,
-        rest: &Rest,
+        rest: &dyn Reader,
         req: &Request<'_>,
         obj: &mut Value,
         old: Option<&Value>,
@@ -394,14 +394,8 @@ impl Step for MutatingAdmissionWebhook {
         if changed {
             // What a webhook added is decoded as a client's body would be (unknown fields
             // dropped, custom resources pruned) and defaulted again, as upstream does.
-            let mut ignored = Vec::new();
-            *obj = cx.rest.decode_body(
-                req.res,
-                obj.take(),
-                crate::rest::FieldValidation::Ignore,
-                &mut ignored,
-            )?;
-            crate::rest::strategy::apply_defaults(req.res, obj);
+            *obj = cx.rest.decode(req.res, obj.take())?;
+            req.res.strategy().defaults(obj);
         }
         Ok(said)
     }

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::rest::Rest;
+use crate::reader::Reader;
 use crate::status::ApiError;
 
 const DEFAULT_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
@@ -29,17 +29,17 @@ pub fn default_class(classes: &[Value]) -> Option<&str> {
         .and_then(|c| c["metadata"]["name"].as_str())
 }
 
-pub async fn admit(rest: &Rest, pvc: &mut Value) -> Result<(), ApiError> {
+pub async fn admit(rest: &dyn Reader, pvc: &mut Value) -> Result<(), ApiError> {
     if pvc["spec"]
         .get("storageClassName")
         .is_some_and(|v| !v.is_null())
     {
         return Ok(());
     }
-    let Some(res) = rest.registry.builtin_kind("storage.k8s.io", "StorageClass") else {
+    let Some(res) = rest.builtin_kind("storage.k8s.io", "StorageClass") else {
         return Ok(());
     };
-    let classes = rest.list(&res, None, &Default::default()).await?.items;
+    let classes = rest.list(&res, None).await?;
     if let Some(name) = default_class(&classes) {
         pvc["spec"]["storageClassName"] = json!(name);
     }

@@ -35,10 +35,10 @@ use k1s_api::quota;
 
 use serde_json::Value;
 
-use crate::auth::UserInfo;
+use crate::reader::Reader;
 use crate::registry::ResourceType;
-use crate::rest::Rest;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 pub use chain::Chain;
 use plugins::Plugin;
 
@@ -96,7 +96,7 @@ pub trait Admission: Send + Sync {
     /// Admits `obj` (changing it), or refuses it. Returns warnings for the client.
     async fn admit(
         &self,
-        rest: &Rest,
+        rest: &dyn Reader,
         req: &Request<'_>,
         obj: &mut Value,
         old: Option<&Value>,
@@ -107,7 +107,7 @@ pub trait Admission: Send + Sync {
     /// warnings for the client.
     async fn validate(
         &self,
-        _rest: &Rest,
+        _rest: &dyn Reader,
         _attributes: &webhook::Attributes<'_>,
         _obj: Option<&Value>,
         _old: Option<&Value>,
@@ -144,7 +144,7 @@ pub fn forbidden(res: &ResourceType, obj: &Value, why: impl std::fmt::Display) -
 /// other create that reads them (see `Rest::list_shared`): for the few objects of a kind that
 /// admission reads on every create.
 async fn list_in(
-    rest: &Rest,
+    rest: &dyn Reader,
     group: &str,
     resource: &str,
     ns: Option<&str>,
@@ -156,14 +156,14 @@ async fn list_in(
 }
 
 /// The served resource `group`/`resource` (any version).
-fn resource_type(rest: &Rest, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
-    rest.registry.catalog().served(group, resource).cloned()
+fn resource_type(rest: &dyn Reader, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
+    rest.served(group, resource)
 }
 
 /// PodSecurity: enforce on pods (creates and significant updates), warn on workload
 /// templates, by the namespace's labels.
 async fn pod_security_check(
-    rest: &Rest,
+    rest: &dyn Reader,
     req: &Request<'_>,
     config: &config::PodSecurityConfig,
     ns: &str,
@@ -188,7 +188,7 @@ async fn pod_security_check(
     {
         return Ok(Vec::new());
     }
-    let Some(nsres) = rest.registry.builtin_kind("", "Namespace") else {
+    let Some(nsres) = rest.builtin_kind("", "Namespace") else {
         return Ok(Vec::new());
     };
     let read;
@@ -233,7 +233,7 @@ const QUOTA_RETRIES: usize = 10;
 /// computed here from the namespace's objects instead of refusing the write as upstream does
 /// ("status unknown for quota") until the controller catches up.
 async fn quota_check(
-    rest: &Rest,
+    rest: &dyn Reader,
     req: &Request<'_>,
     ns: &str,
     obj: &Value,
@@ -248,7 +248,7 @@ async fn quota_check(
     if !quota::handles(resource, group, op) {
         return Ok(());
     }
-    let Some(qres) = rest.registry.builtin_kind("", "ResourceQuota") else {
+    let Some(qres) = rest.builtin_kind("", "ResourceQuota") else {
         return Ok(());
     };
     // Quotas charged already (a retry only re-evaluates the ones whose swap failed).
@@ -280,17 +280,7 @@ async fn quota_check(
             let mut next = Value::clone(&q);
             next["status"] =
                 serde_json::json!({"hard": current["status"]["hard"], "used": used.to_json()});
-            match rest
-                .update(
-                    &qres,
-                    Some(ns),
-                    &name,
-                    next,
-                    Some("status"),
-                    &Default::default(),
-                )
-                .await
-            {
+            match rest.update_status(&qres, Some(ns), &name, next).await {
                 Ok(_) => charged.push(name),
                 Err(e) if e.code == 409 => {
                     // Read again: the quota changed since it was listed.
@@ -317,7 +307,7 @@ async fn quota_check(
 
 /// A quota's usage from every object of the namespace it counts.
 async fn recompute_usage(
-    rest: &Rest,
+    rest: &dyn Reader,
     q: &Value,
     ns: &str,
 ) -> Result<k1s_api::quantity::ResourceList, ApiError> {
@@ -325,7 +315,7 @@ async fn recompute_usage(
     for (g, r) in quota::needed_resources(q) {
         // Not `list_in`: these can be many (every pod of the namespace), read once.
         let items = match resource_type(rest, &g, &r) {
-            Some(res) => rest.list(&res, Some(ns), &Default::default()).await?.items,
+            Some(res) => rest.list(&res, Some(ns)).await?,
             None => Vec::new(),
         };
         lists.push((r.clone(), g.clone(), items));

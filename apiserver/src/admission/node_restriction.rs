@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use super::{Operation, Request, forbidden};
-use crate::auth::UserInfo;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 

@@ -4,14 +4,11 @@
 use serde_json::{Value, json};
 
 use super::{Request, forbidden};
-use crate::rest::Rest;
+use crate::reader::Reader;
 use crate::status::ApiError;
 
-pub async fn admit(rest: &Rest, req: &Request<'_>, pod: &mut Value) -> Result<(), ApiError> {
-    let Some(res) = rest
-        .registry
-        .builtin_kind("scheduling.k8s.io", "PriorityClass")
-    else {
+pub async fn admit(rest: &dyn Reader, req: &Request<'_>, pod: &mut Value) -> Result<(), ApiError> {
+    let Some(res) = rest.builtin_kind("scheduling.k8s.io", "PriorityClass") else {
         return Ok(());
     };
     let name = pod["spec"]["priorityClassName"]

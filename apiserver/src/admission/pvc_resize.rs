@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{Request, forbidden};
-use crate::rest::Rest;
+use crate::reader::Reader;
 use crate::rest::validation::parse_quantity;
 use crate::status::ApiError;
 
@@ -27,7 +27,7 @@ pub fn grows(new: &Value, old: &Value) -> bool {
 }
 
 pub async fn admit(
-    rest: &Rest,
+    rest: &dyn Reader,
     req: &Request<'_>,
     pvc: &Value,
     old: &Value,
@@ -39,7 +39,7 @@ pub async fn admit(
     if class.is_empty() {
         return Err(forbidden(req.res, pvc, REFUSAL));
     }
-    let Some(res) = rest.registry.builtin_kind("storage.k8s.io", "StorageClass") else {
+    let Some(res) = rest.builtin_kind("storage.k8s.io", "StorageClass") else {
         return Err(forbidden(req.res, pvc, REFUSAL));
     };
     let allowed = match rest.get(&res, None, class).await {

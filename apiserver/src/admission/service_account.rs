@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::{Request, forbidden};
-use crate::rest::Rest;
+use crate::reader::Reader;
 use crate::status::ApiError;
 
 /// Where the token is mounted.
@@ -43,7 +43,7 @@ fn random_suffix() -> String {
         .collect()
 }
 
-pub async fn admit(rest: &Rest, req: &Request<'_>, pod: &mut Value) -> Result<(), ApiError> {
+pub async fn admit(rest: &dyn Reader, req: &Request<'_>, pod: &mut Value) -> Result<(), ApiError> {
     if pod["metadata"]["annotations"][MIRROR_ANNOTATION].is_string() {
         return Ok(());
     }
@@ -61,7 +61,7 @@ pub async fn admit(rest: &Rest, req: &Request<'_>, pod: &mut Value) -> Result<()
             "default".to_owned()
         }
     };
-    let Some(res) = rest.registry.builtin_kind("", "ServiceAccount") else {
+    let Some(res) = rest.builtin_kind("", "ServiceAccount") else {
         return Ok(());
     };
     // The default ServiceAccount is made by a controller shortly after its namespace; give

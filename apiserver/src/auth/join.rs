@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::UserInfo;
 use crate::http::body::Body;
-use crate::server::ApiState;
+use crate::pki::Pki;
 use crate::status::ApiError;
 
 /// The path of the exchange.
@@ -34,11 +34,11 @@ const VALIDITY: time::Duration = time::Duration::days(365);
 /// Answers `POST /k1s/v1/node-certificate` with `{"nodeName": N, "csr": PEM}` (and optionally
 /// `"servingCsr": PEM, "addresses": ["10.0.0.5"]`).
 pub async fn node_certificate(
-    state: &ApiState,
+    pki: Option<&Pki>,
     user: &UserInfo,
     req: Request<Incoming>,
 ) -> Result<Response<Body>, ApiError> {
-    let pki = state.pki.as_ref().ok_or_else(ApiError::no_route)?;
+    let pki = pki.ok_or_else(ApiError::no_route)?;
     let body = crate::http::body::read(req.into_body()).await?;
     let v: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the body must be JSON: {e}")))?;
@@ -118,8 +118,8 @@ impl std::fmt::Debug for ServerJoin {
 
 /// Answers `GET /k1s/v1/server-join`: the datastore, as JSON (`datastoreEndpoint`, and
 /// `datastoreCA`, `datastoreCert`, `datastoreKey` when set).
-pub fn server_join(state: &ApiState, user: &UserInfo) -> Result<Response<Body>, ApiError> {
-    let Some(join) = &state.server_join else {
+pub fn server_join(join: Option<&ServerJoin>, user: &UserInfo) -> Result<Response<Body>, ApiError> {
+    let Some(join) = join else {
         return Err(ApiError::bad_request(
             "this server keeps the cluster in its embedded datastore, which other servers \
              cannot share: servers join a cluster on etcd (start them with \

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::UserInfo;
 use super::jwt::Signer;
-use crate::rest::Rest;
+use crate::reader::Reader;
 use crate::status::ApiError;
 
 /// The issuer (`iss`) of k1s's tokens and the default audience (k3s's default).
@@ -57,7 +57,7 @@ pub struct TokenAuthenticator {
     signer: Signer,
     issuer: String,
     audiences: Vec<String>,
-    rest: Arc<Rest>,
+    rest: Arc<dyn Reader>,
     cache: Mutex<HashMap<[u8; 32], (UserInfo, Instant, i64)>>,
 }
 
@@ -68,7 +68,7 @@ fn now() -> i64 {
 use k1s_api::time::format_unix as rfc3339;
 
 impl TokenAuthenticator {
-    pub fn new(signer: Signer, rest: Arc<Rest>) -> Self {
+    pub fn new(signer: Signer, rest: Arc<dyn Reader>) -> Self {
         Self {
             signer,
             issuer: DEFAULT_ISSUER.into(),
@@ -89,8 +89,7 @@ impl TokenAuthenticator {
     async fn get(&self, resource: &str, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         let res = self
             .rest
-            .registry
-            .get("", "v1", resource)
+            .served("", resource)
             .ok_or_else(ApiError::no_route)?;
         self.rest.get(&res, ns, name).await
     }

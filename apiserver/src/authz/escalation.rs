@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::rbac::{PolicyRule, url_matches};
 use super::{Attributes, Authorizer, Decision};
-use crate::auth::UserInfo;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 

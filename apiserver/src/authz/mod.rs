@@ -21,9 +21,9 @@ use std::time::Duration;
 use k1s_store::Store;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::UserInfo;
 use crate::http::request::{ApiPath, flag, parse};
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 /// What a request asks to do, as authorizers see it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Attributes, Decision};
-use crate::auth::UserInfo;
 use crate::mirror::{self, Mirror};
+use crate::user::UserInfo;
 
 /// Where RBAC objects live in the store.
 pub const PREFIX: &str = "/registry/rbac.authorization.k8s.io/";

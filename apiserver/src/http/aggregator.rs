@@ -28,9 +28,9 @@ use tokio::net::TcpStream;
 
 use super::body::{self, Body};
 use crate::admission::webhook;
-use crate::auth::UserInfo;
 use crate::rest::Rest;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 /// Limit for reaching the extension server (TCP and TLS).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -146,11 +146,12 @@ pub(crate) fn group_document(group: &str, apiservices: &[Arc<Value>]) -> Option<
     Some(g)
 }
 
-/// What the proxy subresources forward ([`super::proxy::forwarded`]), less the user headers a
+/// What the proxy subresources forward ([`super::upstream::forwarded`]), less the user headers a
 /// client might forge.
 fn forwarded(name: &header::HeaderName) -> bool {
     let n = name.as_str();
-    super::proxy::forwarded(name) && !(n.starts_with("x-remote-") || n.starts_with("impersonate-"))
+    super::upstream::forwarded(name)
+        && !(n.starts_with("x-remote-") || n.starts_with("impersonate-"))
 }
 
 /// The user as the front proxy tells the extension server (upstream's requestheader

@@ -2,6 +2,7 @@
 //! 3 MiB limit.
 
 use bytes::Bytes;
+use http::{Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 
 use crate::status::ApiError;
@@ -33,6 +34,21 @@ where
         Err(e) => Err(ApiError::bad_request(format!(
             "the request body could not be read: {e}"
         ))),
+    }
+}
+
+impl ApiError {
+    /// The JSON response kube-apiserver would send.
+    pub fn into_response(self) -> Response<Body> {
+        let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
+        let mut resp = Response::new(full(Bytes::from(body)));
+        *resp.status_mut() =
+            StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
+        resp
     }
 }
 

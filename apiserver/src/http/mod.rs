@@ -11,15 +11,16 @@ pub mod request;
 pub mod resources;
 pub mod streaming;
 mod table_output;
+pub mod upstream;
 
 use http::{Method, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
 
 use self::body::Body;
 use self::request::ApiPath;
-use crate::auth::UserInfo;
-use crate::server::ApiState;
+use crate::state::ApiState;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 /// Serves a request under `/api` or `/apis` for `user` (authorized already).
 pub async fn serve_api(

@@ -22,13 +22,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, Method, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper_util::rt::TokioIo;
-use rand::Rng;
 use serde_json::Value;
 use tokio::net::TcpStream;
 
 use super::body::Body;
+use super::upstream::{forwarded, pick_endpoint, round_trip, service_port_name};
 use crate::registry::ResourceType;
 use crate::rest::Rest;
 use crate::status::ApiError;
@@ -37,8 +37,6 @@ use crate::status::ApiError;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Limit for the whole answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-/// Limit for an answer's body.
-const MAX_BODY: usize = 64 << 20;
 
 /// One proxied request: what the client sent beyond the target.
 pub struct Forward<'a> {
@@ -137,70 +135,8 @@ pub async fn service(
     send(scheme, &ip, port, &prefix, forward).await
 }
 
-/// The name of the service port `port` names: a number is mapped to its port's name; empty
-/// means the service's only (unnamed) port, named `""`.
-pub(crate) fn service_port_name(svc: &Value, port: &str) -> Option<String> {
-    let Ok(number) = port.parse::<i64>() else {
-        return Some(port.to_owned());
-    };
-    svc["spec"]["ports"]
-        .as_array()?
-        .iter()
-        .find(|p| p["port"].as_i64() == Some(number))
-        .map(|p| p["name"].as_str().unwrap_or_default().to_owned())
-}
-
-/// A ready address and port of `endpoints` for the port named `port_name`: a subset holding
-/// that port picked at random, then one of its addresses at random (upstream's choice).
-pub(crate) fn pick_endpoint(
-    endpoints: &Value,
-    port_name: &str,
-    rng: &mut impl Rng,
-) -> Option<(String, u16)> {
-    let subsets = endpoints["subsets"].as_array()?;
-    if subsets.is_empty() {
-        return None;
-    }
-    let start = rng.random_range(0..subsets.len());
-    for i in 0..subsets.len() {
-        let subset = &subsets[(start + i) % subsets.len()];
-        let addresses = subset["addresses"].as_array().filter(|a| !a.is_empty());
-        let port = subset["ports"].as_array().and_then(|ports| {
-            ports
-                .iter()
-                .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
-        });
-        if let (Some(addresses), Some(port)) = (addresses, port) {
-            let address = &addresses[rng.random_range(0..addresses.len())];
-            let ip = address["ip"].as_str()?.to_owned();
-            let port = u16::try_from(port["port"].as_i64()?).ok()?;
-            return Some((ip, port));
-        }
-    }
-    None
-}
-
 fn default_port(scheme: &str) -> u16 {
     if scheme == "https" { 443 } else { 80 }
-}
-
-/// Headers that belong to one connection and are not forwarded (RFC 9110 §7.6.1), and the
-/// client's credentials.
-pub(crate) fn forwarded(name: &header::HeaderName) -> bool {
-    !matches!(
-        name.as_str(),
-        "authorization"
-            | "connection"
-            | "keep-alive"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-            | "content-length"
-    )
 }
 
 /// Sends the request to `ip:port` and passes the answer back.
@@ -314,41 +250,6 @@ fn rewrite_links(html: &str, prefix: &str) -> String {
     out
 }
 
-/// One HTTP/1.1 exchange on `io`: the answer's head and whole body (up to [`MAX_BODY`]). The
-/// connection is driven here, beside the exchange, and ends with it.
-pub(crate) async fn round_trip<I>(
-    io: I,
-    request: http::Request<Full<bytes::Bytes>>,
-) -> Result<(http::response::Parts, bytes::Bytes), String>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| e.to_string())?;
-    let exchange = async {
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (parts, body) = response.into_parts();
-        let body = http_body_util::Limited::new(body, MAX_BODY)
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok((parts, body))
-    };
-    tokio::pin!(exchange);
-    tokio::select! {
-        answer = &mut exchange => answer,
-        closed = conn => match closed {
-            Ok(()) => exchange.await,
-            Err(e) => Err(e.to_string()),
-        },
-    }
-}
-
 fn server_name(ip: &str) -> rustls::pki_types::ServerName<'static> {
     match ip.parse::<std::net::IpAddr>() {
         Ok(addr) => rustls::pki_types::ServerName::IpAddress(addr.into()),
@@ -421,46 +322,5 @@ mod tests {
             first_container_port(&json!({"spec": {"containers": [{}]}})),
             None
         );
-    }
-
-    #[test]
-    fn service_ports_by_number_map_to_their_names() {
-        let svc = json!({"spec": {"ports": [
-            {"name": "http", "port": 80}, {"name": "tls", "port": 443}]}});
-        assert_eq!(service_port_name(&svc, "443").as_deref(), Some("tls"));
-        assert_eq!(service_port_name(&svc, "http").as_deref(), Some("http"));
-        assert_eq!(service_port_name(&svc, "8080"), None);
-        let unnamed = json!({"spec": {"ports": [{"port": 80}]}});
-        assert_eq!(service_port_name(&unnamed, "").as_deref(), Some(""));
-        assert_eq!(service_port_name(&unnamed, "80").as_deref(), Some(""));
-    }
-
-    #[test]
-    fn endpoints_are_picked_among_subsets_holding_the_port() {
-        let eps = json!({"subsets": [
-            {"addresses": [{"ip": "10.0.0.1"}], "ports": [{"name": "other", "port": 9}]},
-            {"notReadyAddresses": [{"ip": "10.0.0.9"}], "ports": [{"name": "http", "port": 8080}]},
-            {"addresses": [{"ip": "10.0.0.2"}, {"ip": "10.0.0.3"}],
-             "ports": [{"name": "http", "port": 8080}]},
-        ]});
-        let mut rng = rand::rng();
-        for _ in 0..20 {
-            let (ip, port) = pick_endpoint(&eps, "http", &mut rng).unwrap();
-            assert!(ip == "10.0.0.2" || ip == "10.0.0.3", "{ip}");
-            assert_eq!(port, 8080);
-        }
-        assert_eq!(pick_endpoint(&eps, "nope", &mut rng), None);
-        assert_eq!(
-            pick_endpoint(&json!({"subsets": []}), "http", &mut rng),
-            None
-        );
-    }
-
-    #[test]
-    fn credentials_and_hop_by_hop_headers_stay_behind() {
-        assert!(!forwarded(&header::AUTHORIZATION));
-        assert!(!forwarded(&header::CONNECTION));
-        assert!(forwarded(&header::ACCEPT));
-        assert!(forwarded(&header::CONTENT_TYPE));
     }
 }

@@ -15,15 +15,15 @@ use super::body::{self, Body};
 use super::negotiate::{self, Input, Output};
 use super::request::{Target, flag};
 use super::table_output;
-use crate::auth::UserInfo;
 use crate::registry::ResourceType;
 use crate::rest::patch::PatchKind;
 use crate::rest::{
     DeleteOptions, FieldValidation, ListOptions, ListPage, Rest, RvMatch, WatchEvent, WatchRequest,
     WriteOptions, Written,
 };
-use crate::server::ApiState;
+use crate::state::ApiState;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 /// Everything a resource request carries.
 pub struct Call<'a> {

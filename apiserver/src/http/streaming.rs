@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::body::Body;
 use crate::registry::ResourceType;
-use crate::server::ApiState;
+use crate::state::ApiState;
 use crate::status::ApiError;
 
 /// Serves `GET|POST pods/NAME/{exec,attach,portforward}`: the pod checks, then the upgrade.
@@ -22,7 +22,7 @@ pub async fn serve(
     ns: &str,
     name: &str,
     kind: Kind,
-    user: &crate::auth::UserInfo,
+    user: &crate::user::UserInfo,
     headers: &HeaderMap,
     raw_query: Option<&str>,
     upgrade: Option<OnUpgrade>,

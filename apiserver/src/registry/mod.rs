@@ -22,6 +22,7 @@ pub mod apps;
 pub mod batch;
 pub mod certificates;
 pub mod core;
+mod errors;
 pub mod networking;
 pub mod node;
 pub mod scheduling;
@@ -83,7 +84,7 @@ pub struct ResourceType {
     /// The kind's schema; `None` for custom resources (their schema lives in the CRD).
     pub schema: Option<SchemaFn>,
     /// Schema, printer columns and scale paths of a custom resource.
-    pub custom: Option<Arc<crate::crds::CustomInfo>>,
+    pub custom: Option<Arc<apiextensions::custom::CustomInfo>>,
     /// Whether `metadata.generation` is kept (bumped on changes outside metadata and status).
     pub generation: bool,
 }

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::{admissionregistration, apps, batch, certificates, core, networking, node};
-use crate::auth::UserInfo;
+use crate::user::UserInfo;
 
 /// Field errors: `(path, message)`, as [`crate::status::ApiError::invalid`] takes them.
 pub type Causes = Vec<(String, String)>;

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::admission::webhook;
 use crate::registry::ResourceType;
+pub use crate::registry::apiextensions::custom::Conversion;
 use crate::rest::Rest;
 use crate::rest::watch::WatchEvent;
 use crate::status::ApiError;
@@ -29,37 +30,6 @@ const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
 /// Upstream's limit on one conversion call.
 const TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The conversion a CRD asks for, for its served resources.
-#[derive(Debug, Clone, Default)]
-pub struct Conversion {
-    /// `group/version` of the CRD's storage version.
-    pub storage_version: String,
-    /// `spec.conversion.webhook` when the strategy is `Webhook`.
-    pub webhook: Option<Value>,
-}
-
-impl Conversion {
-    /// The conversion of `crd` (its storage version and webhook, if any).
-    pub fn of(crd: &Value) -> Self {
-        let spec = &crd["spec"];
-        let group = spec["group"].as_str().unwrap_or("");
-        let storage = spec["versions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|v| v["storage"] == true)
-            .and_then(|v| v["name"].as_str())
-            .unwrap_or("");
-        let webhook = (spec["conversion"]["strategy"] == "Webhook")
-            .then(|| spec["conversion"]["webhook"].clone())
-            .filter(Value::is_object);
-        Conversion {
-            storage_version: format!("{group}/{storage}"),
-            webhook,
-        }
-    }
-}
 
 fn webhook_of(res: &ResourceType) -> Option<&Value> {
     res.custom.as_ref()?.conversion.webhook.as_ref()

@@ -7,7 +7,6 @@ use k1s_store::Revision;
 use rand::Rng;
 use serde_json::{Map, Value, json};
 
-use crate::registry::ResourceType;
 use crate::status::ApiError;
 
 /// The characters upstream uses for generated name suffixes (no vowels, no look-alikes).
@@ -71,10 +70,11 @@ pub fn generate_name(prefix: &str) -> String {
     name
 }
 
-/// Checks a name as upstream validates names of this resource; returns the error text.
-pub fn validate_name(res: &ResourceType, name: &str) -> Option<String> {
-    if res.group == "rbac.authorization.k8s.io"
-        || (res.group == "certificates.k8s.io" && res.plural == "certificatesigningrequests")
+/// Checks a name as upstream validates names of the resource `group`/`plural`; returns the
+/// error text.
+pub fn validate_name(group: &str, plural: &str, name: &str) -> Option<String> {
+    if group == "rbac.authorization.k8s.io"
+        || (group == "certificates.k8s.io" && plural == "certificatesigningrequests")
     {
         // Path-segment names: RBAC names such as `system:node` contain colons, and upstream
         // does not care what certificate requests are called.
@@ -90,7 +90,7 @@ pub fn validate_name(res: &ResourceType, name: &str) -> Option<String> {
         };
     }
     let label = |n: &str| is_dns_label(n);
-    match (res.group.as_str(), res.plural.as_str()) {
+    match (group, plural) {
         ("", "namespaces") if !label(name) => Some(
             "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into()
         ),
@@ -142,7 +142,6 @@ pub fn is_deleting(obj: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::Registry;
 
     #[test]
     fn generated_names_keep_the_prefix() {
@@ -154,20 +153,17 @@ mod tests {
 
     #[test]
     fn names_are_validated_per_resource() {
-        let reg = Registry::new();
-        let ns = reg.get("", "v1", "namespaces").unwrap();
-        assert!(validate_name(&ns, "a.b").is_some());
-        assert!(validate_name(&ns, "ab").is_none());
-        let cm = reg.get("", "v1", "configmaps").unwrap();
-        assert!(validate_name(&cm, "a.b").is_none());
-        assert!(validate_name(&cm, "A").is_some());
-        let svc = reg.get("", "v1", "services").unwrap();
-        assert!(validate_name(&svc, "1abc").is_some());
-        let role = reg
-            .get("rbac.authorization.k8s.io", "v1", "clusterroles")
-            .unwrap();
-        assert!(validate_name(&role, "system:node").is_none());
-        assert!(validate_name(&role, "a/b").is_some());
+        let ns = ("", "namespaces");
+        assert!(validate_name(ns.0, ns.1, "a.b").is_some());
+        assert!(validate_name(ns.0, ns.1, "ab").is_none());
+        let cm = ("", "configmaps");
+        assert!(validate_name(cm.0, cm.1, "a.b").is_none());
+        assert!(validate_name(cm.0, cm.1, "A").is_some());
+        let svc = ("", "services");
+        assert!(validate_name(svc.0, svc.1, "1abc").is_some());
+        let role = ("rbac.authorization.k8s.io", "clusterroles");
+        assert!(validate_name(role.0, role.1, "system:node").is_none());
+        assert!(validate_name(role.0, role.1, "a/b").is_some());
     }
 
     #[test]

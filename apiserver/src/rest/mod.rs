@@ -18,6 +18,7 @@ pub(crate) mod label_selector;
 pub mod meta;
 mod overlay;
 pub mod patch;
+mod reader;
 mod remembered;
 mod services;
 pub(crate) mod strategy;

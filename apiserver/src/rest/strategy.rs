@@ -4,9 +4,9 @@
 
 use serde_json::Value;
 
-use crate::auth::UserInfo;
 use crate::registry::ResourceType;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 /// Resets what clients cannot set on create and fills in defaults.
 pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
@@ -22,12 +22,6 @@ pub fn prepare_create(res: &ResourceType, obj: &mut Value) {
     strategy.prepare_create(obj);
     strategy.defaults(obj);
     strategy.finish_create(obj);
-}
-
-/// Upstream's defaulting (`SetDefaults_*`) of the fields components rely on; it runs on every
-/// create and update, as decoding does upstream.
-pub fn apply_defaults(res: &ResourceType, obj: &mut Value) {
-    res.strategy().defaults(obj);
 }
 
 /// What a create takes from the requesting user (`None`: the server itself).
@@ -118,7 +112,7 @@ mod tests {
         let pods = reg.get("", "v1", "pods").unwrap();
         let mut p = json!({"spec": {"containers": [{"name": "c", "image": "i", "resources": {
             "requests": {"memory": "150Mi"}, "limits": {"cpu": "300m", "memory": "200Mi"}}}]}});
-        apply_defaults(&pods, &mut p);
+        pods.strategy().defaults(&mut p);
         assert_eq!(
             p["spec"]["containers"][0]["resources"]["requests"],
             json!({"cpu": "300m", "memory": "150Mi"})
@@ -126,7 +120,7 @@ mod tests {
         let rs = reg.get("apps", "v1", "replicasets").unwrap();
         let mut r = json!({"spec": {"template": {"spec": {"containers": [{"name": "c",
             "image": "i", "resources": {"limits": {"cpu": "1"}}}]}}}});
-        apply_defaults(&rs, &mut r);
+        rs.strategy().defaults(&mut r);
         assert!(
             r["spec"]["template"]["spec"]["containers"][0]["resources"]
                 .get("requests")
@@ -140,7 +134,7 @@ mod tests {
         let job = reg.get("batch", "v1", "jobs").unwrap();
         let mut j =
             json!({"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
-        apply_defaults(&job, &mut j);
+        job.strategy().defaults(&mut j);
         assert_eq!(
             (
                 j["spec"]["completions"].as_i64(),
@@ -152,23 +146,23 @@ mod tests {
         assert_eq!(j["spec"]["template"]["spec"]["restartPolicy"], "Always");
         let sts = reg.get("apps", "v1", "statefulsets").unwrap();
         let mut s = json!({"spec": {"template": {"spec": {}}}});
-        apply_defaults(&sts, &mut s);
+        sts.strategy().defaults(&mut s);
         assert_eq!(s["spec"]["podManagementPolicy"], "OrderedReady");
         assert_eq!(s["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 0);
         let cm = reg.get("", "v1", "configmaps").unwrap();
         let mut c = json!({"data": {}});
-        apply_defaults(&cm, &mut c);
+        cm.strategy().defaults(&mut c);
         assert!(c.get("spec").is_none());
         let secret = reg.get("", "v1", "secrets").unwrap();
         let mut sec = json!({});
-        apply_defaults(&secret, &mut sec);
+        secret.strategy().defaults(&mut sec);
         assert_eq!(sec["type"], "Opaque");
         // A Service port's target port defaults to its port when absent, 0 (what client-go's
         // protobuf sends for an unset IntOrString) or "".
         let svc = reg.get("", "v1", "services").unwrap();
         let mut sv = json!({"spec": {"ports": [{"port": 80}, {"port": 81, "targetPort": 0},
             {"port": 82, "targetPort": ""}, {"port": 83, "targetPort": "http"}]}});
-        apply_defaults(&svc, &mut sv);
+        svc.strategy().defaults(&mut sv);
         let targets: Vec<_> = sv["spec"]["ports"]
             .as_array()
             .unwrap()
@@ -222,13 +216,13 @@ mod tests {
     fn namespaces_carry_their_name_as_a_label() {
         let ns = Registry::new().get("", "v1", "namespaces").unwrap();
         let mut obj = json!({"metadata": {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "other", "x": "y"}}});
-        apply_defaults(&ns, &mut obj);
+        ns.strategy().defaults(&mut obj);
         assert_eq!(
             obj["metadata"]["labels"],
             json!({"kubernetes.io/metadata.name": "team-a", "x": "y"})
         );
         let mut bare = json!({"metadata": {"name": "b"}});
-        apply_defaults(&ns, &mut bare);
+        ns.strategy().defaults(&mut bare);
         assert_eq!(
             bare["metadata"]["labels"]["kubernetes.io/metadata.name"],
             "b"

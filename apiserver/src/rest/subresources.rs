@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use k1s_api::selector::{LabelSelector, label_selector_text};
 
 use super::{DeleteOptions, Overlay, Put, Puts, Rest, WriteOptions, Written, meta};
-use crate::crds::{ScalePaths, get_path, set_path};
 use crate::registry::ResourceType;
+use crate::registry::apiextensions::custom::{ScalePaths, get_path, set_path};
 use crate::status::ApiError;
 
 /// A label selector object rendered as its string form (`a=b,c in (d)`), as Scale carries

@@ -45,7 +45,7 @@ pub struct WriteOptions {
     /// Set by server-side apply, which computes `managedFields` itself.
     pub(crate) fields_tracked: bool,
     /// Who writes; `None` for the server's own components.
-    pub user: Option<Arc<crate::auth::UserInfo>>,
+    pub user: Option<Arc<crate::user::UserInfo>>,
 }
 
 impl WriteOptions {
@@ -77,7 +77,7 @@ pub struct DeleteOptions {
     pub precondition_resource_version: Option<String>,
     pub dry_run: bool,
     /// Who deletes; `None` for the server's own components.
-    pub user: Option<Arc<crate::auth::UserInfo>>,
+    pub user: Option<Arc<crate::user::UserInfo>>,
 }
 
 impl DeleteOptions {
@@ -309,7 +309,7 @@ impl Rest {
             name = meta::generate_name(prefix);
             m.insert("name".into(), json!(name));
         }
-        if let Some(msg) = meta::validate_name(res, &name) {
+        if let Some(msg) = meta::validate_name(&res.group, &res.plural, &name) {
             return Err(ApiError::invalid(
                 &kind,
                 &name,

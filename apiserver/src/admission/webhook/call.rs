@@ -217,7 +217,7 @@ pub async fn post(
             .header(header::ACCEPT, "application/json")
             .body(Full::new(bytes::Bytes::from(body)))
             .map_err(|e| failed(&e))?;
-        let (parts, body) = crate::http::proxy::round_trip(TokioIo::new(stream), request)
+        let (parts, body) = crate::http::upstream::round_trip(TokioIo::new(stream), request)
             .await
             .map_err(|e| failed(&e))?;
         if !parts.status.is_success() {

@@ -32,10 +32,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::auth::UserInfo;
+use crate::reader::Reader;
 use crate::registry::ResourceType;
-use crate::rest::Rest;
 use crate::status::ApiError;
+use crate::user::UserInfo;
 
 const GROUP: &str = "admissionregistration.k8s.io";
 const MUTATING: &str = "mutatingwebhookconfigurations";
@@ -133,8 +133,8 @@ impl Attributes<'_> {
 }
 
 /// The webhooks of every configuration of `plural`, in configuration name order.
-async fn webhooks(rest: &Rest, plural: &str) -> Result<Vec<Value>, ApiError> {
-    let Some(res) = rest.registry.catalog().served(GROUP, plural).cloned() else {
+async fn webhooks(rest: &dyn Reader, plural: &str) -> Result<Vec<Value>, ApiError> {
+    let Some(res) = rest.served(GROUP, plural) else {
         return Ok(Vec::new());
     };
     let mut configs = rest.list_shared(&res, None).await?;
@@ -155,7 +155,7 @@ async fn webhooks(rest: &Rest, plural: &str) -> Result<Vec<Value>, ApiError> {
 /// The labels a namespace selector is matched against: the Namespace being written, else the
 /// request's namespace (`None` for other cluster-scoped objects).
 async fn namespace_object(
-    rest: &Rest,
+    rest: &dyn Reader,
     a: &Attributes<'_>,
     obj: Option<&Value>,
     old: Option<&Value>,
@@ -166,7 +166,7 @@ async fn namespace_object(
     if a.namespace.is_empty() {
         return Ok(None);
     }
-    let Some(nsres) = rest.registry.builtin_kind("", "Namespace") else {
+    let Some(nsres) = rest.builtin_kind("", "Namespace") else {
         return Ok(None);
     };
     match rest.get_remembered(&nsres, None, a.namespace).await {
@@ -178,7 +178,7 @@ async fn namespace_object(
 
 /// The webhooks of `plural` the request goes to.
 async fn matching(
-    rest: &Rest,
+    rest: &dyn Reader,
     a: &Attributes<'_>,
     plural: &str,
     obj: Option<&Value>,
@@ -275,7 +275,7 @@ fn denial(webhook: &Value, status: &Value) -> ApiError {
 /// Where a webhook (anything with a `clientConfig`: also a CRD's conversion webhook) is
 /// reached now: its URL, or one ready endpoint of its Service (else the Service's cluster IP).
 pub(crate) async fn endpoint(
-    rest: &Rest,
+    rest: &dyn Reader,
     webhook: &Value,
     timeout: Duration,
 ) -> Result<call::Endpoint, String> {
@@ -295,21 +295,19 @@ pub(crate) async fn endpoint(
     let path = svc_ref["path"].as_str();
     let not_found = |what: &str| format!("service \"{name}\" {what}");
     let svc_type = rest
-        .registry
         .builtin_kind("", "Service")
         .ok_or("no Service resource")?;
     let svc = rest
         .get(&svc_type, Some(ns), name)
         .await
         .map_err(|e| e.message)?;
-    let port_name = crate::http::proxy::service_port_name(&svc, &port.to_string())
+    let port_name = crate::http::upstream::service_port_name(&svc, &port.to_string())
         .ok_or_else(|| not_found(&format!("has no port {port}")))?;
     let eps_type = rest
-        .registry
         .builtin_kind("", "Endpoints")
         .ok_or("no Endpoints resource")?;
     let picked = match rest.get(&eps_type, Some(ns), name).await {
-        Ok(eps) => crate::http::proxy::pick_endpoint(&eps, &port_name, &mut rand::rng()),
+        Ok(eps) => crate::http::upstream::pick_endpoint(&eps, &port_name, &mut rand::rng()),
         Err(_) => None,
     };
     let (ip, target_port) = match picked {
@@ -332,7 +330,7 @@ pub(crate) async fn endpoint(
 
 /// Calls one webhook. `Ok(None)`: a failure that its `failurePolicy: Ignore` skips.
 async fn call_one(
-    rest: &Rest,
+    rest: &dyn Reader,
     a: &Attributes<'_>,
     webhook: &Value,
     obj: Option<&Value>,
@@ -397,7 +395,7 @@ pub(crate) fn decode_ca(b64: &str) -> Result<Vec<u8>, String> {
 /// Runs the mutating webhooks over a create or update; returns their warnings and whether
 /// any changed the object (which the caller then decodes and defaults again, as upstream).
 pub async fn mutate(
-    rest: &Rest,
+    rest: &dyn Reader,
     a: &Attributes<'_>,
     obj: &mut Value,
     old: Option<&Value>,
@@ -424,7 +422,7 @@ pub async fn mutate(
 
 /// One mutating webhook; whether it changed the object.
 async fn mutate_one(
-    rest: &Rest,
+    rest: &dyn Reader,
     a: &Attributes<'_>,
     hook: &Value,
     obj: &mut Value,
@@ -458,7 +456,7 @@ async fn mutate_one(
 
 /// Runs the validating webhooks, concurrently; returns their warnings.
 pub async fn validate(
-    rest: &Rest,
+    rest: &dyn Reader,
     a: &Attributes<'_>,
     obj: Option<&Value>,
     old: Option<&Value>,

@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 use x509_parser::prelude::FromDer;
 
-use crate::auth::UserInfo;
+use crate::user::UserInfo;
 use k1s_apimachinery::crd_schema::{is_dns1123_label, is_dns1123_subdomain};
 
 type Causes = Vec<(String, String)>;
