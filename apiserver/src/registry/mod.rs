@@ -26,6 +26,7 @@ mod errors;
 pub mod networking;
 pub mod node;
 pub mod scheduling;
+pub mod side_effects;
 pub mod storage;
 pub mod strategy;
 

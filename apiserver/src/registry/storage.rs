@@ -2,7 +2,31 @@
 
 use serde_json::{Value, json};
 
-use super::strategy::{Strategy, set_default, spec_mut};
+use super::ResourceType;
+use super::strategy::{Strategy, set_default, spec_mut, update_base};
+
+pub struct VolumeAttachment;
+
+impl Strategy for VolumeAttachment {
+    fn update_base(
+        &self,
+        res: &ResourceType,
+        old: &Value,
+        new: Value,
+        subresource: Option<&str>,
+    ) -> Value {
+        let mut o = update_base(res, old, new, subresource);
+        if subresource == Some("status") {
+            // Upstream's ResetObjectMetaForStatus: status writes change no metadata.
+            let managed = o["metadata"].get("managedFields").cloned();
+            o["metadata"] = old["metadata"].clone();
+            if let Some(m) = managed {
+                o["metadata"]["managedFields"] = m;
+            }
+        }
+        o
+    }
+}
 
 pub struct StorageClass;
 

@@ -8,6 +8,8 @@
 
 use serde_json::Value;
 
+use super::ResourceType;
+use super::side_effects::SideEffects;
 use super::{admissionregistration, apps, batch, certificates, core, networking, node};
 use crate::user::UserInfo;
 
@@ -34,6 +36,19 @@ pub trait Strategy: Sync {
     /// What a create takes from the requesting user (`None`: the server itself).
     fn set_requestor(&self, _obj: &mut Value, _user: Option<&UserInfo>) {}
 
+    /// The object an update starts from: what the client sent, less what a write through
+    /// `subresource` (`None`: the object itself) may not change. Server-owned metadata is
+    /// restored after it, by the write path.
+    fn update_base(
+        &self,
+        res: &ResourceType,
+        old: &Value,
+        new: Value,
+        subresource: Option<&str>,
+    ) -> Value {
+        update_base(res, old, new, subresource)
+    }
+
     /// Keeps what an update may not change; `new` is already defaulted. `subresource` is the
     /// write path (`status`, `approval`, ...; `None` for the object itself).
     fn prepare_update(&self, _old: &Value, _new: &mut Value, _subresource: Option<&str>) {}
@@ -53,6 +68,11 @@ pub trait Strategy: Sync {
     /// Whether something other than `metadata.finalizers` keeps a deleted object.
     fn blocks_deletion(&self, _obj: &Value) -> bool {
         false
+    }
+
+    /// What writes of the kind change besides the object (allocations, the catalog).
+    fn side_effects(&self) -> Option<&dyn SideEffects> {
+        None
     }
 }
 
@@ -82,6 +102,7 @@ pub fn for_kind(group: &str, kind: &str) -> &'static dyn Strategy {
         ("batch", "CronJob") => &batch::cron_job::CronJob,
         ("storage.k8s.io", "StorageClass") => &super::storage::StorageClass,
         ("storage.k8s.io", "CSIDriver") => &super::storage::CsiDriver,
+        ("storage.k8s.io", "VolumeAttachment") => &super::storage::VolumeAttachment,
         ("scheduling.k8s.io", "PriorityClass") => &super::scheduling::PriorityClass,
         ("networking.k8s.io", "NetworkPolicy") => &networking::network_policy::NetworkPolicy,
         ("node.k8s.io", "RuntimeClass") => &node::runtime_class::RuntimeClass,
@@ -113,4 +134,71 @@ pub fn set_default(obj: &mut Value, key: &str, value: Value) {
 /// without one alone (indexing would add `"spec": null`).
 pub fn spec_mut(obj: &mut Value) -> Option<&mut Value> {
     obj.get_mut("spec").filter(|s| s.is_object())
+}
+
+/// The generic [`Strategy::update_base`]: a status write changes `status` (and, for built-in
+/// kinds, the metadata written with it), a write of the object itself everything but
+/// `status`.
+pub fn update_base(
+    res: &ResourceType,
+    old: &Value,
+    new: Value,
+    subresource: Option<&str>,
+) -> Value {
+    match subresource {
+        Some("status") if res.custom.is_some() => {
+            // A custom resource's status write changes status only (upstream's
+            // customresource status strategy).
+            let mut o = old.clone();
+            o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
+            if o["status"].is_null() {
+                o.as_object_mut().map(|m| m.remove("status"));
+            }
+            o
+        }
+        Some("status") => {
+            // A built-in kind's status write keeps everything but status and metadata
+            // (upstream's status strategies reset spec: labels and annotations written
+            // with the status are kept; server-owned metadata is restored after).
+            let mut o = new;
+            let status = o.get("status").cloned();
+            if let (Some(m), Some(old_m)) = (o.as_object_mut(), old.as_object()) {
+                m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
+                for (k, v) in old_m {
+                    if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
+                        m.insert(k.clone(), v.clone());
+                    }
+                }
+                if let Some(s) = status.filter(|s| !s.is_null()) {
+                    m.insert("status".into(), s);
+                }
+            }
+            o
+        }
+        _ => {
+            let mut o = new;
+            if res.has_status() {
+                match old.get("status") {
+                    Some(s) => o["status"] = s.clone(),
+                    None => {
+                        o.as_object_mut().map(|m| m.remove("status"));
+                    }
+                }
+            }
+            o
+        }
+    }
+}
+
+/// Sets `obj.metadata[key]` to what `old` has there, or removes it if `old` has none: for
+/// metadata a write may not change.
+pub fn keep_metadata(old: &Value, obj: &mut Value, key: &str) {
+    match old["metadata"].get(key) {
+        Some(v) => obj["metadata"][key] = v.clone(),
+        None => {
+            if let Some(m) = obj["metadata"].as_object_mut() {
+                m.remove(key);
+            }
+        }
+    }
 }

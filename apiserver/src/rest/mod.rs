@@ -20,7 +20,7 @@ mod overlay;
 pub mod patch;
 mod reader;
 mod remembered;
-mod services;
+mod side_effects;
 pub(crate) mod strategy;
 mod subresources;
 pub mod validation;
@@ -40,7 +40,7 @@ use crate::registry::{Registry, ResourceType};
 use crate::status::ApiError;
 pub(crate) use overlay::{Overlay, Put, Puts};
 
-pub use services::ServiceNetwork;
+pub use crate::registry::core::service::allocator::ServiceNetwork;
 pub use subresources::scale_of;
 pub use watch::{WatchEvent, WatchRequest};
 pub use write::{DeleteOptions, Deleted, FieldValidation, WriteOptions, Written};

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::{Rest, meta, strategy};
 use crate::admission::plugins::Plugin;
 use crate::admission::{Operation, Request as AdmissionRequest};
+use crate::registry::side_effects::{Claims, Outcome};
 use crate::registry::{DecodeError, ResourceType};
 use crate::status::ApiError;
 
@@ -201,7 +202,7 @@ impl Rest {
                 warnings,
             });
         }
-        let claims = self.allocate_service(res, None, &mut obj).await?;
+        let claims = self.begin_side_effects(res, None, &mut obj).await?;
         let key = res.key(meta::namespace(&obj), &name);
         let stored = self.to_storage(res, &obj).await;
         let created = match stored.and_then(|o| self.encode_stored(&key, &o)) {
@@ -211,12 +212,13 @@ impl Rest {
             }),
             Err(e) => Err(e),
         };
-        if created.is_err() {
-            self.release_all(&claims).await;
-        }
+        let outcome = match &created {
+            Ok(_) => Outcome::Stored(&obj),
+            Err(_) => Outcome::Failed,
+        };
+        self.finish_side_effects(res, claims, None, outcome).await;
         let rev = created?;
         meta::set_resource_version(&mut obj, rev);
-        self.after_write(res).await;
         Ok(Written {
             object: obj,
             created: true,
@@ -248,15 +250,6 @@ impl Rest {
             &meta::now(),
         )
         .map_err(|e| apply_error(res, e))
-    }
-
-    /// Work that follows a successful write: a CRD change changes the catalog.
-    async fn after_write(&self, res: &ResourceType) {
-        if res.is_crd()
-            && let Err(e) = self.refresh_custom_resources().await
-        {
-            tracing::warn!(error = %e.message, "rebuilding the custom resources failed");
-        }
     }
 
     /// Fills in server-set metadata of a new object and checks its name and namespace.
@@ -427,114 +420,7 @@ impl Rest {
         subresource: Option<&str>,
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
-        let mut obj = match subresource {
-            Some("status") if res.custom.is_some() => {
-                // A custom resource's status write changes status only (upstream's
-                // customresource status strategy).
-                let mut o = old.clone();
-                o["status"] = new.get("status").cloned().unwrap_or(Value::Null);
-                if o["status"].is_null() {
-                    o.as_object_mut().map(|m| m.remove("status"));
-                }
-                o
-            }
-            Some("status") => {
-                // A built-in kind's status write keeps everything but status and metadata
-                // (upstream's status strategies reset spec: labels and annotations written
-                // with the status are kept; server-owned metadata is restored below).
-                let mut o = new;
-                let status = o.get("status").cloned();
-                if let (Some(m), Some(old_m)) = (o.as_object_mut(), old.as_object()) {
-                    m.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"));
-                    for (k, v) in old_m {
-                        if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
-                            m.insert(k.clone(), v.clone());
-                        }
-                    }
-                    if let Some(s) = status.filter(|s| !s.is_null()) {
-                        m.insert("status".into(), s);
-                    }
-                }
-                if res.group == "apps" && res.kind == "Deployment" {
-                    // Deployments keep their labels (upstream's deployment status strategy).
-                    match old["metadata"].get("labels") {
-                        Some(l) => o["metadata"]["labels"] = l.clone(),
-                        None => {
-                            if let Some(m) = o["metadata"].as_object_mut() {
-                                m.remove("labels");
-                            }
-                        }
-                    }
-                }
-                if res.group == "storage.k8s.io" && res.kind == "VolumeAttachment" {
-                    // Upstream's ResetObjectMetaForStatus: status writes change no metadata.
-                    let managed = o["metadata"].get("managedFields").cloned();
-                    o["metadata"] = old["metadata"].clone();
-                    if let Some(m) = managed {
-                        o["metadata"]["managedFields"] = m;
-                    }
-                }
-                if res.group.is_empty() && res.kind == "Pod" {
-                    // Pods keep their owners (upstream's pod status strategy).
-                    match old["metadata"].get("ownerReferences") {
-                        Some(r) => o["metadata"]["ownerReferences"] = r.clone(),
-                        None => {
-                            if let Some(m) = o["metadata"].as_object_mut() {
-                                m.remove("ownerReferences");
-                            }
-                        }
-                    }
-                }
-                o
-            }
-            Some("approval") => {
-                // Approvals write the conditions (and metadata) only; the kind's strategy
-                // checks which conditions may change.
-                let mut o = old.clone();
-                if !o["status"].is_object() {
-                    o["status"] = json!({});
-                }
-                o["status"]["conditions"] = new["status"]["conditions"].clone();
-                if let Some(m) = new.get("metadata") {
-                    o["metadata"] = m.clone();
-                }
-                o
-            }
-            Some("finalize") => {
-                // Namespaces: the finalize subresource changes spec.finalizers only.
-                let mut o = old.clone();
-                o["spec"]["finalizers"] = new["spec"]["finalizers"].clone();
-                o
-            }
-            _ => {
-                let mut o = new;
-                if res.group.is_empty() && res.kind == "Namespace" {
-                    // spec.finalizers change only through the finalize subresource.
-                    match old["spec"].get("finalizers") {
-                        Some(f) => {
-                            if !o["spec"].is_object() {
-                                o["spec"] = json!({});
-                            }
-                            o["spec"]["finalizers"] = f.clone();
-                        }
-                        None => {
-                            if let Some(spec) = o["spec"].as_object_mut() {
-                                spec.remove("finalizers");
-                            }
-                        }
-                    }
-                }
-                if res.has_status() {
-                    match old.get("status") {
-                        Some(s) => o["status"] = s.clone(),
-                        None => {
-                            o.as_object_mut().map(|m| m.remove("status"));
-                        }
-                    }
-                }
-                o
-            }
-        };
+        let mut obj = res.strategy().update_base(res, old, new, subresource);
         // Server-owned metadata cannot be changed by clients.
         {
             let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
@@ -594,27 +480,26 @@ impl Rest {
         admission_warnings.extend(self.admit_validate(&req, &obj, Some(old)).await?);
         self.track_fields(res, Some(old), &mut obj, subresource, opts)?;
         let claims = if subresource.is_none() && !opts.dry_run {
-            self.allocate_service(res, Some(old), &mut obj).await?
+            self.begin_side_effects(res, Some(old), &mut obj).await?
         } else {
-            Vec::new()
+            Claims::default()
         };
         let result = self
             .write_replacement(res, ns, name, old, old_rev, obj, opts)
             .await;
-        match &result {
+        let outcome = match &result {
             Ok(w)
                 if w.object["metadata"]["deletionTimestamp"].is_string()
                     && meta::finalizers(&w.object).is_empty()
                     && !strategy::blocks_deletion(res, &w.object) =>
             {
-                self.release_service(res, old, None).await;
+                Outcome::Gone
             }
-            Ok(w) => self.release_service(res, old, Some(&w.object)).await,
-            Err(_) => self.release_all(&claims).await,
-        }
-        if result.is_ok() {
-            self.after_write(res).await;
-        }
+            Ok(w) => Outcome::Stored(&w.object),
+            Err(_) => Outcome::Failed,
+        };
+        self.finish_side_effects(res, claims, Some(old), outcome)
+            .await;
         result.map(|mut w| {
             w.warnings.extend(admission_warnings);
             w
@@ -841,8 +726,7 @@ impl Rest {
                 }
                 match self.store.delete(&res.key(ns, name), Some(old_rev)).await {
                     Ok((rev, _)) => {
-                        self.release_service(res, &old, None).await;
-                        self.after_write(res).await;
+                        self.after_delete(res, &old).await;
                         meta::set_resource_version(&mut obj, rev);
                         return Ok(Deleted {
                             object: obj,

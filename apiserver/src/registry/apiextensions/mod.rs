@@ -7,6 +7,7 @@ pub mod custom;
 
 use serde_json::{Value, json};
 
+use super::side_effects::{Claims, Context, Outcome, SideEffects};
 use super::strategy::{Causes, Strategy};
 use crate::rest::meta;
 use k1s_apimachinery::crd_schema;
@@ -14,6 +15,10 @@ use k1s_apimachinery::crd_schema;
 pub struct CustomResourceDefinition;
 
 impl Strategy for CustomResourceDefinition {
+    fn side_effects(&self) -> Option<&dyn SideEffects> {
+        Some(&CatalogRefresh)
+    }
+
     fn prepare_create(&self, obj: &mut Value) {
         prepare_create(obj);
     }
@@ -28,6 +33,36 @@ impl Strategy for CustomResourceDefinition {
 
     fn validate(&self, obj: &Value, _old: Option<&Value>, causes: &mut Causes) {
         causes.extend(validate(obj));
+    }
+}
+
+/// A CRD write changes the catalog: it is rebuilt after every CRD write through this server,
+/// so a custom resource is served as soon as the create of its CRD returns (writes through
+/// other servers reach the catalog through `crate::crds`'s watch).
+struct CatalogRefresh;
+
+async fn refresh(cx: &dyn Context) {
+    if let Err(e) = cx.refresh_custom_resources().await {
+        tracing::warn!(error = %e.message, "rebuilding the custom resources failed");
+    }
+}
+
+#[async_trait::async_trait]
+impl SideEffects for CatalogRefresh {
+    async fn finish(
+        &self,
+        cx: &dyn Context,
+        _claims: Claims,
+        _old: Option<&Value>,
+        outcome: Outcome<'_>,
+    ) {
+        if !matches!(outcome, Outcome::Failed) {
+            refresh(cx).await;
+        }
+    }
+
+    async fn after_delete(&self, cx: &dyn Context, _old: &Value) {
+        refresh(cx).await;
     }
 }
 

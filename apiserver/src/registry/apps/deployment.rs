@@ -2,13 +2,31 @@
 
 use serde_json::{Value, json};
 
+use crate::registry::ResourceType;
 use crate::registry::core::pod::default_pod_spec;
-use crate::registry::strategy::{Causes, Strategy, set_default, spec_mut};
+use crate::registry::strategy::{
+    Causes, Strategy, keep_metadata, set_default, spec_mut, update_base,
+};
 use crate::rest::validation;
 
 pub struct Deployment;
 
 impl Strategy for Deployment {
+    fn update_base(
+        &self,
+        res: &ResourceType,
+        old: &Value,
+        new: Value,
+        subresource: Option<&str>,
+    ) -> Value {
+        let mut o = update_base(res, old, new, subresource);
+        if subresource == Some("status") {
+            // Status writes keep the labels (upstream's deployment status strategy).
+            keep_metadata(old, &mut o, "labels");
+        }
+        o
+    }
+
     fn defaults(&self, obj: &mut Value) {
         let Some(spec) = spec_mut(obj) else {
             return;

@@ -436,6 +436,29 @@ fn validate_conditions(list: &[Value], out: &mut Causes) {
 pub struct CertificateSigningRequest;
 
 impl crate::registry::strategy::Strategy for CertificateSigningRequest {
+    fn update_base(
+        &self,
+        res: &crate::registry::ResourceType,
+        old: &Value,
+        new: Value,
+        subresource: Option<&str>,
+    ) -> Value {
+        if subresource != Some("approval") {
+            return crate::registry::strategy::update_base(res, old, new, subresource);
+        }
+        // Approvals write the conditions (and metadata) only; `prepare_update` checks which
+        // conditions may change.
+        let mut o = old.clone();
+        if !o["status"].is_object() {
+            o["status"] = json!({});
+        }
+        o["status"]["conditions"] = new["status"]["conditions"].clone();
+        if let Some(m) = new.get("metadata") {
+            o["metadata"] = m.clone();
+        }
+        o
+    }
+
     fn set_requestor(&self, obj: &mut Value, user: Option<&UserInfo>) {
         set_requestor(obj, user);
     }

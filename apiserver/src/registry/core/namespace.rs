@@ -4,11 +4,48 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::strategy::{Strategy, set_default, spec_mut};
+use crate::registry::ResourceType;
+use crate::registry::strategy::{Strategy, set_default, spec_mut, update_base};
 
 pub struct Namespace;
 
 impl Strategy for Namespace {
+    fn update_base(
+        &self,
+        res: &ResourceType,
+        old: &Value,
+        new: Value,
+        subresource: Option<&str>,
+    ) -> Value {
+        match subresource {
+            // The finalize subresource changes spec.finalizers only.
+            Some("finalize") => {
+                let mut o = old.clone();
+                o["spec"]["finalizers"] = new["spec"]["finalizers"].clone();
+                o
+            }
+            // Other writes leave spec.finalizers as they are.
+            None => {
+                let mut o = update_base(res, old, new, subresource);
+                match old["spec"].get("finalizers") {
+                    Some(f) => {
+                        if !o["spec"].is_object() {
+                            o["spec"] = json!({});
+                        }
+                        o["spec"]["finalizers"] = f.clone();
+                    }
+                    None => {
+                        if let Some(spec) = o["spec"].as_object_mut() {
+                            spec.remove("finalizers");
+                        }
+                    }
+                }
+                o
+            }
+            _ => update_base(res, old, new, subresource),
+        }
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"phase": "Active"}))
     }

@@ -5,7 +5,10 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::strategy::{Causes, Strategy, set_default, spec_mut};
+use crate::registry::ResourceType;
+use crate::registry::strategy::{
+    Causes, Strategy, keep_metadata, set_default, spec_mut, update_base,
+};
 use crate::rest::validation;
 
 /// The grace period of a pod when neither the request nor the pod gives one.
@@ -14,6 +17,21 @@ pub const DEFAULT_POD_GRACE: i64 = 30;
 pub struct Pod;
 
 impl Strategy for Pod {
+    fn update_base(
+        &self,
+        res: &ResourceType,
+        old: &Value,
+        new: Value,
+        subresource: Option<&str>,
+    ) -> Value {
+        let mut o = update_base(res, old, new, subresource);
+        if subresource == Some("status") {
+            // Status writes keep the owners (upstream's pod status strategy).
+            keep_metadata(old, &mut o, "ownerReferences");
+        }
+        o
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         // The QoS class is computed after defaulting ([`Strategy::finish_create`]).
         Some(json!({"phase": "Pending"}))

@@ -1,14 +1,21 @@
-//! Services (upstream `pkg/registry/core/service`): defaults and validation. ClusterIP and
-//! NodePort allocation is the write path's, in `crate::rest` (`services.rs`).
+//! Services (upstream `pkg/registry/core/service`): defaults and validation here, ClusterIP
+//! and NodePort allocation in [`allocator`] (the strategy's side effects).
+
+pub mod allocator;
 
 use serde_json::{Value, json};
 
+use crate::registry::side_effects::SideEffects;
 use crate::registry::strategy::{Causes, Strategy, set_default, spec_mut};
 use crate::rest::validation;
 
 pub struct Service;
 
 impl Strategy for Service {
+    fn side_effects(&self) -> Option<&dyn SideEffects> {
+        Some(&allocator::Allocations)
+    }
+
     fn initial_status(&self, _obj: &Value) -> Option<Value> {
         Some(json!({"loadBalancer": {}}))
     }
