@@ -17,6 +17,13 @@
 //! shares (issue #31). Padding needs no marker: no record has length 0, so zeros where a
 //! record would start mean "continue at the next boundary". Dense appends stay packed (a new
 //! block for each would cost every sync a block allocation: ~15 % of single-writer puts/s).
+//! The file grows by [`PREALLOCATE`] at a time (`fallocate`): an append inside the allocated
+//! size leaves the inode's size alone, and what the kernel charges an isolated append is its
+//! one block, where an append that grows the file was charged 4–20 KiB (the inode's block,
+//! dirtied again for the new size, in a large folio) — measured on 6.18/ext4, direct 4 KiB
+//! writes 10 s apart: 7 KiB on average appending, 4 KiB each inside a preallocated region
+//! (issue #31). A record length of 0 where a record would start is the end of the log (no
+//! record is empty), so the zeros of the unused preallocation read as the end.
 //! Records are only ever appended, and each is synced before the next, so a crash can only
 //! tear the last one; replay stops at the first record that is incomplete or fails its
 //! checksum and cuts the file there. A log of the first format (`K1SWAL01`: an 8-byte magic,
@@ -35,6 +42,8 @@ const MAGIC_V1: &[u8; 8] = b"K1SWAL01";
 const BLOCK: usize = 4096;
 /// An append this long after the previous one is sparse: padded to a block boundary.
 const SPARSE_GAP: std::time::Duration = std::time::Duration::from_secs(1);
+/// How much the file grows at a time.
+const PREALLOCATE: u64 = 1 << 20;
 const TAG_CHANGE: u8 = 1;
 const TAG_COMPACT: u8 = 2;
 
@@ -77,6 +86,10 @@ pub struct Wal {
     /// kernels charge a dirtied large folio whole: 16–20 KiB per 4 KiB append measured).
     /// `None` where the filesystem refuses `O_DIRECT` (tmpfs).
     direct: Option<File>,
+    /// The file's size: records, padding and preallocated zeros.
+    allocated: u64,
+    /// Whether the filesystem takes `fallocate` (else appends grow the file).
+    preallocates: bool,
 }
 
 /// `path` opened for direct I/O, if the filesystem allows it.
@@ -101,6 +114,23 @@ fn write_direct(file: &File, data: &[u8], at: u64) -> std::io::Result<()> {
     aligned.copy_from_slice(data);
     file.write_all_at(aligned, at)?;
     file.sync_data()
+}
+
+/// Grows `file` from `from` to `to` bytes with allocated, zeroed blocks, durably (the new size
+/// must survive a crash before a record is acknowledged inside it).
+fn preallocate(file: &File, from: u64, to: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (
+        libc::off_t::try_from(from),
+        libc::off_t::try_from(to - from),
+    ) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    // SAFETY: fallocate on an open descriptor this function borrows; no memory is passed.
+    if unsafe { libc::fallocate(file.as_raw_fd(), 0, offset, len) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    file.sync_all()
 }
 
 fn align(n: usize) -> usize {
@@ -149,6 +179,8 @@ impl Wal {
                 last_append: None,
                 sparse_gap: SPARSE_GAP,
                 direct: open_direct(path),
+                allocated: BLOCK as u64,
+                preallocates: true,
             };
             return Ok(Recovered {
                 wal,
@@ -196,9 +228,13 @@ impl Wal {
             }
         }
         // The last record may lack (part of) its padding: restore it, so that the next
-        // append starts on a boundary.
-        let torn_bytes = data.len().saturating_sub(pos) as u64;
-        if torn_bytes > 0 || pos > data.len() {
+        // append starts on a boundary. What follows the last record is cut: unused
+        // preallocation (zeros), or a torn record (counted).
+        let torn_bytes = data
+            .get(pos..)
+            .and_then(|rest| rest.iter().rposition(|b| *b != 0))
+            .map_or(0, |last| last as u64 + 1);
+        if data.len() != pos {
             file.set_len(pos as u64)?;
             file.sync_all()?;
         }
@@ -212,6 +248,8 @@ impl Wal {
             last_append: None,
             sparse_gap: SPARSE_GAP,
             direct: (!legacy).then(|| open_direct(path)).flatten(),
+            allocated: pos as u64,
+            preallocates: !legacy,
         };
         Ok(Recovered {
             wal,
@@ -235,6 +273,9 @@ impl Wal {
             return Err(std::io::Error::other(
                 "the write-ahead log is of the first format: replay and reset it before appending",
             ));
+        }
+        if entries.is_empty() {
+            return Ok(());
         }
         let mut payload = Vec::new();
         for e in entries {
@@ -265,6 +306,16 @@ impl Wal {
             buf.resize(buf.len() + (align(end) - end), 0);
         }
         let start = BLOCK as u64 + self.end;
+        let needed = start + buf.len() as u64;
+        if self.preallocates && needed > self.allocated {
+            let to = needed.div_ceil(PREALLOCATE) * PREALLOCATE;
+            match preallocate(&self.file, self.allocated, to) {
+                Ok(()) => self.allocated = to,
+                // Not on this filesystem: appends grow the file.
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => self.preallocates = false,
+                Err(e) => return Err(e),
+            }
+        }
         let aligned = start.is_multiple_of(BLOCK as u64) && buf.len().is_multiple_of(BLOCK);
         let mut result = match &self.direct {
             Some(d) if sparse && aligned => Some(write_direct(d, &buf, start)),
@@ -287,6 +338,7 @@ impl Wal {
         if let Err(e) = result {
             // Leave no partial record behind for the next append to follow.
             let _ = self.file.set_len(start);
+            self.allocated = start;
             return Err(e);
         }
         self.end += buf.len() as u64;
@@ -309,10 +361,12 @@ impl Wal {
             self.file = OpenOptions::new().read(true).write(true).open(&self.path)?;
             self.direct = open_direct(&self.path);
             self.legacy = false;
+            self.preallocates = true;
         } else {
             self.file.set_len(BLOCK as u64)?;
             self.file.sync_data()?;
         }
+        self.allocated = BLOCK as u64;
         self.file.seek(SeekFrom::Start(BLOCK as u64))?;
         self.end = 0;
         self.bytes = 0;
@@ -326,6 +380,10 @@ impl Wal {
 fn next_record(data: &[u8], pos: usize) -> Option<(&[u8], usize)> {
     let header = data.get(pos..pos + 8)?;
     let len = u32::from_le_bytes(header[..4].try_into().ok()?) as usize;
+    if len == 0 {
+        // No record is empty: the end of the log (unused preallocation).
+        return None;
+    }
     let crc = u32::from_le_bytes(header[4..].try_into().ok()?);
     let start = pos + 8;
     let payload = data.get(start..start.checked_add(len)?)?;
@@ -384,7 +442,16 @@ mod tests {
         let mut wal = sparse(&path);
         wal.append(&[change(2)]).unwrap();
         wal.append(&[change(3)]).unwrap();
+        drop(wal);
+        // Opening cuts the unused preallocation: the file is its records.
+        drop(Wal::open(&path).unwrap());
         (dir, path)
+    }
+
+    /// The file's size once opened (which cuts the unused preallocation).
+    fn opened_len(path: &Path) -> usize {
+        drop(Wal::open(path).unwrap());
+        std::fs::metadata(path).unwrap().len() as usize
     }
 
     #[test]
@@ -425,16 +492,13 @@ mod tests {
             wal.append(&[change(rev)]).unwrap();
         }
         let one = 8 + 21;
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().len() as usize,
-            2 * BLOCK + 3 * one
-        );
+        assert_eq!(BLOCK + wal.end as usize, 2 * BLOCK + 3 * one);
         // A sparse one after dense ones ends on a boundary.
         wal.sparse_gap = std::time::Duration::ZERO;
         wal.append(&[change(6)]).unwrap();
         wal.append(&[change(7)]).unwrap();
         drop(wal);
-        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, 4 * BLOCK);
+        assert_eq!(opened_len(&path), 4 * BLOCK);
         assert_eq!(
             Wal::open(&path).unwrap().entries,
             (2..8).map(change).collect::<Vec<_>>()
@@ -460,7 +524,7 @@ mod tests {
         wal.append(std::slice::from_ref(&big)).unwrap();
         wal.append(&[change(5)]).unwrap();
         drop(wal);
-        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, 6 * BLOCK);
+        assert_eq!(opened_len(&path), 6 * BLOCK);
         assert_eq!(
             Wal::open(&path).unwrap().entries,
             vec![change(2), change(3), big, change(5)]
@@ -505,6 +569,53 @@ mod tests {
         flipped[record_end - 2] ^= 0xff;
         std::fs::write(&path, &flipped).unwrap();
         assert_eq!(Wal::open(&path).unwrap().entries, vec![change(2)]);
+    }
+
+    #[test]
+    fn the_file_grows_by_preallocation_and_its_zeros_read_as_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let mut wal = Wal::open(&path).unwrap().wal;
+        wal.sparse_gap = std::time::Duration::ZERO;
+        for rev in 2..5 {
+            wal.append(&[change(rev)]).unwrap();
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        if wal.preallocates {
+            // Three sparse records and the header: four blocks used of one allocation.
+            assert_eq!(len, PREALLOCATE);
+        }
+        // Records past the first allocation take the next one.
+        let big = WalEntry::Change {
+            revision: 5,
+            record: vec![7u8; PREALLOCATE as usize],
+        };
+        wal.append(std::slice::from_ref(&big)).unwrap();
+        if wal.preallocates {
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * PREALLOCATE);
+        }
+        drop(wal);
+        let rec = Wal::open(&path).unwrap();
+        let mut expected: Vec<_> = (2..5).map(change).collect();
+        expected.push(big);
+        assert_eq!(rec.entries, expected);
+        assert_eq!(
+            rec.torn_bytes, 0,
+            "unused preallocation is not a torn record"
+        );
+        // A torn record inside the preallocated zeros is cut off and counted.
+        let mut wal = rec.wal;
+        wal.append(&[change(6)]).unwrap();
+        let end = BLOCK + wal.end as usize;
+        drop(wal);
+        let mut data = std::fs::read(&path).unwrap();
+        data[end..end + 4].copy_from_slice(&100u32.to_le_bytes());
+        data[end + 4..end + 12].copy_from_slice(&[9u8; 8]);
+        std::fs::write(&path, &data).unwrap();
+        let rec = Wal::open(&path).unwrap();
+        assert_eq!(rec.entries.last(), Some(&change(6)));
+        assert_eq!(rec.torn_bytes, 12);
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, end);
     }
 
     #[test]
