@@ -415,7 +415,127 @@ fn node_ports(svc: &Value) -> Vec<u16> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use k1s_store::Store;
+    use k1s_store::redb::{RedbConfig, RedbStore};
+
     use super::*;
+
+    /// A context over a real store, on a /30 of service addresses (two to hand out).
+    struct Cx {
+        _dir: tempfile::TempDir,
+        store: Arc<dyn Store>,
+        net: ServiceNetwork,
+    }
+
+    #[async_trait::async_trait]
+    impl Context for Cx {
+        fn store(&self) -> &dyn Store {
+            &*self.store
+        }
+        fn service_network(&self) -> ServiceNetwork {
+            self.net
+        }
+        async fn refresh_custom_resources(&self) -> Result<(), ApiError> {
+            Ok(())
+        }
+    }
+
+    fn cx() -> Cx {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(RedbConfig::new(dir.path().join("s.redb"))).unwrap();
+        Cx {
+            _dir: dir,
+            store: Arc::new(store),
+            net: ServiceNetwork::parse("10.0.0.0/29", "30000-30001").unwrap(),
+        }
+    }
+
+    fn svc(name: &str, ty: &str) -> Value {
+        json!({"metadata": {"name": name}, "spec": {"type": ty, "ports": [{"port": 80}]}})
+    }
+
+    async fn held(cx: &Cx, prefix: &str) -> usize {
+        let req = k1s_store::ListRequest {
+            prefix: prefix.into(),
+            ..Default::default()
+        };
+        cx.store.list(req).await.unwrap().kvs.len()
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_gives_back_what_it_took() {
+        let cx = cx();
+        let mut a = svc("a", "NodePort");
+        let claims = Allocations.begin(&cx, None, &mut a).await.unwrap();
+        assert!(
+            a["spec"]["clusterIP"]
+                .as_str()
+                .unwrap()
+                .starts_with("10.0.0.")
+        );
+        assert!(a["spec"]["ports"][0]["nodePort"].as_u64().is_some());
+        assert_eq!(
+            (held(&cx, IP_PREFIX).await, held(&cx, PORT_PREFIX).await),
+            (1, 1)
+        );
+        Allocations.finish(&cx, claims, None, Outcome::Failed).await;
+        assert_eq!(
+            (held(&cx, IP_PREFIX).await, held(&cx, PORT_PREFIX).await),
+            (0, 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_update_keeps_its_address_and_releases_dropped_ports() {
+        let cx = cx();
+        let mut old = svc("a", "NodePort");
+        let claims = Allocations.begin(&cx, None, &mut old).await.unwrap();
+        Allocations
+            .finish(&cx, claims, None, Outcome::Stored(&old))
+            .await;
+        // To ClusterIP: the NodePort goes once the update is stored, the address stays.
+        let mut new = svc("a", "ClusterIP");
+        let claims = Allocations.begin(&cx, Some(&old), &mut new).await.unwrap();
+        assert_eq!(new["spec"]["clusterIP"], old["spec"]["clusterIP"]);
+        assert_eq!(held(&cx, PORT_PREFIX).await, 1);
+        Allocations
+            .finish(&cx, claims, Some(&old), Outcome::Stored(&new))
+            .await;
+        assert_eq!(
+            (held(&cx, IP_PREFIX).await, held(&cx, PORT_PREFIX).await),
+            (1, 0)
+        );
+        // A changed address is refused; deleting the Service frees it.
+        let mut moved = new.clone();
+        moved["spec"]["clusterIP"] = json!("10.0.0.6");
+        let e = Allocations
+            .begin(&cx, Some(&new), &mut moved)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, 422);
+        Allocations.after_delete(&cx, &new).await;
+        assert_eq!(held(&cx, IP_PREFIX).await, 0);
+    }
+
+    #[tokio::test]
+    async fn a_full_range_is_an_error_that_leaves_nothing_taken() {
+        let cx = cx();
+        // Two NodePorts in the range: a third Service finds none, and its address is given
+        // back.
+        for name in ["a", "b"] {
+            let mut s = svc(name, "NodePort");
+            Allocations.begin(&cx, None, &mut s).await.unwrap();
+        }
+        let mut c = svc("c", "NodePort");
+        let e = Allocations.begin(&cx, None, &mut c).await.unwrap_err();
+        assert_eq!(e.code, 500, "{}", e.message);
+        assert_eq!(
+            (held(&cx, IP_PREFIX).await, held(&cx, PORT_PREFIX).await),
+            (2, 2)
+        );
+    }
 
     #[test]
     fn parses_flags() {
