@@ -1,0 +1,1 @@
+//! Empty: this package only pins the sources of scripts/gen-protobuf-tables.py.
