@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::Deserialize;
 
-use crate::http_client::TlsSettings;
+use crate::tls::TlsSettings;
 
 /// Why a kubeconfig could not be used.
 #[derive(Debug, thiserror::Error)]

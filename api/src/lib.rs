@@ -25,6 +25,8 @@
 //! - `server_pool` (feature `http`): the API servers an HTTP client fails over between.
 //! - `kubeconfig` (feature `http`): kubeconfig files resolved into a server URL and TLS
 //!   settings.
+//! - `tls` (feature `http`): the TLS settings (CA, client identity, bearer token) a client
+//!   presents; `http_client` re-exports them.
 
 pub mod client;
 pub mod dns;
@@ -43,5 +45,7 @@ pub mod selector;
 pub mod server_pool;
 pub mod streams;
 pub mod time;
+#[cfg(feature = "http")]
+pub mod tls;
 pub mod trimmed;
 pub mod volume;

@@ -40,6 +40,8 @@ mod secrets_encrypt;
 #[cfg(feature = "server")]
 mod server;
 #[cfg(feature = "server")]
+mod server_args;
+#[cfg(feature = "server")]
 mod server_join;
 #[cfg(feature = "server")]
 mod snapshot;
@@ -60,7 +62,7 @@ struct Cli {
 enum Command {
     /// Run the control plane (datastore, API server, scheduler, controllers) on this node.
     #[cfg(feature = "server")]
-    Server(Box<server::ServerArgs>),
+    Server(Box<server_args::ServerArgs>),
     /// Run a worker node: join the server at --server with --token and run its kubelet.
     Agent(Box<agent_cmd::AgentArgs>),
     /// Measure this machine: `k1s bench store` checks whether a disk is fast enough, `k1s bench

@@ -16,7 +16,7 @@ use k1s_apiserver::files::write_atomic;
 use k1s_store::etcd::EtcdTls;
 use serde_json::{Value, json};
 
-use crate::server::ServerArgs;
+use crate::server_args::ServerArgs;
 
 /// Where the datastore a joining server was given is kept.
 fn join_dir(data_dir: &Path) -> PathBuf {

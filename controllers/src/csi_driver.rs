@@ -10,13 +10,11 @@ use k1s_csi::proto::v1 as csi;
 use k1s_csi::proto::v1::controller_service_capability::rpc::Type as Cap;
 use k1s_csi::{CsiClient, CsiError};
 
-use crate::attach::PublishRequest;
-use crate::provisioner::{
-    AccessMode, AccessType, ContentSource, ProvisionError, ProvisionRequest, ProvisionedVolume,
+use crate::volume_driver::{
+    AccessMode, AccessType, ContentSource, ExpandRequest, Expanded, ProvisionError,
+    ProvisionRequest, ProvisionedVolume, PublishRequest, SnapshotInfo, SnapshotRequest,
     VolumeCapability, VolumeProvisioner,
 };
-use crate::resizer::{ExpandRequest, Expanded};
-use crate::snapshot::{SnapshotInfo, SnapshotRequest};
 
 /// One registered CSI driver with a controller service.
 pub struct CsiDriver {
@@ -291,7 +289,7 @@ mod tests {
             }],
             parameters: [("type".to_string(), "fast".to_string())].into(),
             secrets: BTreeMap::new(),
-            accessibility: Some(crate::provisioner::AccessibilityRequirements {
+            accessibility: Some(crate::volume_driver::AccessibilityRequirements {
                 requisite: vec![[("zone".to_string(), "a".to_string())].into()],
                 preferred: vec![[("zone".to_string(), "a".to_string())].into()],
             }),

@@ -30,6 +30,8 @@
 //! - [`provisioner`]: dynamic provisioning and deletion through registered provisioners.
 //! - [`resizer`], [`snapshot`], [`attach`]: expansion, snapshots and attaching through the
 //!   same registered drivers; [`csi_driver`] is such a driver over a CSI plugin's socket.
+//! - [`volume_driver`]: what those controllers share: the driver trait, its requests and
+//!   answers, and the set of registered drivers.
 //! - [`ephemeral`]: the claims of generic ephemeral volumes.
 //!
 //! [`run_all`] runs them all; [`run_elected`] runs them while holding the
@@ -66,6 +68,7 @@ pub mod servicelb;
 pub mod snapshot;
 pub mod statefulset;
 pub mod ttl_after_finished;
+pub mod volume_driver;
 pub mod volume_protection;
 
 use std::sync::Arc;

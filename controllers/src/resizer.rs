@@ -18,29 +18,13 @@ use k1s_api::quantity::Quantity;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::provisioner::{ProvisionerSet, VolumeCapability};
+use crate::volume_driver::ProvisionerSet;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::queue::RateLimit;
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
-/// A `ControllerExpandVolume` request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpandRequest {
-    pub volume_id: String,
-    pub required_bytes: i64,
-    pub capability: Option<VolumeCapability>,
-    /// Never logged.
-    pub secrets: BTreeMap<String, String>,
-}
-
-/// What the expansion did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Expanded {
-    pub capacity_bytes: i64,
-    pub node_expansion_required: bool,
-}
-
-pub use crate::provisioner::DriverError as ResizeError;
+pub use crate::volume_driver::DriverError as ResizeError;
+pub use crate::volume_driver::{ExpandRequest, Expanded};
 
 pub const CONDITION_RESIZING: &str = "Resizing";
 pub const CONDITION_FS_RESIZE_PENDING: &str = "FileSystemResizePending";
@@ -82,7 +66,7 @@ pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: Cancellat
             }
         }),
     );
-    let requeue = crate::provisioner::requeue_on_change(
+    let requeue = crate::volume_driver::requeue_on_change(
         set.clone(),
         claims.clone(),
         ctrl.queue(),

@@ -15,6 +15,7 @@
 //! - [`forward`]: other names, asked of the host's resolvers, with a cache;
 //! - [`upstreams`]: which `resolv.conf` names the host's resolvers;
 //! - [`server`]: the UDP and TCP wire, truncation;
+//! - [`transport`]: UDP or TCP, and the sockets bound for them;
 //! - [`packet_cache`]: encoded answers reused for byte-identical questions;
 //! - [`metrics`]: counters and the metrics port.
 
@@ -24,6 +25,7 @@ pub mod index;
 pub mod metrics;
 pub mod packet_cache;
 pub mod server;
+pub mod transport;
 pub mod upstreams;
 
 use std::net::{IpAddr, SocketAddr};
@@ -126,8 +128,8 @@ impl DnsServer {
                 source,
             }
         };
-        let udp = server::bind_udp(addr).map_err(err(addr, "udp"))?;
-        let tcp = server::bind_tcp(addr).map_err(err(addr, "tcp"))?;
+        let udp = transport::bind_udp(addr).map_err(err(addr, "udp"))?;
+        let tcp = transport::bind_tcp(addr).map_err(err(addr, "tcp"))?;
         let metrics = match config.metrics_port {
             Some(p) => {
                 let a = SocketAddr::new(config.listen, p);

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::server::Proto;
+use crate::transport::Proto;
 
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -200,7 +200,7 @@ pub async fn serve(
 
 /// Binds the metrics port (with `IP_FREEBIND`, like the DNS ports).
 pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    crate::server::bind_tcp(addr)
+    crate::transport::bind_tcp(addr)
 }
 
 #[cfg(test)]

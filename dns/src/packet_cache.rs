@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hickory_proto::op::ResponseCode;
 
-use crate::server::Proto;
+use crate::transport::Proto;
 
 /// Longest reuse of a cluster answer (the SOA serial and negative answers move with time).
 pub const CLUSTER_AGE: Duration = Duration::from_secs(5);

@@ -10,7 +10,6 @@
 //! TCP (RFC 1035 §4.2.1, RFC 6891). TCP connections carry length-prefixed messages, several
 //! per connection, and are closed after [`TCP_IDLE`] without a query.
 
-use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -27,18 +26,12 @@ use crate::forward::Forwarder;
 use crate::index::Index;
 use crate::metrics::Metrics;
 use crate::packet_cache::{self, PacketCache};
+use crate::transport::Proto;
 
 /// How long a TCP connection may stay without a query.
 pub const TCP_IDLE: Duration = Duration::from_secs(10);
 /// The EDNS payload size this server advertises.
 const EDNS_PAYLOAD: u16 = 1232;
-
-/// The transport a query came over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proto {
-    Udp,
-    Tcp,
-}
 
 /// Answers queries.
 pub struct Handler {
@@ -283,49 +276,6 @@ fn forwarded_message(req: &Message, mut answer: Message) -> Message {
     m
 }
 
-/// Binds `addr` with `IP_FREEBIND`, so the server can start before the address (the pod
-/// bridge's gateway) is configured, and `SO_REUSEADDR` for restarts.
-pub fn bind_udp(addr: SocketAddr) -> std::io::Result<UdpSocket> {
-    let fd = socket(addr, nix::sys::socket::SockType::Datagram)?;
-    let std = std::net::UdpSocket::from(fd);
-    std.set_nonblocking(true)?;
-    UdpSocket::from_std(std)
-}
-
-pub fn bind_tcp(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    use nix::sys::socket::{Backlog, listen};
-    let fd = socket(addr, nix::sys::socket::SockType::Stream)?;
-    listen(&fd, Backlog::new(128).map_err(std::io::Error::from)?)?;
-    let std = std::net::TcpListener::from(fd);
-    std.set_nonblocking(true)?;
-    TcpListener::from_std(std)
-}
-
-fn socket(
-    addr: SocketAddr,
-    ty: nix::sys::socket::SockType,
-) -> std::io::Result<std::os::fd::OwnedFd> {
-    use nix::sys::socket::{
-        AddressFamily, SockFlag, SockaddrIn, SockaddrIn6, bind, setsockopt, sockopt,
-    };
-    let family = match addr.ip() {
-        IpAddr::V4(_) => AddressFamily::Inet,
-        IpAddr::V6(_) => AddressFamily::Inet6,
-    };
-    let fd = nix::sys::socket::socket(family, ty, SockFlag::SOCK_CLOEXEC, None)?;
-    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
-    match addr {
-        SocketAddr::V4(a) => {
-            setsockopt(&fd, sockopt::IpFreebind, &true)?;
-            bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn::from(a))?;
-        }
-        SocketAddr::V6(a) => {
-            bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn6::from(a))?;
-        }
-    }
-    Ok(fd)
-}
-
 /// Serves UDP on `socket` until `cancel`: `workers` receiving tasks answer what needs no
 /// upstream themselves and hand the rest to a tracked task each.
 pub async fn serve_udp(
@@ -441,6 +391,7 @@ async fn connection(mut stream: TcpStream, handler: &Handler) {
 mod tests {
     use super::*;
     use crate::index::tests::{slice, svc};
+    use crate::transport::{bind_tcp, bind_udp};
     use hickory_proto::rr::Name;
     use serde_json::json;
     use std::str::FromStr;

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::Value;
 
 use crate::images::ImageConfig;
+use crate::pod_containers::all_containers;
 use crate::runtime::spec::{DEFAULT_CAPABILITIES, Process};
 
 /// Why a container's spec cannot be built; the message is the user's to read
@@ -407,7 +408,7 @@ pub async fn environment(
                     Some(n) => pod
                         .spec
                         .iter()
-                        .flat_map(crate::pod::worker::all_containers)
+                        .flat_map(all_containers)
                         .map(|(_, x)| x)
                         .find(|x| x.name == n)
                         .ok_or_else(|| ConfigError(format!("container {n} not found")))?,

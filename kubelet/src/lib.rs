@@ -31,6 +31,7 @@ mod mountinfo;
 pub mod network;
 pub mod node;
 pub mod pod;
+mod pod_containers;
 pub mod probes;
 pub mod runtime;
 pub mod server;

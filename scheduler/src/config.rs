@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::plugins::names;
+use crate::plugin_names as names;
 
 pub const API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 pub const KIND: &str = "KubeSchedulerConfiguration";

@@ -2,7 +2,9 @@
 //!
 //! - [`framework`]: statuses, cycle state, one trait per extension point, node infos and
 //!   snapshots, and the [`framework::Framework`] that runs a profile's plugins.
-//! - [`plugins`]: the in-tree plugins, one per file.
+//! - [`plugins`]: the in-tree plugins, one per file; [`plugin_names`]: their names.
+//! - [`framework_build`]: a profile's [`framework::Framework`], its plugins instantiated by
+//!   name and ordered per extension point.
 //! - [`cache`]: nodes, bound pods and assumed pods; a snapshot per cycle.
 //! - [`queue`]: active, backoff and unschedulable pods, moved on cluster events.
 //! - [`config`]: `KubeSchedulerConfiguration` profiles.
@@ -13,7 +15,9 @@
 pub mod cache;
 pub mod config;
 pub mod framework;
+pub mod framework_build;
 pub mod informers;
+pub mod plugin_names;
 pub mod plugins;
 pub mod queue;
 pub mod scheduler;

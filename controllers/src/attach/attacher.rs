@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{PublishRequest, attachments, finalizer};
-use crate::provisioner::ProvisionerSet;
+use crate::volume_driver::ProvisionerSet;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
-pub use crate::provisioner::DriverError as AttacherError;
+pub use crate::volume_driver::DriverError as AttacherError;
 
 /// Runs the attacher until `cancel`.
 pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: CancellationToken) {
@@ -29,7 +29,7 @@ pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: Cancellat
         watcher::Config::default(),
     )
     .rate_limit(crate::provisioner::claims::retry_limit());
-    crate::provisioner::run_with_set(ctrl, set.clone(), cancel, |store| Attacher {
+    crate::volume_driver::run_with_set(ctrl, set.clone(), cancel, |store| Attacher {
         client,
         set,
         store,

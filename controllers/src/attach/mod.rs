@@ -13,23 +13,9 @@
 pub mod attacher;
 pub mod desired;
 
-use std::collections::BTreeMap;
-
 use k1s_api::client::ResourceRef;
 
-use crate::provisioner::VolumeCapability;
-
-/// A `ControllerPublishVolume` request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublishRequest {
-    pub volume_id: String,
-    pub node_id: String,
-    pub capability: Option<VolumeCapability>,
-    pub readonly: bool,
-    /// Never logged.
-    pub secrets: BTreeMap<String, String>,
-    pub volume_context: BTreeMap<String, String>,
-}
+pub use crate::volume_driver::PublishRequest;
 
 pub fn attachments() -> ResourceRef {
     ResourceRef::new("storage.k8s.io", "v1", "volumeattachments", None)

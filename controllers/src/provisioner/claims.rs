@@ -55,7 +55,7 @@ pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: Cancellat
         Vec::new(),
         Arc::new(|_, _| Vec::new()),
     );
-    super::run_with_set(ctrl, set.clone(), cancel, |claims| Provisioning {
+    crate::volume_driver::run_with_set(ctrl, set.clone(), cancel, |claims| Provisioning {
         client,
         set,
         claims,

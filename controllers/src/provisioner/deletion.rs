@@ -35,7 +35,7 @@ pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: Cancellat
     )
     .workers(2)
     .rate_limit(super::claims::retry_limit());
-    super::run_with_set(ctrl, set.clone(), cancel, |volumes| Deletion {
+    crate::volume_driver::run_with_set(ctrl, set.clone(), cancel, |volumes| Deletion {
         client,
         set,
         volumes,

@@ -15,7 +15,7 @@ use super::{
     SECRET_NAMESPACE_PARAM, SnapshotError, SnapshotRequest, classes, contents, driver_parameters,
     record,
 };
-use crate::provisioner::ProvisionerSet;
+use crate::volume_driver::ProvisionerSet;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
@@ -31,7 +31,7 @@ pub async fn run(client: Arc<dyn Client>, set: ProvisionerSet, cancel: Cancellat
         watcher::Config::default(),
     )
     .rate_limit(crate::provisioner::claims::retry_limit());
-    crate::provisioner::run_with_set(ctrl, set.clone(), cancel, |store| Contents {
+    crate::volume_driver::run_with_set(ctrl, set.clone(), cancel, |store| Contents {
         client,
         set,
         store,

@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::provisioner::ProvisionerSet;
+use crate::volume_driver::ProvisionerSet;
 use k1s_runtime::key;
 
 pub const GROUP: &str = "snapshot.storage.k8s.io";
@@ -44,28 +44,8 @@ pub const ANN_DELETION_SECRET_NAMESPACE: &str =
 pub const SECRET_NAME_PARAM: &str = "csi.storage.k8s.io/snapshotter-secret-name";
 pub const SECRET_NAMESPACE_PARAM: &str = "csi.storage.k8s.io/snapshotter-secret-namespace";
 
-/// A `CreateSnapshot` request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SnapshotRequest {
-    /// `snapshot-<snapshot uid>`.
-    pub name: String,
-    pub source_volume_id: String,
-    pub parameters: BTreeMap<String, String>,
-    /// Never logged.
-    pub secrets: BTreeMap<String, String>,
-}
-
-/// What `CreateSnapshot` answered.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SnapshotInfo {
-    pub snapshot_id: String,
-    pub size_bytes: i64,
-    /// Nanoseconds since the epoch (0: unknown).
-    pub creation_time_ns: i64,
-    pub ready_to_use: bool,
-}
-
-pub use crate::provisioner::DriverError as SnapshotError;
+pub use crate::volume_driver::DriverError as SnapshotError;
+pub use crate::volume_driver::{SnapshotInfo, SnapshotRequest};
 
 pub fn snapshots(ns: Option<&str>) -> ResourceRef {
     ResourceRef::new(GROUP, "v1", "volumesnapshots", ns)

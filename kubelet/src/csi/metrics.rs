@@ -3,14 +3,48 @@
 //! `kubelet_volume_stats_inodes{,_used,_free}`, labelled `namespace` and
 //! `persistentvolumeclaim`, from NodeGetVolumeStats of published CSI claims. Refreshed
 //! periodically (upstream's volumeStatsAggPeriod is a minute) and encoded as Prometheus text
-//! for whatever serves `/metrics`.
+//! for whatever serves `/metrics`. [`VolumeStats`] is one volume's values, as read from a
+//! NodeGetVolumeStats answer.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::volumes::csi::VolumeStats;
+/// Bytes and inodes of one volume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VolumeStats {
+    pub capacity_bytes: i64,
+    pub used_bytes: i64,
+    pub available_bytes: i64,
+    pub inodes: i64,
+    pub inodes_used: i64,
+    pub inodes_free: i64,
+}
+
+impl VolumeStats {
+    /// The bytes and inodes a NodeGetVolumeStats answer reports.
+    pub(crate) fn from_usage(usage: &[k1s_csi::proto::v1::VolumeUsage]) -> Self {
+        use k1s_csi::proto::v1::volume_usage::Unit;
+        let mut s = Self::default();
+        for u in usage {
+            match u.unit() {
+                Unit::Bytes => {
+                    s.capacity_bytes = u.total;
+                    s.used_bytes = u.used;
+                    s.available_bytes = u.available;
+                }
+                Unit::Inodes => {
+                    s.inodes = u.total;
+                    s.inodes_used = u.used;
+                    s.inodes_free = u.available;
+                }
+                Unit::Unknown => {}
+            }
+        }
+        s
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClaimLabels {

@@ -36,6 +36,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
+pub use crate::runtime::spec::HostDevice;
 pub use registration::valid_resource_name;
 
 /// The generated messages, clients and servers of `proto/deviceplugin.proto`.
@@ -97,15 +98,6 @@ pub struct HostMount {
     pub container_path: String,
     pub host_path: String,
     pub read_only: bool,
-}
-
-/// A host device node a plugin wants created in the container.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HostDevice {
-    pub container_path: String,
-    pub host_path: String,
-    /// Cgroup device permissions (`rwm`).
-    pub permissions: String,
 }
 
 /// How a container reaches its devices: what the plugins' Allocate answered.

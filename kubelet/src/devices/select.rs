@@ -21,11 +21,11 @@ pub(super) fn requests(pod: &Pod, known: impl Fn(&str) -> bool) -> Vec<Want> {
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
     };
-    crate::pod::worker::all_containers(spec)
+    crate::pod_containers::all_containers(spec)
         .filter_map(|(init, c)| {
             let resources = device_counts(c, &known);
             (!resources.is_empty()).then(|| Want {
-                key: crate::pod::worker::container_key(init, &c.name),
+                key: crate::pod_containers::container_key(init, &c.name),
                 init,
                 resources,
             })

@@ -22,7 +22,7 @@
 
 use tokio::time::Instant;
 
-use crate::pod::worker::container_key;
+use crate::pod_containers::container_key;
 
 /// A pod's `restartPolicy` (`Always` when unset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

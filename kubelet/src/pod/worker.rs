@@ -49,6 +49,7 @@ use crate::pod::blocking;
 use crate::pod::plan::{self, Observed, Phase, PodState, RestartPolicy, State};
 use crate::pod::sandbox::Sandbox;
 use crate::pod::status::{ContainerState, ContainerView, PodView, Terminated};
+use crate::pod_containers::{all_containers, container_key};
 use crate::probes::{self, Kind};
 use crate::runtime::spec::{self, ContainerSpec, Mount};
 
@@ -155,23 +156,6 @@ pub struct PodWorker {
 
 fn now() -> String {
     k1s_api::events::now_rfc3339()
-}
-
-/// A pod's containers with whether each is an init container: init containers first, in
-/// order, then the regular ones.
-pub(crate) fn all_containers(
-    spec: &k8s_openapi::api::core::v1::PodSpec,
-) -> impl Iterator<Item = (bool, &Container)> {
-    spec.init_containers
-        .iter()
-        .flatten()
-        .map(|c| (true, c))
-        .chain(spec.containers.iter().map(|c| (false, c)))
-}
-
-/// The key of a container in the worker's records (and the device manager's allocations).
-pub(crate) fn container_key(init: bool, name: &str) -> String {
-    format!("{}/{name}", if init { "init" } else { "main" })
 }
 
 impl PodWorker {

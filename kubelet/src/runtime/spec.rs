@@ -41,6 +41,16 @@ impl Mount {
     }
 }
 
+/// A host device node to create in the container (a device plugin's or a raw block
+/// volume's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostDevice {
+    pub container_path: String,
+    pub host_path: String,
+    /// Cgroup device permissions (`rwm`).
+    pub permissions: String,
+}
+
 /// A device node in the container: the type, numbers and mode of a host device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceNode {
@@ -72,9 +82,7 @@ pub enum DeviceNodeError {
 
 /// The device nodes for what device plugins handed a container: each host path must be a
 /// character or block device, and each container path absolute.
-pub fn device_nodes(
-    devices: &[crate::devices::HostDevice],
-) -> Result<Vec<DeviceNode>, DeviceNodeError> {
+pub fn device_nodes(devices: &[HostDevice]) -> Result<Vec<DeviceNode>, DeviceNodeError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     devices
         .iter()

@@ -39,6 +39,7 @@ use sha2::{Digest, Sha256};
 
 use super::PodVolume;
 use super::configmap_secret::{self, Kind};
+use crate::csi::metrics::VolumeStats;
 use crate::csi::nodeinfo::hex;
 use crate::csi::{CsiDrivers, Driver, NodeCap};
 
@@ -987,40 +988,6 @@ impl CsiVolumes {
             }
         }
         out
-    }
-}
-
-/// Bytes and inodes of one volume.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct VolumeStats {
-    pub capacity_bytes: i64,
-    pub used_bytes: i64,
-    pub available_bytes: i64,
-    pub inodes: i64,
-    pub inodes_used: i64,
-    pub inodes_free: i64,
-}
-
-impl VolumeStats {
-    fn from_usage(usage: &[k1s_csi::proto::v1::VolumeUsage]) -> Self {
-        use k1s_csi::proto::v1::volume_usage::Unit;
-        let mut s = Self::default();
-        for u in usage {
-            match u.unit() {
-                Unit::Bytes => {
-                    s.capacity_bytes = u.total;
-                    s.used_bytes = u.used;
-                    s.available_bytes = u.available;
-                }
-                Unit::Inodes => {
-                    s.inodes = u.total;
-                    s.inodes_used = u.used;
-                    s.inodes_free = u.available;
-                }
-                Unit::Unknown => {}
-            }
-        }
-        s
     }
 }
 

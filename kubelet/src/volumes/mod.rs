@@ -529,14 +529,14 @@ fn container_env(pod: &Pod, container: &Container) -> HashMap<String, String> {
 pub fn container_block_devices(
     container: &Container,
     volumes: &PodVolumes,
-) -> Vec<crate::devices::HostDevice> {
+) -> Vec<crate::runtime::spec::HostDevice> {
     container
         .volume_devices
         .iter()
         .flatten()
         .filter_map(|vd| {
             let v = volumes.get(&vd.name)?;
-            Some(crate::devices::HostDevice {
+            Some(crate::runtime::spec::HostDevice {
                 container_path: vd.device_path.clone(),
                 host_path: v.path.to_string_lossy().into_owned(),
                 permissions: if v.read_only { "r" } else { "mrw" }.into(),

@@ -10,10 +10,10 @@ use crate::framework::{
     CycleState, FrameworkError, MAX_NODE_SCORE, NodeInfo, PodInfo, Snapshot, Status,
 };
 
-use super::names;
 use super::resource_allocation::{
     ResourceSpec, allocatable_and_requested, default_resources, pod_request,
 };
+use crate::plugin_names as names;
 
 /// `NodeResourcesBalancedAllocationArgs`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use serde_json::json;
 use crate::framework::interface::*;
 use crate::framework::{CycleState, PodInfo, Status, helpers};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub struct DefaultBinder {
     client: Arc<dyn Client>,

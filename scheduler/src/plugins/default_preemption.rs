@@ -21,7 +21,7 @@ use crate::framework::listers::ClusterLister;
 use crate::framework::{Code, CycleState, FrameworkError, NodeInfo, PodInfo, Status, helpers};
 use crate::scheduler::{Diagnosis, FitError};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";

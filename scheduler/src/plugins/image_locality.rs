@@ -7,7 +7,7 @@ use crate::framework::interface::*;
 use crate::framework::node_info::normalize_image;
 use crate::framework::{CycleState, MAX_NODE_SCORE, NodeInfo, PodInfo, Snapshot, Status};
 
-use super::names;
+use crate::plugin_names as names;
 
 const MB: i64 = 1024 * 1024;
 const MIN_THRESHOLD: i64 = 23 * MB;

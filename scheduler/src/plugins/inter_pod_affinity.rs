@@ -14,7 +14,7 @@ use crate::framework::{
     CycleState, FrameworkError, MAX_NODE_SCORE, NodeInfo, PodInfo, Snapshot, Status,
 };
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
 pub const ERR_REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";

@@ -24,28 +24,7 @@ use std::sync::Arc;
 
 use crate::framework::FrameworkError;
 use crate::framework::interface::{Handle, Plugin};
-
-/// Plugin names as upstream spells them.
-pub mod names {
-    pub const PRIORITY_SORT: &str = "PrioritySort";
-    pub const SCHEDULING_GATES: &str = "SchedulingGates";
-    pub const NODE_UNSCHEDULABLE: &str = "NodeUnschedulable";
-    pub const NODE_NAME: &str = "NodeName";
-    pub const TAINT_TOLERATION: &str = "TaintToleration";
-    pub const NODE_AFFINITY: &str = "NodeAffinity";
-    pub const NODE_PORTS: &str = "NodePorts";
-    pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
-    pub const VOLUME_RESTRICTIONS: &str = "VolumeRestrictions";
-    pub const NODE_VOLUME_LIMITS: &str = "NodeVolumeLimits";
-    pub const VOLUME_BINDING: &str = "VolumeBinding";
-    pub const VOLUME_ZONE: &str = "VolumeZone";
-    pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
-    pub const INTER_POD_AFFINITY: &str = "InterPodAffinity";
-    pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
-    pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
-    pub const IMAGE_LOCALITY: &str = "ImageLocality";
-    pub const DEFAULT_BINDER: &str = "DefaultBinder";
-}
+use crate::plugin_names as names;
 
 /// A plugin the queue implements itself (PrioritySort orders the active queue,
 /// SchedulingGates holds gated pods back); it has no framework extension point.

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::PreferredSchedulingTerm;
 use crate::framework::interface::*;
 use crate::framework::{CycleState, MAX_NODE_SCORE, NodeInfo, PodInfo, Snapshot, Status, helpers};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON_POD: &str = "node(s) didn't match Pod's node affinity/selector";
 const STATE_KEY: &str = "PreScoreNodeAffinity";

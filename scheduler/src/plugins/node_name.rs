@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::framework::interface::*;
 use crate::framework::{CycleState, NodeInfo, PodInfo, Status, helpers};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
 

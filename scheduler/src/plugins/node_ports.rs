@@ -7,7 +7,7 @@ use crate::framework::interface::*;
 use crate::framework::node_info::HostPort;
 use crate::framework::{CycleState, NodeInfo, PodInfo, Status};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON: &str = "node(s) didn't have free ports for the requested pod ports";
 

@@ -12,8 +12,8 @@ use crate::framework::{
     Code, CycleState, FrameworkError, MAX_NODE_SCORE, NodeInfo, PodInfo, Status,
 };
 
-use super::names;
 use super::resource_allocation::{ResourceSpec, allocatable_and_requested, default_resources};
+use crate::plugin_names as names;
 
 /// `NodeResourcesFitArgs`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

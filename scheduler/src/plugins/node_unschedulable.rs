@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Taint;
 use crate::framework::interface::*;
 use crate::framework::{CycleState, NodeInfo, PodInfo, Status, helpers};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON_UNKNOWN_CONDITION: &str = "node(s) had unknown conditions";
 pub const ERR_REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";

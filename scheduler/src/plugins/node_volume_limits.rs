@@ -11,8 +11,8 @@ use crate::framework::interface::*;
 use crate::framework::listers::VolumeLister;
 use crate::framework::{CycleState, NodeInfo, PodInfo, Snapshot, Status, helpers};
 
-use super::names;
 use super::volume_binding::{bound_volume, class_name};
+use crate::plugin_names as names;
 
 pub const ERR_REASON_MAX_VOLUME_COUNT: &str = "node(s) exceed max volume count";
 

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::{Pod, TopologySpreadConstraint};
 use crate::framework::interface::*;
 use crate::framework::{CycleState, MAX_NODE_SCORE, NodeInfo, PodInfo, Snapshot, Status, helpers};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
     "node(s) didn't match pod topology spread constraints";

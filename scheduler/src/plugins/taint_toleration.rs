@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use crate::framework::interface::*;
 use crate::framework::{CycleState, MAX_NODE_SCORE, NodeInfo, PodInfo, Snapshot, Status, helpers};
 
-use super::names;
+use crate::plugin_names as names;
 
 const STATE_KEY: &str = "PreScoreTaintToleration";
 

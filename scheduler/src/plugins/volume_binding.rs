@@ -22,7 +22,7 @@ use crate::framework::interface::*;
 use crate::framework::listers::VolumeLister;
 use crate::framework::{CycleState, FrameworkError, NodeInfo, PodInfo, Snapshot, Status, helpers};
 
-use super::names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON_BIND_CONFLICT: &str =
     "node(s) didn't find available persistent volumes to bind";

@@ -10,8 +10,8 @@ use crate::framework::interface::*;
 use crate::framework::listers::VolumeLister;
 use crate::framework::{CycleState, NodeInfo, PodInfo, Snapshot, Status, helpers};
 
-use super::names;
 use super::volume_binding::pod_claim_names;
+use crate::plugin_names as names;
 
 pub const ERR_REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
 pub const ERR_REASON_RWOP_CONFLICT: &str =

@@ -9,8 +9,8 @@ use crate::framework::interface::*;
 use crate::framework::listers::VolumeLister;
 use crate::framework::{CycleState, NodeInfo, PodInfo, Snapshot, Status, helpers};
 
-use super::names;
 use super::volume_binding::{bound_volume, is_delayed, pod_claim_names};
+use crate::plugin_names as names;
 
 pub const ERR_REASON_CONFLICT: &str = "node(s) had no available volume zone";
 const STATE_KEY: &str = "PreFilterVolumeZone";
