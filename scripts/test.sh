@@ -7,6 +7,8 @@ scripts/deps.sh
 cargo fmt --all -- --check
 # Generated files are marked and regenerate unchanged; the dependency graph passes deny.toml.
 scripts/check-generated.sh
+# No import cycle spans more than one module's files, in any crate.
+python3 scripts/check-cycles.py
 cargo deny --locked check bans licenses sources
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The node-only build (`k1s agent` without the control plane's crates) must keep compiling.
