@@ -94,7 +94,7 @@ fn now_unix() -> i64 {
 }
 
 fn parse_time(s: &str) -> Option<i64> {
-    crate::time::parse(s).map(|t| t.unix_timestamp())
+    crate::time::parse(s).map(|t| t.as_second())
 }
 
 // ---- pods ----

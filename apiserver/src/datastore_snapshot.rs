@@ -4,8 +4,6 @@
 //! it). Admins only: RBAC grants the non-resource URL to no role but `cluster-admin`'s `*`.
 
 use http::{Response, StatusCode};
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::http::body::Body;
 use crate::status::ApiError;
@@ -19,9 +17,7 @@ pub async fn serve(
     store: &dyn k1s_store::Store,
     user: &UserInfo,
 ) -> Result<Response<Body>, ApiError> {
-    let now = OffsetDateTime::now_utc()
-        .format(&Rfc3339)
-        .unwrap_or_default();
+    let now = k1s_api::time::format_nano(k1s_api::time::now());
     let mut file = Vec::new();
     let header = k1s_store::snapshot::save(store, &now, &mut file)
         .await

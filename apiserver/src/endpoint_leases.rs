@@ -19,9 +19,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k1s_api::client::{Client, DeleteParams, ListParams, Patch, ResourceRef, WriteParams};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 /// The label of API server identity Leases, and its value.
@@ -123,7 +123,7 @@ fn live(items: &[Value], now: i64) -> BTreeMap<u16, BTreeSet<IpAddr>> {
         let renewed = l["spec"]["renewTime"]
             .as_str()
             .and_then(k1s_api::time::parse)
-            .map(OffsetDateTime::unix_timestamp);
+            .map(Timestamp::as_second);
         let ttl = l["spec"]["leaseDurationSeconds"].as_i64().unwrap_or(0);
         let addr = l["metadata"]["annotations"][ADDRESS_ANNOTATION]
             .as_str()
@@ -242,7 +242,7 @@ async fn reconcile(client: &dyn Client, cfg: &Config, leaving: bool) -> Result<(
         .into_iter()
         .filter(|l| l["metadata"]["name"] != me.as_str())
         .collect();
-    let mut servers = live(&others, OffsetDateTime::now_utc().unix_timestamp());
+    let mut servers = live(&others, Timestamp::now().as_second());
     if !leaving {
         servers.entry(cfg.port).or_default().insert(cfg.advertise);
     }
@@ -286,7 +286,7 @@ mod tests {
     fn only_live_leases_count_grouped_by_port() {
         let now = k1s_api::time::parse("2026-11-27T10:00:30Z")
             .unwrap()
-            .unix_timestamp();
+            .as_second();
         let items = [
             lease("10.0.0.1:6443", "2026-11-27T10:00:20.000000Z", 15),
             lease("10.0.0.2:6443", "2026-11-27T10:00:00.000000Z", 15),

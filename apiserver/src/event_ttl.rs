@@ -14,7 +14,7 @@ use crate::rest::{DeleteOptions, ListOptions, Rest, meta};
 const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The last time an event was touched: the newest of its timestamps.
-pub fn last_activity(ev: &Value) -> Option<time::OffsetDateTime> {
+pub fn last_activity(ev: &Value) -> Option<jiff::Timestamp> {
     [
         &ev["lastTimestamp"],
         &ev["deprecatedLastTimestamp"],
@@ -29,7 +29,7 @@ pub fn last_activity(ev: &Value) -> Option<time::OffsetDateTime> {
 }
 
 /// Deletes the events that expired by `now`; returns how many went.
-pub async fn sweep(rest: &Rest, ttl: Duration, now: time::OffsetDateTime) -> usize {
+pub async fn sweep(rest: &Rest, ttl: Duration, now: jiff::Timestamp) -> usize {
     let mut deleted = 0;
     // One sweep covers both groups: events.k8s.io Events share the core storage.
     if let Some(res) = rest.registry.builtin_kind("", "Event") {
@@ -42,7 +42,9 @@ pub async fn sweep(rest: &Rest, ttl: Duration, now: time::OffsetDateTime) -> usi
                 break;
             };
             for ev in &page.items {
-                let expired = last_activity(ev).is_some_and(|t| now - t > ttl);
+                let expired = last_activity(ev).is_some_and(|t| {
+                    Duration::try_from(now.duration_since(t)).is_ok_and(|d| d > ttl)
+                });
                 if expired
                     && rest
                         .delete(
@@ -73,7 +75,7 @@ pub async fn run(rest: Arc<Rest>, ttl: Duration, cancel: CancellationToken) {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(SWEEP_INTERVAL) => {}
         }
-        let n = sweep(&rest, ttl, time::OffsetDateTime::now_utc()).await;
+        let n = sweep(&rest, ttl, jiff::Timestamp::now()).await;
         if n > 0 {
             tracing::debug!(deleted = n, "expired events deleted");
         }
@@ -90,7 +92,7 @@ mod tests {
         let ev = json!({"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"},
             "lastTimestamp": "2026-01-01T02:00:00Z", "eventTime": null});
         let t = last_activity(&ev).unwrap();
-        assert_eq!(t.hour(), 2);
+        assert_eq!(jiff::tz::Offset::UTC.to_datetime(t).hour(), 2);
         assert!(last_activity(&json!({})).is_none());
     }
 }

@@ -583,7 +583,7 @@ mod tests {
             .issue_client_cert(
                 KUBELET_CLIENT_USER,
                 Some(KUBELET_CLIENT_GROUP),
-                time::Duration::days(1),
+                jiff::SignedDuration::from_hours(24),
                 None,
             )
             .unwrap();

@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use jiff::{SignedDuration, Timestamp};
 use rcgen::string::Ia5String;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -46,8 +47,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
-use time::format_description::well_known::Rfc3339;
-use time::{Duration, OffsetDateTime};
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 
 use crate::auth::ClientCertCheck;
@@ -78,13 +77,13 @@ pub const FRONT_PROXY_KEY: &str = "front-proxy-client.key";
 pub const FRONT_PROXY_CN: &str = "front-proxy-client";
 
 /// Validity of the cluster CA (k3s: 10 years).
-const CA_VALIDITY: Duration = Duration::days(3650);
+const CA_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 3650);
 /// Validity of leaf certificates (k3s: 1 year).
-const LEAF_VALIDITY: Duration = Duration::days(365);
+const LEAF_VALIDITY: SignedDuration = SignedDuration::from_hours(24 * 365);
 /// Leaf certificates are re-issued when they expire within this window (k3s: 90 days).
-const RENEW_BEFORE: Duration = Duration::days(90);
+const RENEW_BEFORE: SignedDuration = SignedDuration::from_hours(24 * 90);
 /// `notBefore` is back-dated this much, for nodes whose clocks lag a little.
-const BACKDATE: Duration = Duration::hours(1);
+const BACKDATE: SignedDuration = SignedDuration::from_hours(1);
 
 const KEY_MODE: u32 = 0o600;
 const CERT_MODE: u32 = 0o644;
@@ -302,7 +301,7 @@ impl Pki {
     pub fn load_or_create(cfg: &PkiConfig) -> Result<Pki, PkiError> {
         let sans = required_sans(cfg)?;
         ensure_dir(&cfg.dir)?;
-        let now = OffsetDateTime::now_utc();
+        let now = Timestamp::now();
         let ca = ensure_ca(&cfg.dir, CaKind::Cluster, now)?;
         let serving = ensure_leaf(&cfg.dir, &ca, LeafKind::Serving, &sans, now)?;
         let admin = ensure_leaf(&cfg.dir, &ca, LeafKind::Admin, &sans, now)?;
@@ -339,7 +338,7 @@ impl Pki {
         &self,
         user: &str,
         group: Option<&str>,
-        validity: Duration,
+        validity: SignedDuration,
         csr_pem: Option<&str>,
     ) -> Result<(String, Option<String>), PkiError> {
         let mut params = CertificateParams::default();
@@ -360,7 +359,7 @@ impl Pki {
         &self,
         node: &str,
         ips: &[IpAddr],
-        validity: Duration,
+        validity: SignedDuration,
         csr_pem: Option<&str>,
     ) -> Result<(String, Option<String>), PkiError> {
         let gen_err = |source| PkiError::Generate {
@@ -387,7 +386,7 @@ impl Pki {
         &self,
         what: &'static str,
         mut params: CertificateParams,
-        validity: Duration,
+        validity: SignedDuration,
         csr_pem: Option<&str>,
     ) -> Result<(String, Option<String>), PkiError> {
         let gen_err = |source| PkiError::Generate { what, source };
@@ -404,9 +403,9 @@ impl Pki {
             KeyUsagePurpose::KeyEncipherment,
         ];
         params.use_authority_key_identifier_extension = true;
-        let now = OffsetDateTime::now_utc();
-        params.not_before = now - BACKDATE;
-        params.not_after = now + validity;
+        let now = Timestamp::now();
+        params.not_before = rcgen_time(now - BACKDATE);
+        params.not_after = rcgen_time(now + validity);
         match csr_pem {
             Some(csr) => {
                 let csr = rcgen::CertificateSigningRequestParams::from_pem(csr).map_err(gen_err)?;
@@ -668,7 +667,7 @@ impl CaKind {
     }
 }
 
-fn ensure_ca(dir: &Path, kind: CaKind, now: OffsetDateTime) -> Result<Ca, PkiError> {
+fn ensure_ca(dir: &Path, kind: CaKind, now: Timestamp) -> Result<Ca, PkiError> {
     let (cert_file, key_file) = kind.files();
     let cert_path = dir.join(cert_file);
     let key_path = dir.join(key_file);
@@ -706,7 +705,7 @@ fn create_ca(
     cert_path: &Path,
     key_path: &Path,
     kind: CaKind,
-    now: OffsetDateTime,
+    now: Timestamp,
 ) -> Result<(), PkiError> {
     let gen_err = |source| PkiError::Generate {
         what: kind.what(),
@@ -717,7 +716,7 @@ fn create_ca(
     let mut dn = DistinguishedName::new();
     dn.push(
         DnType::CommonName,
-        format!("{}@{}", kind.common_name(), now.unix_timestamp()),
+        format!("{}@{}", kind.common_name(), now.as_second()),
     );
     params.distinguished_name = dn;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -726,8 +725,8 @@ fn create_ca(
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
-    params.not_before = now - BACKDATE;
-    params.not_after = now + CA_VALIDITY;
+    params.not_before = rcgen_time(now - BACKDATE);
+    params.not_after = rcgen_time(now + CA_VALIDITY);
     let cert = params.self_signed(&key).map_err(gen_err)?;
     write_atomic(key_path, key.serialize_pem().as_bytes(), KEY_MODE)?;
     write_atomic(cert_path, cert.pem().as_bytes(), CERT_MODE)?;
@@ -735,7 +734,7 @@ fn create_ca(
     Ok(())
 }
 
-fn load_ca(dir: &Path, kind: CaKind, now: OffsetDateTime) -> Result<Ca, PkiError> {
+fn load_ca(dir: &Path, kind: CaKind, now: Timestamp) -> Result<Ca, PkiError> {
     let (cert_file, key_file) = kind.files();
     let cert_path = dir.join(cert_file);
     let key_path = dir.join(key_file);
@@ -853,7 +852,7 @@ fn ensure_leaf(
     ca: &Ca,
     kind: LeafKind,
     sans: &BTreeSet<San>,
-    now: OffsetDateTime,
+    now: Timestamp,
 ) -> Result<CertKeyPem, PkiError> {
     let (cert_file, key_file) = kind.files();
     let cert_path = dir.join(cert_file);
@@ -899,8 +898,8 @@ fn issue_leaf(
     sans: &BTreeSet<San>,
     cert_path: &Path,
     key_path: &Path,
-    now: OffsetDateTime,
-    not_after: OffsetDateTime,
+    now: Timestamp,
+    not_after: Timestamp,
 ) -> Result<CertKeyPem, PkiError> {
     let gen_err = |source| PkiError::Generate {
         what: kind.what(),
@@ -942,9 +941,9 @@ fn issue_leaf(
         KeyUsagePurpose::KeyEncipherment,
     ];
     params.use_authority_key_identifier_extension = ca.info.has_ski;
-    params.not_before = now - BACKDATE;
+    params.not_before = rcgen_time(now - BACKDATE);
     // Never outlive the CA.
-    params.not_after = not_after.min(ca.info.not_after);
+    params.not_after = rcgen_time(not_after.min(ca.info.not_after));
     let cert = params.signed_by(&key, &ca.issuer).map_err(gen_err)?;
     Ok(CertKeyPem {
         cert_path: cert_path.to_owned(),
@@ -961,7 +960,7 @@ fn renewal_reason(
     kind: LeafKind,
     sans: &BTreeSet<San>,
     pem: &CertKeyPem,
-    now: OffsetDateTime,
+    now: Timestamp,
 ) -> Result<Option<String>, PkiError> {
     let corrupt = |path: &Path, what, reason: String| PkiError::Corrupt {
         path: path.to_owned(),
@@ -1115,7 +1114,7 @@ fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), PkiError>
 /// The fields of a certificate the PKI looks at.
 #[derive(Debug)]
 struct CertInfo {
-    not_after: OffsetDateTime,
+    not_after: Timestamp,
     /// The SubjectPublicKeyInfo, whole DER element.
     spki: Vec<u8>,
     sans: BTreeSet<San>,
@@ -1154,7 +1153,7 @@ fn parse_cert(der: &[u8]) -> Result<CertInfo, String> {
         )
     });
     Ok(CertInfo {
-        not_after: cert.validity().not_after.to_datetime(),
+        not_after: from_unix(cert.validity().not_after.timestamp()),
         spki: cert.public_key().raw.to_vec(),
         sans,
         is_ca: cert.is_ca(),
@@ -1163,14 +1162,28 @@ fn parse_cert(der: &[u8]) -> Result<CertInfo, String> {
 }
 
 /// RFC 3339 (UTC).
-fn format_time(t: OffsetDateTime) -> String {
-    t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
+fn format_time(t: Timestamp) -> String {
+    k1s_api::time::format_nano(t)
+}
+
+/// Seconds since the epoch (a certificate's validity), clamped to jiff's range (which ends a
+/// day before RFC 5280's "no well-defined expiration", 9999-12-31T23:59:59Z).
+fn from_unix(secs: i64) -> Timestamp {
+    let secs = secs.clamp(Timestamp::MIN.as_second(), Timestamp::MAX.as_second());
+    Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH)
+}
+
+/// The server's one use of `time`: rcgen's validity fields are `time::OffsetDateTime`.
+/// Whole seconds, as the certificate holds them; jiff's range lies within `time`'s.
+fn rcgen_time(t: Timestamp) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp(t.as_second())
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
 }
 
 /// rustls' clock.
-fn unix_time(t: OffsetDateTime) -> UnixTime {
+fn unix_time(t: Timestamp) -> UnixTime {
     UnixTime::since_unix_epoch(
-        (t - OffsetDateTime::UNIX_EPOCH)
+        t.duration_since(Timestamp::UNIX_EPOCH)
             .try_into()
             .unwrap_or_default(),
     )
@@ -1258,13 +1271,14 @@ mod tests {
             .collect();
         assert_eq!(names.len(), 10, "{names:?}");
         // Validity: CA ~10 years, leaves ~1 year.
-        let now = OffsetDateTime::now_utc();
+        let now = Timestamp::now();
         let ca = parse_cert(&der(&pki.ca.cert_pem)).unwrap();
         assert!(ca.is_ca);
-        assert!((ca.not_after - now - CA_VALIDITY).abs() < Duration::seconds(60));
+        let minute = SignedDuration::from_secs(60);
+        assert!((ca.not_after.duration_since(now) - CA_VALIDITY).abs() < minute);
         let serving = parse_cert(&der(&pki.serving.cert_pem)).unwrap();
         assert!(!serving.is_ca);
-        assert!((serving.not_after - now - LEAF_VALIDITY).abs() < Duration::seconds(60));
+        assert!((serving.not_after.duration_since(now) - LEAF_VALIDITY).abs() < minute);
     }
 
     #[test]
@@ -1369,7 +1383,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cfg = config(tmp.path());
         let first = Pki::load_or_create(&cfg).unwrap();
-        let now = OffsetDateTime::now_utc();
+        let now = Timestamp::now();
         let ca = load_ca(&cfg.dir, CaKind::Cluster, now).unwrap();
         let sans = required_sans(&cfg).unwrap();
         // An admin certificate expiring in 30 days.
@@ -1380,7 +1394,7 @@ mod tests {
             &first.admin.cert_path,
             &first.admin.key_path,
             now,
-            now + Duration::days(30),
+            now + SignedDuration::from_hours(24 * 30),
         )
         .unwrap();
         write_atomic(&short.key_path, short.key_pem.as_bytes(), KEY_MODE).unwrap();
@@ -1394,7 +1408,7 @@ mod tests {
         assert_eq!(second.ca, first.ca);
         assert_ne!(second.admin.cert_pem, short.cert_pem);
         let admin = parse_cert(&der(&second.admin.cert_pem)).unwrap();
-        assert!(admin.not_after > now + Duration::days(300));
+        assert!(admin.not_after > now + SignedDuration::from_hours(24 * 300));
         assert_ne!(second.serving.key_pem, other_key);
         second.server_config().unwrap();
     }
@@ -1561,7 +1575,7 @@ mod tests {
         let pki = Pki::load_or_create(&config(tmp.path())).unwrap();
         let check = pki.client_cert_check().unwrap();
         let (cert, key) = pki
-            .issue_client_cert("jane", Some("dev"), Duration::hours(1), None)
+            .issue_client_cert("jane", Some("dev"), SignedDuration::from_hours(1), None)
             .unwrap();
         assert!(key.is_some());
         match check.check(Some(&[der(&cert)])) {
@@ -1582,7 +1596,7 @@ mod tests {
             .issue_client_cert(
                 "system:node:n1",
                 Some("system:nodes"),
-                Duration::hours(1),
+                SignedDuration::from_hours(1),
                 Some(&csr),
             )
             .unwrap();
@@ -1591,7 +1605,7 @@ mod tests {
         assert_eq!(info.spki, node_key.subject_public_key_info());
         // Expired: rejected.
         let (cert, _) = pki
-            .issue_client_cert("old", None, Duration::hours(-2), None)
+            .issue_client_cert("old", None, SignedDuration::from_hours(-2), None)
             .unwrap();
         assert!(matches!(
             check.check(Some(&[der(&cert)])),
@@ -1655,18 +1669,29 @@ mod tests {
 
     #[test]
     fn calendar_arithmetic() {
-        let at = |unix| OffsetDateTime::from_unix_timestamp(unix).unwrap();
-        let date = |y, m, d| time::Date::from_calendar_date(y, m, d).unwrap();
-        let epoch = OffsetDateTime::UNIX_EPOCH.date();
-        assert_eq!(date(1970, time::Month::January, 1), epoch);
-        assert_eq!(
-            (date(2000, time::Month::March, 1) - epoch).whole_days(),
-            11_017
-        );
+        let at = |unix| Timestamp::from_second(unix).unwrap();
+        let date = |y, m, d| jiff::civil::Date::new(y, m, d).unwrap();
+        let utc_date = |t| jiff::tz::Offset::UTC.to_datetime(t).date();
+        let epoch = utc_date(Timestamp::UNIX_EPOCH);
+        let whole_days = |d: jiff::civil::Date| i64::from(epoch.until(d).unwrap().get_days());
+        assert_eq!(date(1970, 1, 1), epoch);
+        assert_eq!(whole_days(date(2000, 3, 1)), 11_017);
         assert_eq!(format_time(at(951_782_400)), "2000-02-29T00:00:00Z");
         assert_eq!(format_time(at(4_102_444_799)), "2099-12-31T23:59:59Z");
-        for days in [-1, 0, 59, 60, 10_957, 20_000, 2_932_896] {
-            assert_eq!((at(days * 86_400).date() - epoch).whole_days(), days);
+        // (jiff's timestamps end at 9999-12-30T22:00:00Z, a day before `time`'s.)
+        for days in [-1, 0, 59, 60, 10_957, 20_000, 2_932_895] {
+            assert_eq!(whole_days(utc_date(at(days * 86_400))), days);
         }
+        // A certificate "without expiry" (RFC 5280: 9999-12-31T23:59:59Z) is past jiff's range:
+        // clamped to its end, never an error.
+        assert_eq!(
+            format_time(from_unix(253_402_300_799)),
+            "9999-12-30T22:00:00Z"
+        );
+        assert_eq!(from_unix(i64::MIN).as_second(), Timestamp::MIN.as_second());
+        assert_eq!(
+            rcgen_time(at(951_782_400)),
+            time::OffsetDateTime::from_unix_timestamp(951_782_400).unwrap()
+        );
     }
 }

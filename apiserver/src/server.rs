@@ -392,11 +392,7 @@ mod tests {
         let date = regex::Regex::new(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$").unwrap();
         assert!(date.is_match(&v.build_date), "{:?}", v.build_date);
         assert!(
-            time::OffsetDateTime::parse(
-                &v.build_date,
-                &time::format_description::well_known::Rfc3339
-            )
-            .is_ok(),
+            k1s_api::time::parse(&v.build_date).is_some(),
             "{:?}",
             v.build_date
         );

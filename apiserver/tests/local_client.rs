@@ -267,8 +267,8 @@ async fn expired_events_are_swept() {
         "reason": "Old", "lastTimestamp": "2020-01-01T00:00:00Z"});
     // Sweep two hours from now with a one-hour TTL: "old" was last written now (its own
     // timestamps are older still), "new" reports activity 90 minutes from now.
-    let now = time::OffsetDateTime::now_utc();
-    let later = k1s_apiserver::rest::meta::timestamp(now + time::Duration::minutes(90));
+    let now = jiff::Timestamp::now();
+    let later = k1s_apiserver::rest::meta::timestamp(now + jiff::SignedDuration::from_mins(90));
     let new = json!({"metadata": {"name": "new"}, "involvedObject": {"kind": "Pod", "name": "p"},
         "reason": "New", "lastTimestamp": later});
     c.create(&events, old, &WriteParams::default())
@@ -280,7 +280,7 @@ async fn expired_events_are_swept() {
     let swept = k1s_apiserver::event_ttl::sweep(
         &state.rest,
         std::time::Duration::from_secs(3600),
-        now + time::Duration::hours(2),
+        now + jiff::SignedDuration::from_hours(2),
     )
     .await;
     assert_eq!(swept, 1);

@@ -259,7 +259,7 @@ async fn serve_kubelet_port(
         .issue_kubelet_serving_cert(
             "n1",
             &["127.0.0.1".parse().unwrap()],
-            time::Duration::days(1),
+            jiff::SignedDuration::from_hours(24),
             None,
         )
         .unwrap();
@@ -278,7 +278,7 @@ async fn serve_kubelet_port(
         .issue_client_cert(
             KUBELET_CLIENT_USER,
             Some(KUBELET_CLIENT_GROUP),
-            time::Duration::days(1),
+            jiff::SignedDuration::from_hours(24),
             None,
         )
         .unwrap();

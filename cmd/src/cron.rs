@@ -4,7 +4,13 @@
 //! day of week 0–7 (0 and 7 are Sunday). When both day fields are restricted, a day matching
 //! either runs, as in cron.
 
-use time::{Duration, OffsetDateTime, Time};
+use jiff::civil::DateTime;
+use jiff::tz::Offset;
+use jiff::{SignedDuration, Timestamp};
+
+const MINUTE: SignedDuration = SignedDuration::from_mins(1);
+const HOUR: SignedDuration = SignedDuration::from_hours(1);
+const DAY: SignedDuration = SignedDuration::from_hours(24);
 
 /// A parsed schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,9 +94,9 @@ impl Cron {
         })
     }
 
-    fn day_matches(&self, t: OffsetDateTime) -> bool {
+    fn day_matches(&self, t: DateTime) -> bool {
         let dom = self.days & (1 << t.day()) != 0;
-        let dow = self.weekdays & (1 << t.weekday().number_days_from_sunday()) != 0;
+        let dow = self.weekdays & (1 << t.weekday().to_sunday_zero_offset()) != 0;
         match (self.days_any, self.weekdays_any) {
             (true, true) => true,
             (false, true) => dom,
@@ -100,19 +106,20 @@ impl Cron {
     }
 
     /// The first minute strictly after `after` that the schedule names (within five years).
-    pub fn next_after(&self, after: OffsetDateTime) -> Option<OffsetDateTime> {
-        let start = after.replace_second(0).ok()?.replace_nanosecond(0).ok()? + Duration::MINUTE;
-        let limit = start + Duration::days(366 * 5);
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        let after = Offset::UTC.to_datetime(after);
+        let start = after.date().at(after.hour(), after.minute(), 0, 0) + MINUTE;
+        let limit = start + DAY * (366 * 5);
         let mut t = start;
         while t < limit {
-            if self.months & (1 << u8::from(t.month())) == 0 || !self.day_matches(t) {
-                t = t.replace_time(Time::MIDNIGHT) + Duration::DAY;
+            if self.months & (1 << t.month()) == 0 || !self.day_matches(t) {
+                t = t.date().at(0, 0, 0, 0) + DAY;
             } else if self.hours & (1 << t.hour()) == 0 {
-                t = t.replace_minute(0).ok()? + Duration::HOUR;
+                t = t.date().at(t.hour(), 0, 0, 0) + HOUR;
             } else if self.minutes & (1 << t.minute()) == 0 {
-                t += Duration::MINUTE;
+                t += MINUTE;
             } else {
-                return Some(t);
+                return Offset::UTC.to_timestamp(t).ok();
             }
         }
         None
@@ -122,28 +129,31 @@ impl Cron {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use time::macros::datetime;
 
-    fn next(expr: &str, after: OffsetDateTime) -> OffsetDateTime {
+    fn utc(text: &str) -> Timestamp {
+        k1s_api::time::parse(text).unwrap()
+    }
+
+    fn next(expr: &str, after: Timestamp) -> Timestamp {
         Cron::parse(expr).unwrap().next_after(after).unwrap()
     }
 
     #[test]
     fn common_schedules() {
-        let t = datetime!(2026-11-27 23:49:14 UTC);
-        assert_eq!(next("0 */12 * * *", t), datetime!(2026-11-28 00:00 UTC));
+        let t = utc("2026-11-27T23:49:14Z");
+        assert_eq!(next("0 */12 * * *", t), utc("2026-11-28T00:00:00Z"));
         assert_eq!(
-            next("0 */12 * * *", datetime!(2026-11-28 00:00 UTC)),
-            datetime!(2026-11-28 12:00 UTC)
+            next("0 */12 * * *", utc("2026-11-28T00:00:00Z")),
+            utc("2026-11-28T12:00:00Z")
         );
-        assert_eq!(next("*/5 * * * *", t), datetime!(2026-11-27 23:50 UTC));
-        assert_eq!(next("30 2 1 * *", t), datetime!(2026-12-01 02:30 UTC));
+        assert_eq!(next("*/5 * * * *", t), utc("2026-11-27T23:50:00Z"));
+        assert_eq!(next("30 2 1 * *", t), utc("2026-12-01T02:30:00Z"));
         // Sundays (0 or 7): 2026-11-29 is a Sunday.
-        assert_eq!(next("0 3 * * 0", t), datetime!(2026-11-29 03:00 UTC));
-        assert_eq!(next("0 3 * * 7", t), datetime!(2026-11-29 03:00 UTC));
+        assert_eq!(next("0 3 * * 0", t), utc("2026-11-29T03:00:00Z"));
+        assert_eq!(next("0 3 * * 7", t), utc("2026-11-29T03:00:00Z"));
         // Both day fields: either matches (the 1st, or a Monday).
-        assert_eq!(next("0 0 1 * 1", t), datetime!(2026-11-30 00:00 UTC));
-        assert_eq!(next("15,45 9-10 * 2 *", t), datetime!(2027-02-01 09:15 UTC));
+        assert_eq!(next("0 0 1 * 1", t), utc("2026-11-30T00:00:00Z"));
+        assert_eq!(next("15,45 9-10 * 2 *", t), utc("2027-02-01T09:15:00Z"));
     }
 
     #[test]
@@ -164,7 +174,7 @@ mod tests {
         assert!(
             Cron::parse("0 0 30 2 *")
                 .unwrap()
-                .next_after(datetime!(2026-01-01 00:00 UTC))
+                .next_after(utc("2026-01-01T00:00:00Z"))
                 .is_none()
         );
     }

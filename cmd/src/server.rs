@@ -354,8 +354,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         if !addresses.contains(&node_ip) {
             addresses.push(node_ip);
         }
-        let (cert, key) =
-            pki.issue_kubelet_serving_cert(&node, &addresses, time::Duration::days(365), None)?;
+        let (cert, key) = pki.issue_kubelet_serving_cert(
+            &node,
+            &addresses,
+            jiff::SignedDuration::from_hours(24 * 365),
+            None,
+        )?;
         let port_tls =
             k1s_kubelet::port::KubeletTls::new(&pki.ca.cert_pem, &cert, &key.unwrap_or_default())?;
         let mut kubelet = args.kubelet.clone();
@@ -388,7 +392,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let (cert, key) = pki.issue_client_cert(
         k1s_apiserver::kubelet_client::KUBELET_CLIENT_USER,
         Some(k1s_apiserver::kubelet_client::KUBELET_CLIENT_GROUP),
-        time::Duration::days(365),
+        jiff::SignedDuration::from_hours(24 * 365),
         None,
     )?;
     state

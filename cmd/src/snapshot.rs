@@ -19,9 +19,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use jiff::Timestamp;
 use k1s_store::Store;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -96,16 +95,16 @@ pub fn default_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("server/snapshots")
 }
 
-fn file_name(name: &str, at: OffsetDateTime, ext: &str) -> String {
+fn file_name(name: &str, at: Timestamp, ext: &str) -> String {
     format!(
         "{name}-{}-{}.{ext}",
         crate::host::hostname(),
-        at.unix_timestamp()
+        at.as_second()
     )
 }
 
-fn now_rfc3339(at: OffsetDateTime) -> String {
-    at.format(&Rfc3339).unwrap_or_default()
+fn now_rfc3339(at: Timestamp) -> String {
+    k1s_api::time::format_nano(at)
 }
 
 /// Writes `bytes` to `dir/name` (0600) without ever leaving a partial file there.
@@ -143,7 +142,7 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("connecting to etcd at {endpoint}"))?;
                 let mut bytes = Vec::new();
                 let size = etcd.save_native_snapshot(&mut bytes).await?;
-                let at = OffsetDateTime::now_utc();
+                let at = Timestamp::now();
                 let path = write_file(&dir, &file_name(&name, at, ETCD_EXT), &bytes)?;
                 println!(
                     "{}: etcd's own snapshot, {size} bytes (restore with etcdctl snapshot restore)",
@@ -166,11 +165,7 @@ pub async fn run(args: SnapshotArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!("the server did not give a snapshot: {e}"))?;
             // Check it before keeping it.
             let snap = k1s_store::snapshot::read(&bytes).context("the server's snapshot")?;
-            let path = write_file(
-                &dir,
-                &file_name(&name, OffsetDateTime::now_utc(), EXT),
-                &bytes,
-            )?;
+            let path = write_file(&dir, &file_name(&name, Timestamp::now(), EXT), &bytes)?;
             println!(
                 "{}: {} keys at revision {}, {} bytes",
                 path.display(),
@@ -288,7 +283,7 @@ fn restore(file: &Path, data_dir: &Path, bump: i64, force: bool) -> anyhow::Resu
                 path.display()
             );
         }
-        let stamp = OffsetDateTime::now_utc().unix_timestamp();
+        let stamp = Timestamp::now().as_second();
         for p in [&path, &wal] {
             if p.exists() {
                 let aside = PathBuf::from(format!("{}.before-restore-{stamp}", p.display()));
@@ -335,17 +330,17 @@ pub fn spawn(
     let cancel = cancel.clone();
     tasks.spawn(async move {
         loop {
-            let now = OffsetDateTime::now_utc();
+            let now = Timestamp::now();
             let Some(next) = schedule.cron.next_after(now) else {
                 tracing::warn!("the snapshot schedule names no time in the next five years");
                 return;
             };
-            let wait = (next - now).try_into().unwrap_or_default();
+            let wait = next.duration_since(now).try_into().unwrap_or_default();
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
             }
-            let at = OffsetDateTime::now_utc();
+            let at = Timestamp::now();
             let taken = match &etcd {
                 Some(etcd) => take_etcd(etcd, &schedule.dir, at).await,
                 None => take(&*store, &schedule.dir, at).await.map(|(p, _)| p),
@@ -364,7 +359,7 @@ pub fn spawn(
 async fn take(
     store: &dyn Store,
     dir: &Path,
-    at: OffsetDateTime,
+    at: Timestamp,
 ) -> anyhow::Result<(PathBuf, k1s_store::snapshot::Header)> {
     let mut bytes = Vec::new();
     let header = k1s_store::snapshot::save(store, &now_rfc3339(at), &mut bytes).await?;
@@ -375,7 +370,7 @@ async fn take(
 async fn take_etcd(
     etcd: &k1s_store::etcd::EtcdStore,
     dir: &Path,
-    at: OffsetDateTime,
+    at: Timestamp,
 ) -> anyhow::Result<PathBuf> {
     let mut bytes = Vec::new();
     etcd.save_native_snapshot(&mut bytes).await?;
@@ -418,9 +413,9 @@ mod tests {
         let snaps = dir.path().join("snaps");
         // An on-demand one is never pruned.
         write_file(&snaps, "on-demand-h-1.snap", b"x").unwrap();
-        let start = OffsetDateTime::now_utc();
+        let start = Timestamp::now();
         for i in 0..4 {
-            take(&store, &snaps, start + time::Duration::seconds(i))
+            take(&store, &snaps, start + jiff::SignedDuration::from_secs(i))
                 .await
                 .unwrap();
         }

@@ -18,11 +18,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k1s_api::client::{Client, ClientError, ResourceRef};
 use k1s_api::events::{self, Involved, Source};
 use k1s_api::selector::{LabelSelector, label_selector_text};
 use serde_json::{Map, Value, json};
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use k1s_runtime::clock::{self, Clock};
@@ -201,10 +201,10 @@ pub fn expected_and_desired(
 pub fn live_disruptions(
     pdb: &Value,
     pods: &[Arc<Value>],
-    now: OffsetDateTime,
-) -> (Map<String, Value>, Option<OffsetDateTime>) {
+    now: Timestamp,
+) -> (Map<String, Value>, Option<Timestamp>) {
     let mut out = Map::new();
-    let mut recheck: Option<OffsetDateTime> = None;
+    let mut recheck: Option<Timestamp> = None;
     for (name, t) in pdb["status"]["disruptedPods"]
         .as_object()
         .into_iter()
@@ -367,7 +367,8 @@ impl Reconcile for Disruption {
         }
         Ok(match recheck {
             Some(t) => Action::requeue(
-                Duration::try_from(t - now).unwrap_or_default() + Duration::from_secs(1),
+                Duration::try_from(t.duration_since(now)).unwrap_or_default()
+                    + Duration::from_secs(1),
             ),
             None => Action::await_change(),
         })
@@ -451,9 +452,9 @@ mod tests {
 
     #[test]
     fn evicted_and_deleting_pods_are_not_healthy() {
-        let now = OffsetDateTime::now_utc();
+        let now = Timestamp::now();
         let recent = clock::format(now);
-        let old = clock::format(now - time::Duration::minutes(3));
+        let old = clock::format(now - jiff::SignedDuration::from_mins(3));
         let mut deleting = (*pod("d", true)).clone();
         deleting["metadata"]["deletionTimestamp"] = json!(recent);
         let pods = vec![

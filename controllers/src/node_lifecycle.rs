@@ -25,10 +25,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use k1s_api::events::{self, Involved, Source};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use k1s_runtime::clock::{self, Clock, SystemClock};
@@ -148,11 +148,11 @@ pub async fn run(client: Arc<dyn Client>, config: Config, cancel: CancellationTo
 #[derive(Debug, Clone)]
 struct Health {
     /// When this controller last saw the node alive.
-    probe: OffsetDateTime,
+    probe: Timestamp,
     /// The Ready condition's `lastHeartbeatTime` then.
     heartbeat: Value,
     /// The Lease's `renewTime` then.
-    renew: Option<OffsetDateTime>,
+    renew: Option<Timestamp>,
 }
 
 struct NodeLifecycle {
@@ -163,7 +163,7 @@ struct NodeLifecycle {
     config: Config,
     health: Mutex<HashMap<String, Health>>,
     /// Pod UID → when its eviction clock started (a tolerated NoExecute taint was first seen).
-    evictions: Mutex<HashMap<String, OffsetDateTime>>,
+    evictions: Mutex<HashMap<String, Timestamp>>,
 }
 
 fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
@@ -412,7 +412,7 @@ impl Reconcile for NodeLifecycle {
 
 impl NodeLifecycle {
     /// Records what the node and its Lease show now; whether it has gone unprobed too long.
-    fn timed_out(&self, node: &Value, now: OffsetDateTime) -> bool {
+    fn timed_out(&self, node: &Value, now: Timestamp) -> bool {
         let name = key::name(node);
         let ready = condition(node, "Ready");
         let heartbeat = ready
@@ -497,7 +497,7 @@ impl NodeLifecycle {
         &self,
         node: &Value,
         on_node: &[Arc<Value>],
-        now: OffsetDateTime,
+        now: Timestamp,
     ) -> Result<(), ClientError> {
         let taints: Vec<Value> = node["spec"]["taints"]
             .as_array()

@@ -18,9 +18,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k1s_api::client::{Client, ClientError, DeleteParams, ListParams, ResourceRef, WriteParams};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::node_lifecycle::set_disruption_target;
@@ -88,7 +88,7 @@ struct PodGc {
     client: Arc<dyn Client>,
     config: Config,
     /// Node name → when it was first seen missing while pods were bound to it.
-    missing_since: HashMap<String, OffsetDateTime>,
+    missing_since: HashMap<String, Timestamp>,
 }
 
 fn is_terminated(pod: &Value) -> bool {

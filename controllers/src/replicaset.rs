@@ -161,11 +161,11 @@ fn ready_condition(pod: &Value) -> Option<&Value> {
         .find(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
-fn parse_time(t: &Value) -> Option<time::OffsetDateTime> {
+fn parse_time(t: &Value) -> Option<jiff::Timestamp> {
     k1s_api::time::parse(t.as_str()?)
 }
 
-fn is_available(pod: &Value, min_ready_seconds: i64, now: time::OffsetDateTime) -> bool {
+fn is_available(pod: &Value, min_ready_seconds: i64, now: jiff::Timestamp) -> bool {
     let Some(ready) = ready_condition(pod) else {
         return false;
     };
@@ -173,7 +173,7 @@ fn is_available(pod: &Value, min_ready_seconds: i64, now: time::OffsetDateTime) 
         return true;
     }
     parse_time(&ready["lastTransitionTime"])
-        .is_some_and(|t| t + time::Duration::seconds(min_ready_seconds) <= now)
+        .is_some_and(|t| t + jiff::SignedDuration::from_secs(min_ready_seconds) <= now)
 }
 
 /// Upstream's ranking of pods to delete first: unscheduled, then pending/unknown before

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use k1s_api::client::{Client, ClientError, DeleteParams};
 use serde_json::Value;
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::job::{jobs, true_condition};
@@ -56,12 +56,12 @@ pub async fn run_with_clock(
 }
 
 /// When a job's TTL expires: `None` if it has none or has not finished.
-pub fn expires_at(job: &Value) -> Option<OffsetDateTime> {
+pub fn expires_at(job: &Value) -> Option<Timestamp> {
     let ttl = job["spec"]["ttlSecondsAfterFinished"].as_i64()?;
     let done = true_condition(job, "Complete").or_else(|| true_condition(job, "Failed"))?;
     let finished = clock::parse(&done["lastTransitionTime"])
         .or_else(|| clock::parse(&job["status"]["completionTime"]))?;
-    Some(finished + time::Duration::seconds(ttl))
+    Some(finished + jiff::SignedDuration::from_secs(ttl))
 }
 
 struct Ttl {
@@ -77,7 +77,7 @@ impl Ttl {
             return None;
         }
         let at = expires_at(job)?;
-        Some(Duration::try_from(at - self.clock.now()).unwrap_or(Duration::ZERO))
+        Some(Duration::try_from(at.duration_since(self.clock.now())).unwrap_or(Duration::ZERO))
     }
 }
 

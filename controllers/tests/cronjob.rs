@@ -61,7 +61,7 @@ async fn complete(c: &Arc<dyn Client>, job: &Value, at: &str) {
 async fn schedules_forbids_counts_and_trims_history() {
     let env = env().await;
     let c = env.client.clone();
-    let start = time::OffsetDateTime::now_utc();
+    let start = jiff::Timestamp::now();
     let clock = Arc::new(FakeClock::at(start));
     // Every pass while Forbid holds the missed minute back records JobAlreadyActive, and the
     // event spam filter lets 25 events per object through before it drops them (as
@@ -88,8 +88,8 @@ async fn schedules_forbids_counts_and_trims_history() {
 
     // One minute on: the job of that minute.
     let created = k1s_runtime::clock::parse(&cj["metadata"]["creationTimestamp"]).unwrap();
-    let first_minute = created.unix_timestamp() / 60 * 60 + 60;
-    clock.set(time::OffsetDateTime::from_unix_timestamp(first_minute + 5).unwrap());
+    let first_minute = created.as_second() / 60 * 60 + 60;
+    clock.set(jiff::Timestamp::from_second(first_minute + 5).unwrap());
     let js = eventually("the first job", || {
         let (c, uid) = (c.clone(), uid.clone());
         async move {
@@ -106,9 +106,7 @@ async fn schedules_forbids_counts_and_trims_history() {
     assert_eq!(first["metadata"]["labels"]["team"], "a");
     assert_eq!(
         first["metadata"]["annotations"][SCHEDULED_TIMESTAMP],
-        k1s_runtime::clock::format(
-            time::OffsetDateTime::from_unix_timestamp(first_minute).unwrap()
-        )
+        k1s_runtime::clock::format(jiff::Timestamp::from_second(first_minute).unwrap())
     );
     let status = eventually("status.active", || {
         let c = c.clone();
@@ -124,9 +122,7 @@ async fn schedules_forbids_counts_and_trims_history() {
     assert_eq!(status["active"][0]["name"], first["metadata"]["name"]);
     assert_eq!(
         status["lastScheduleTime"],
-        k1s_runtime::clock::format(
-            time::OffsetDateTime::from_unix_timestamp(first_minute).unwrap()
-        )
+        k1s_runtime::clock::format(jiff::Timestamp::from_second(first_minute).unwrap())
     );
 
     // Next minute, still active: Forbid keeps it to one.

@@ -31,10 +31,7 @@ fn leases() -> ResourceRef {
 }
 
 fn micro(clock: &FakeClock) -> String {
-    clock
-        .now()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
+    k1s_api::time::format_nano(clock.now())
 }
 
 async fn bound_pod(c: &Arc<dyn Client>, name: &str, tolerations: Value) {

@@ -110,7 +110,7 @@ const FILES: [&str; 7] = [
     "network.key",
 ];
 /// Credentials expiring sooner than this are renewed at start.
-const RENEW_BEFORE: time::Duration = time::Duration::days(30);
+const RENEW_BEFORE: jiff::SignedDuration = jiff::SignedDuration::from_hours(24 * 30);
 
 /// The node's credentials in `dir`, joining `server_url` with `token` when there are none
 /// usable for `node` and `addresses`.
@@ -158,7 +158,7 @@ fn load(dir: &Path, want: &Issued) -> Option<Credentials> {
         let der = CertificateDer::from_pem_slice(pem.as_bytes()).ok()?;
         let (_, cert) = x509_parser::parse_x509_certificate(&der).ok()?;
         let not_after = cert.validity().not_after.timestamp();
-        Some(not_after > (time::OffsetDateTime::now_utc() + RENEW_BEFORE).unix_timestamp())
+        Some(not_after > (jiff::Timestamp::now() + RENEW_BEFORE).as_second())
     };
     if fresh(&creds.client_cert_pem)?
         && fresh(&creds.serving_cert_pem)?

@@ -233,7 +233,7 @@ impl StatsProvider {
             .ok()
             .and_then(|u| u.split_whitespace().next()?.parse().ok())
             .unwrap_or(0.0);
-        let boot = time::OffsetDateTime::now_utc() - time::Duration::seconds_f64(uptime);
+        let boot = jiff::Timestamp::now() - jiff::SignedDuration::from_secs_f64(uptime);
         let max_pid: Option<u64> = std::fs::read_to_string("/proc/sys/kernel/pid_max")
             .ok()
             .and_then(|m| m.trim().parse().ok());
@@ -400,7 +400,7 @@ impl StatsProvider {
     /// The summary of the node and of `pods` (the pods bound to it, as the API has them; pods
     /// without a cgroup here are left out).
     pub fn summary(&self, pods: &[Value]) -> Value {
-        let now = rfc3339(time::OffsetDateTime::now_utc());
+        let now = rfc3339(jiff::Timestamp::now());
         let pods: Vec<Value> = pods.iter().filter_map(|p| self.pod(p, &now)).collect();
         json!({"node": self.node(&now), "pods": pods})
     }
@@ -410,7 +410,7 @@ impl StatsProvider {
 fn sample_ms(t: &Value) -> String {
     t.as_str()
         .and_then(k1s_api::time::parse)
-        .map(|t| (t.unix_timestamp() * 1000).to_string())
+        .map(|t| (t.as_second() * 1000).to_string())
         .unwrap_or_default()
 }
 

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use time::OffsetDateTime;
+use jiff::Timestamp;
 
 /// `format(t)`: `t` as `metav1.Time`; `now()`: now as `metav1.Time`; `parse(v)`: a JSON
 /// `metav1.Time` (any RFC 3339 time). The one implementation is [`k1s_api::time`].
@@ -14,7 +14,7 @@ pub use k1s_api::time::{format, now_text as now, parse_json as parse};
 
 /// What time it is.
 pub trait Clock: std::fmt::Debug + Send + Sync + 'static {
-    fn now(&self) -> OffsetDateTime;
+    fn now(&self) -> Timestamp;
 
     /// [`Clock::now`] as `metav1.Time`.
     fn now_text(&self) -> String {
@@ -27,30 +27,30 @@ pub trait Clock: std::fmt::Debug + Send + Sync + 'static {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    fn now(&self) -> OffsetDateTime {
-        OffsetDateTime::now_utc()
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
     }
 }
 
 /// A clock that moves only when told to (tests).
 #[derive(Debug, Clone)]
-pub struct FakeClock(Arc<Mutex<OffsetDateTime>>);
+pub struct FakeClock(Arc<Mutex<Timestamp>>);
 
 impl FakeClock {
     /// A fake clock at the system's current time (seconds), so objects the API server stamps
     /// compare sensibly with it.
     pub fn new() -> Self {
-        let now = OffsetDateTime::now_utc();
-        let now = now.replace_nanosecond(0).unwrap_or(now);
+        let now = Timestamp::now();
+        let now = Timestamp::from_second(now.as_second()).unwrap_or(now);
         Self(Arc::new(Mutex::new(now)))
     }
 
     /// A fake clock at `at`.
-    pub fn at(at: OffsetDateTime) -> Self {
+    pub fn at(at: Timestamp) -> Self {
         Self(Arc::new(Mutex::new(at)))
     }
 
-    pub fn set(&self, at: OffsetDateTime) {
+    pub fn set(&self, at: Timestamp) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = at;
     }
 
@@ -67,7 +67,7 @@ impl Default for FakeClock {
 }
 
 impl Clock for FakeClock {
-    fn now(&self) -> OffsetDateTime {
+    fn now(&self) -> Timestamp {
         *self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -81,7 +81,10 @@ mod tests {
         let c = FakeClock::new();
         let t0 = c.now();
         c.advance(std::time::Duration::from_secs(41));
-        assert_eq!(c.now() - t0, time::Duration::seconds(41));
+        assert_eq!(
+            c.now().duration_since(t0),
+            jiff::SignedDuration::from_secs(41)
+        );
         let text = c.now_text();
         assert!(text.ends_with('Z') && text.len() == 20, "{text}");
         assert_eq!(parse(&serde_json::json!(text)), Some(c.now()));

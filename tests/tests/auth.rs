@@ -38,9 +38,13 @@ fn client_cert(
     dn.push(DnType::CommonName, cn);
     params.distinguished_name = dn;
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let now = time::OffsetDateTime::now_utc();
-    params.not_before = now + time::Duration::hours(from_hours);
-    params.not_after = now + time::Duration::hours(to_hours);
+    // rcgen's validity fields are `time`'s: converted from jiff, in whole seconds.
+    let at = |hours| {
+        let t = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(hours);
+        time::OffsetDateTime::from_unix_timestamp(t.as_second()).unwrap()
+    };
+    params.not_before = at(from_hours);
+    params.not_after = at(to_hours);
     let cert = params.signed_by(&key, &issuer).unwrap();
     (cert.pem(), key.serialize_pem())
 }
@@ -541,7 +545,7 @@ fn service_account_tokens() {
     )
     .unwrap();
     let sa: Value = serde_json::from_str(&c.ok(&["get", "sa", "app", "-o", "json"])).unwrap();
-    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let now = jiff::Timestamp::now().as_second();
     let claims = |exp: i64| {
         json!({"iss": "https://kubernetes.default.svc.cluster.local", "aud": ["https://kubernetes.default.svc.cluster.local"],
             "sub": "system:serviceaccount:default:app", "exp": exp, "iat": now - 7200, "nbf": now - 7200,

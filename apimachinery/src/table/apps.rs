@@ -1,7 +1,7 @@
 //! Printers of the `apps` group.
 
+use jiff::Timestamp;
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use super::format::{
     age, arr_at, format_label_selector, format_labels, get, int_at, layout_containers, name,
@@ -37,7 +37,7 @@ impl Printer for Deployments {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let (names, images) = layout_containers(arr_at(obj, "/spec/template/spec/containers"));
         // Deployments print the bare selector text ("" when empty).
         let selector =
@@ -84,7 +84,7 @@ impl Printer for ReplicaSets {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let (names, images) = layout_containers(arr_at(obj, "/spec/template/spec/containers"));
         vec![
             name(obj).into(),
@@ -112,7 +112,7 @@ impl Printer for StatefulSets {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let (names, images) = layout_containers(arr_at(obj, "/spec/template/spec/containers"));
         vec![
             name(obj).into(),
@@ -166,7 +166,7 @@ impl Printer for DaemonSets {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let (names, images) = layout_containers(arr_at(obj, "/spec/template/spec/containers"));
         vec![
             name(obj).into(),
@@ -225,7 +225,7 @@ impl Printer for ControllerRevisions {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             controller_of(obj).into(),

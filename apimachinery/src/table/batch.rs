@@ -1,7 +1,7 @@
 //! Printers of the `batch` group.
 
+use jiff::Timestamp;
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use super::format::{
     age, arr_at, bool_ptr, deleting, format_label_selector, get, human_duration, int_at,
@@ -56,7 +56,7 @@ impl Printer for Jobs {
         ]
     }
 
-    fn cells(&self, job: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, job: &Value, now: Timestamp) -> Vec<Value> {
         let succeeded = int_at(job, "/status/succeeded");
         let completions = match opt_int(job, "/spec/completions") {
             Some(c) => format!("{succeeded}/{c}"),
@@ -71,7 +71,7 @@ impl Printer for Jobs {
         ) {
             (None, _) => String::new(),
             (Some(start), None) => since(Some(start), now),
-            (Some(start), Some(done)) => human_duration(done - start),
+            (Some(start), Some(done)) => human_duration(done.duration_since(start)),
         };
         let (names, images) = layout_containers(arr_at(job, "/spec/template/spec/containers"));
         vec![
@@ -121,7 +121,7 @@ impl Printer for CronJobs {
         ]
     }
 
-    fn cells(&self, cj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, cj: &Value, now: Timestamp) -> Vec<Value> {
         let last = match get(cj, "/status/lastScheduleTime") {
             Some(_) => since(time_at(cj, "/status/lastScheduleTime"), now),
             None => "<none>".to_owned(),

@@ -1,7 +1,7 @@
 //! Printers of the core (`""`) group.
 
+use jiff::Timestamp;
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 
 use super::format::{
     age, arr_at, deleting, format_labels, get, int_at, layout_containers, len_at, name, opt_int,
@@ -50,7 +50,7 @@ impl Printer for Pods {
         ]
     }
 
-    fn cells(&self, pod: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, pod: &Value, now: Timestamp) -> Vec<Value> {
         let s = pod_summary(pod);
         let restarts = match s.last_restart {
             Some(t) if s.restarts != 0 => format!("{} ({} ago)", s.restarts, since(Some(t), now)),
@@ -108,10 +108,10 @@ struct PodSummary {
     total: usize,
     reason: String,
     restarts: i64,
-    last_restart: Option<OffsetDateTime>,
+    last_restart: Option<Timestamp>,
 }
 
-fn later(acc: &mut Option<OffsetDateTime>, t: Option<OffsetDateTime>) {
+fn later(acc: &mut Option<Timestamp>, t: Option<Timestamp>) {
     if let Some(t) = t
         && acc.is_none_or(|a| a < t)
     {
@@ -272,7 +272,7 @@ impl Printer for PodTemplates {
         ]
     }
 
-    fn cells(&self, obj: &Value, _now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
         let (names, images) = layout_containers(arr_at(obj, "/template/spec/containers"));
         vec![
             name(obj).into(),
@@ -309,7 +309,7 @@ impl Printer for ReplicationControllers {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let (names, images) = layout_containers(arr_at(obj, "/spec/template/spec/containers"));
         vec![
             name(obj).into(),
@@ -403,7 +403,7 @@ impl Printer for Services {
         ]
     }
 
-    fn cells(&self, svc: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, svc: &Value, now: Timestamp) -> Vec<Value> {
         // An unset type is defaulted to ClusterIP by the API server.
         let type_ = match str_at(svc, "/spec/type") {
             "" => "ClusterIP",
@@ -503,7 +503,7 @@ impl Printer for Endpoints {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             format_endpoints(obj).into(),
@@ -533,7 +533,7 @@ impl Printer for Nodes {
         ]
     }
 
-    fn cells(&self, node: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, node: &Value, now: Timestamp) -> Vec<Value> {
         let mut status: Vec<String> = Vec::new();
         // The last condition of a type wins, as in upstream's map.
         if let Some(c) = arr_at(node, "/status/conditions")
@@ -626,7 +626,7 @@ impl Printer for Events {
         ]
     }
 
-    fn cells(&self, ev: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, ev: &Value, now: Timestamp) -> Vec<Value> {
         let (first_p, last_p, count_p, regarding, message, component, host, controller) = if self.v1
         {
             (
@@ -714,7 +714,7 @@ impl Printer for Namespaces {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             str_at(obj, "/status/phase").into(),
@@ -738,7 +738,7 @@ impl Printer for Secrets {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             str_at(obj, "/type").into(),
@@ -762,7 +762,7 @@ impl Printer for ServiceAccounts {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             len_at(obj, "/secrets").into(),
@@ -782,7 +782,7 @@ impl Printer for ConfigMaps {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             (len_at(obj, "/data") + len_at(obj, "/binaryData")).into(),
@@ -832,7 +832,7 @@ impl Printer for PersistentVolumes {
         ]
     }
 
-    fn cells(&self, pv: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, pv: &Value, now: Timestamp) -> Vec<Value> {
         let claim = match get(pv, "/spec/claimRef") {
             Some(c) => format!("{}/{}", str_at(c, "/namespace"), str_at(c, "/name")),
             None => String::new(),
@@ -895,7 +895,7 @@ impl Printer for PersistentVolumeClaims {
         ]
     }
 
-    fn cells(&self, pvc: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, pvc: &Value, now: Timestamp) -> Vec<Value> {
         let phase = if deleting(pvc) {
             "Terminating"
         } else {
@@ -943,7 +943,7 @@ impl Printer for ComponentStatuses {
         ]
     }
 
-    fn cells(&self, obj: &Value, _now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
         let (mut status, mut message, mut error) = ("Unknown", "", "");
         if let Some(c) = arr_at(obj, "/conditions")
             .iter()
@@ -984,7 +984,7 @@ impl Printer for ResourceQuotas {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let mut resources: Vec<&String> = get(obj, "/status/hard")
             .and_then(Value::as_object)
             .map(|m| m.keys().collect())

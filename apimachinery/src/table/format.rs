@@ -1,8 +1,10 @@
 //! Formatting helpers shared by the printers: JSON access, timestamps,
 //! human durations, labels and label selectors.
 
+use jiff::civil::DateTime;
+use jiff::tz::Offset;
+use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
-use time::{Date, Duration, Month, OffsetDateTime, PrimitiveDateTime, Time, UtcOffset};
 
 // ---------------------------------------------------------------------------
 // JSON access
@@ -89,7 +91,7 @@ pub(crate) fn int_or_string(v: &Value) -> String {
 
 /// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, with optional
 /// fractional seconds and numeric offset). `None` for anything else.
-pub fn parse_timestamp(s: &str) -> Option<OffsetDateTime> {
+pub fn parse_timestamp(s: &str) -> Option<Timestamp> {
     let b = s.as_bytes();
     if b.len() < 20 {
         return None;
@@ -126,28 +128,37 @@ pub fn parse_timestamp(s: &str) -> Option<OffsetDateTime> {
         nanos = digits.parse::<u32>().ok()? * 10u32.pow(9 - digits.len() as u32);
     }
     let offset = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => UtcOffset::UTC,
+        b'Z' | b'z' if i + 1 == b.len() => 0,
         sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let h = num(i + 1..i + 3)? as i8;
-            let m = num(i + 4..i + 6)? as i8;
-            let (h, m) = if *sign == b'-' { (-h, -m) } else { (h, m) };
-            UtcOffset::from_hms(h, m, 0).ok()?
+            let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            if h > 25 || m > 59 {
+                return None;
+            }
+            let secs = (h * 3600 + m * 60) as i32;
+            if *sign == b'-' { -secs } else { secs }
         }
         _ => return None,
     };
-    let date = Date::from_calendar_date(year as i32, Month::try_from(month as u8).ok()?, day as u8)
-        .ok()?;
-    let time = Time::from_hms_nano(hour as u8, min as u8, sec as u8, nanos).ok()?;
-    Some(PrimitiveDateTime::new(date, time).assume_offset(offset))
+    let dt = DateTime::new(
+        year as i16,
+        month as i8,
+        day as i8,
+        hour as i8,
+        min as i8,
+        sec as i8,
+        nanos as i32,
+    )
+    .ok()?;
+    Offset::from_seconds(offset).ok()?.to_timestamp(dt).ok()
 }
 
 /// Go's `time.RFC3339` rendering in UTC (seconds precision).
-pub(crate) fn rfc3339_utc(t: OffsetDateTime) -> String {
-    let t = t.to_offset(UtcOffset::UTC);
+pub(crate) fn rfc3339_utc(t: Timestamp) -> String {
+    let t = Offset::UTC.to_datetime(t);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
         t.year(),
-        u8::from(t.month()),
+        t.month(),
         t.day(),
         t.hour(),
         t.minute(),
@@ -157,26 +168,20 @@ pub(crate) fn rfc3339_utc(t: OffsetDateTime) -> String {
 
 /// Go's zero `time.Time` (0001-01-01T00:00:00Z), which `metav1.Time` treats
 /// as unset.
-fn is_zero(t: OffsetDateTime) -> bool {
-    let t = t.to_offset(UtcOffset::UTC);
-    t.year() == 1
-        && t.ordinal() == 1
-        && t.hour() == 0
-        && t.minute() == 0
-        && t.second() == 0
-        && t.nanosecond() == 0
+fn is_zero(t: Timestamp) -> bool {
+    t == Timestamp::constant(-62_135_596_800, 0)
 }
 
 /// A set, non-zero timestamp at a JSON pointer.
-pub(crate) fn time_at(v: &Value, ptr: &str) -> Option<OffsetDateTime> {
+pub(crate) fn time_at(v: &Value, ptr: &str) -> Option<Timestamp> {
     parse_timestamp(str_at(v, ptr)).filter(|t| !is_zero(*t))
 }
 
 /// `duration.HumanDuration` of apimachinery: a succinct duration with
 /// about two significant figures (`45s`, `2m5s`, `15m`, `3h5m`, `10h`,
 /// `3d4h`, `400d`, `2y35d`, `10y`). Durations below -1s are `<invalid>`.
-pub fn human_duration(d: Duration) -> String {
-    let seconds = d.whole_seconds();
+pub fn human_duration(d: SignedDuration) -> String {
+    let seconds = d.as_secs();
     if seconds < -1 {
         return "<invalid>".to_owned();
     } else if seconds < 0 {
@@ -184,7 +189,7 @@ pub fn human_duration(d: Duration) -> String {
     } else if seconds < 60 * 2 {
         return format!("{seconds}s");
     }
-    let minutes = d.whole_minutes();
+    let minutes = d.as_mins();
     if minutes < 10 {
         let s = seconds % 60;
         if s == 0 {
@@ -194,7 +199,7 @@ pub fn human_duration(d: Duration) -> String {
     } else if minutes < 60 * 3 {
         return format!("{minutes}m");
     }
-    let hours = d.whole_hours();
+    let hours = d.as_hours();
     if hours < 8 {
         let m = minutes % 60;
         if m == 0 {
@@ -224,20 +229,20 @@ pub fn human_duration(d: Duration) -> String {
 
 /// Upstream `translateTimestampSince`: the human duration since a
 /// timestamp, `<unknown>` when unset.
-pub(crate) fn since(t: Option<OffsetDateTime>, now: OffsetDateTime) -> String {
+pub(crate) fn since(t: Option<Timestamp>, now: Timestamp) -> String {
     match t {
-        Some(t) => human_duration(now - t),
+        Some(t) => human_duration(now.duration_since(t)),
         None => "<unknown>".to_owned(),
     }
 }
 
 /// The human duration since the timestamp at a JSON pointer.
-pub(crate) fn since_at(v: &Value, ptr: &str, now: OffsetDateTime) -> String {
+pub(crate) fn since_at(v: &Value, ptr: &str, now: Timestamp) -> String {
     since(time_at(v, ptr), now)
 }
 
 /// The `Age` cell: time since `metadata.creationTimestamp`.
-pub(crate) fn age(obj: &Value, now: OffsetDateTime) -> Value {
+pub(crate) fn age(obj: &Value, now: Timestamp) -> Value {
     since_at(obj, "/metadata/creationTimestamp", now).into()
 }
 
@@ -362,7 +367,7 @@ fn go_float(f: f64) -> String {
 }
 
 /// The cell of a CRD column of the given type for a found JSON value.
-pub(crate) fn custom_cell(type_: &str, v: &Value, now: OffsetDateTime) -> Value {
+pub(crate) fn custom_cell(type_: &str, v: &Value, now: Timestamp) -> Value {
     if v.is_null() {
         return Value::Null;
     }
@@ -389,7 +394,7 @@ pub(crate) fn custom_cell(type_: &str, v: &Value, now: OffsetDateTime) -> Value 
             Value::String(s) => match parse_timestamp(s) {
                 None => "<invalid>".into(),
                 Some(t) if is_zero(t) => "<unknown>".into(),
-                Some(t) => human_duration(now - t).into(),
+                Some(t) => human_duration(now.duration_since(t)).into(),
             },
             _ => Value::Null,
         },
@@ -435,18 +440,22 @@ mod tests {
             (10 * 365 * 86400 + 100 * 86400, "10y"),
         ];
         for (secs, want) in cases {
-            assert_eq!(human_duration(Duration::seconds(*secs)), *want, "{secs}s");
+            assert_eq!(
+                human_duration(SignedDuration::from_secs(*secs)),
+                *want,
+                "{secs}s"
+            );
         }
         // Sub-second parts are truncated like Go's int(d.Seconds()).
-        assert_eq!(human_duration(Duration::milliseconds(-1500)), "0s");
-        assert_eq!(human_duration(Duration::milliseconds(59_999)), "59s");
+        assert_eq!(human_duration(SignedDuration::from_millis(-1500)), "0s");
+        assert_eq!(human_duration(SignedDuration::from_millis(59_999)), "59s");
     }
 
     #[test]
     fn timestamps() {
         let t = parse_timestamp("2024-02-29T23:59:58.123456Z").unwrap();
         assert_eq!(rfc3339_utc(t), "2024-02-29T23:59:58Z");
-        assert_eq!(t.nanosecond(), 123_456_000);
+        assert_eq!(t.subsec_nanosecond(), 123_456_000);
         let t = parse_timestamp("2024-01-01T01:30:00+01:30").unwrap();
         assert_eq!(rfc3339_utc(t), "2024-01-01T00:00:00Z");
         let t = parse_timestamp("2024-01-01T00:00:00-05:00").unwrap();

@@ -24,8 +24,8 @@ mod others;
 mod rbac;
 mod storage;
 
+use jiff::Timestamp;
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 
 pub use format::{human_duration, parse_timestamp};
 
@@ -111,7 +111,7 @@ pub trait Printer: Send + Sync {
     /// All columns, wide ones (priority 1) included.
     fn columns(&self) -> Vec<Column>;
     /// One cell per column of [`Printer::columns`], in the same order.
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value>;
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value>;
     /// The row's `conditions` (`meta.k8s.io/v1` `TableRowCondition`s), if
     /// any. Upstream only sets them for pods that have completed
     /// (`{"type":"Completed","status":"True","reason":"Succeeded",...}`).
@@ -227,7 +227,7 @@ impl Printer for DefaultPrinter {
         ]
     }
 
-    fn cells(&self, obj: &Value, _now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
         let created = format::str_at(obj, "/metadata/creationTimestamp");
         // Go formats the zero time when the timestamp is missing.
         let created = parse_timestamp(created)
@@ -323,7 +323,7 @@ impl Printer for CustomPrinter {
         v
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let mut cells = vec![Value::from(format::name(obj))];
         for (col, path) in &self.cols {
             let found = path.find(obj);
@@ -359,13 +359,13 @@ pub(crate) mod testutil {
     use super::*;
 
     /// The "now" of all tests: 2025-06-01T12:00:00Z.
-    pub fn now() -> OffsetDateTime {
+    pub fn now() -> Timestamp {
         parse_timestamp("2025-06-01T12:00:00Z").unwrap()
     }
 
     /// The RFC 3339 text of `now - secs`.
     pub fn ago(secs: i64) -> String {
-        format::rfc3339_utc(now() - time::Duration::seconds(secs))
+        format::rfc3339_utc(now() - jiff::SignedDuration::from_secs(secs))
     }
 
     pub fn names(p: &dyn Printer) -> Vec<String> {

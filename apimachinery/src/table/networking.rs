@@ -1,7 +1,7 @@
 //! Printers of the `networking.k8s.io` and `discovery.k8s.io` groups.
 
+use jiff::Timestamp;
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use super::core::load_balancer_ingress;
 use super::format::{
@@ -56,7 +56,7 @@ impl Printer for Ingresses {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let address = get(obj, "/status/loadBalancer")
             .map(load_balancer_ingress)
             .unwrap_or_default();
@@ -96,7 +96,7 @@ impl Printer for IngressClasses {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let parameters = match get(obj, "/spec/parameters") {
             Some(p) => {
                 let mut s = str_at(p, "/kind").to_owned();
@@ -130,7 +130,7 @@ impl Printer for NetworkPolicies {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         // podSelector is not a pointer upstream: a missing one is empty.
         let sel = get(obj, "/spec/podSelector")
             .cloned()
@@ -157,7 +157,7 @@ impl Printer for ServiceCidrs {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let cidrs: Vec<&str> = arr_at(obj, "/spec/cidrs")
             .iter()
             .filter_map(Value::as_str)
@@ -181,7 +181,7 @@ impl Printer for IpAddresses {
         ]
     }
 
-    fn cells(&self, obj: &Value, _now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
         let parent = match get(obj, "/spec/parentRef") {
             Some(p) => {
                 let resource = str_at(p, "/resource");
@@ -224,7 +224,7 @@ impl Printer for EndpointSlices {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let ports: Vec<String> = arr_at(obj, "/ports")
             .iter()
             .map(|p| match (opt_int(p, "/port"), opt_str(p, "/name")) {

@@ -1,8 +1,8 @@
 //! Printers of the smaller groups: autoscaling, policy, scheduling, node,
 //! coordination, certificates, admissionregistration, flowcontrol.
 
+use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use time::{Duration, OffsetDateTime};
 
 use super::format::{
     age, arr_at, get, human_duration, int_at, int_or_string, len_at, name, opt_bool, opt_int,
@@ -151,7 +151,7 @@ impl Printer for HorizontalPodAutoscalers {
         ]
     }
 
-    fn cells(&self, hpa: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, hpa: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(hpa).into(),
             format!(
@@ -197,7 +197,7 @@ impl Printer for PodDisruptionBudgets {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let ios = |p: &str| {
             get(obj, p)
                 .map(int_or_string)
@@ -235,7 +235,7 @@ impl Printer for PriorityClasses {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             int_at(obj, "/value").into(),
@@ -260,7 +260,7 @@ impl Printer for RuntimeClasses {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             str_at(obj, "/handler").into(),
@@ -287,7 +287,7 @@ impl Printer for ApiServices {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let svc = &obj["spec"]["service"];
         let service = if svc.is_object() {
             format!(
@@ -334,7 +334,7 @@ impl Printer for Leases {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             str_at(obj, "/spec/holderIdentity").into(),
@@ -362,7 +362,7 @@ impl Printer for LeaseCandidates {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             str_at(obj, "/spec/leaseName").into(),
@@ -416,13 +416,13 @@ impl Printer for CertificateSigningRequests {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let signer = match str_at(obj, "/spec/signerName") {
             "" => "<none>",
             s => s,
         };
         let duration = opt_int(obj, "/spec/expirationSeconds")
-            .map(|s| human_duration(Duration::seconds(s)))
+            .map(|s| human_duration(SignedDuration::from_secs(s)))
             .unwrap_or_else(|| "<none>".to_owned());
         vec![
             name(obj).into(),
@@ -448,7 +448,7 @@ impl Printer for ClusterTrustBundles {
         ]
     }
 
-    fn cells(&self, obj: &Value, _now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
         let signer = match str_at(obj, "/spec/signerName") {
             "" => "<none>",
             s => s,
@@ -474,7 +474,7 @@ impl Printer for WebhookConfigurations {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             len_at(obj, "/webhooks").into(),
@@ -517,7 +517,7 @@ impl Printer for AdmissionPolicies {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let rules = if self.mutating {
             "/spec/mutations"
         } else {
@@ -583,7 +583,7 @@ impl Printer for AdmissionPolicyBindings {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let param = match get(obj, "/spec/paramRef") {
             None => "<unset>".to_owned(),
             Some(p) => {
@@ -638,7 +638,7 @@ impl Printer for FlowSchemas {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let missing = arr_at(obj, "/status/conditions")
             .iter()
             .find(|c| str_at(c, "/type") == "Dangling")
@@ -687,7 +687,7 @@ impl Printer for PriorityLevelConfigurations {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let none = || Value::from("<none>");
         let (mut ncs, mut queues, mut hand, mut limit) = (none(), none(), none(), none());
         if let Some(l) = get(obj, "/spec/limited") {

@@ -1,8 +1,8 @@
 //! Printers of the `rbac.authorization.k8s.io` group. Roles and cluster
 //! roles have no dedicated printer upstream (they use the default one).
 
+use jiff::Timestamp;
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use super::format::{age, arr_at, name, str_at};
 use super::{Column, Printer};
@@ -36,7 +36,7 @@ impl Printer for RoleBindings {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let mut users = Vec::new();
         let mut groups = Vec::new();
         let mut sas = Vec::new();

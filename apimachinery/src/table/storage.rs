@@ -1,7 +1,7 @@
 //! Printers of the `storage.k8s.io` group.
 
+use jiff::Timestamp;
 use serde_json::Value;
-use time::OffsetDateTime;
 
 use super::format::{age, arr_at, get, len_at, name, opt_bool, opt_str, or_none, quantity, str_at};
 use super::{Column, Printer};
@@ -41,7 +41,7 @@ impl Printer for StorageClasses {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let mut n = name(obj).to_owned();
         if is_default_class(obj) {
             n.push_str(" (default)");
@@ -89,7 +89,7 @@ impl Printer for VolumeAttachments {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             str_at(obj, "/spec/attacher").into(),
@@ -115,7 +115,7 @@ impl Printer for CsiNodes {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         vec![
             name(obj).into(),
             len_at(obj, "/spec/drivers").into(),
@@ -158,7 +158,7 @@ impl Printer for CsiDrivers {
         ]
     }
 
-    fn cells(&self, obj: &Value, now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
         let modes: Vec<&str> = arr_at(obj, "/spec/volumeLifecycleModes")
             .iter()
             .filter_map(Value::as_str)
@@ -207,7 +207,7 @@ impl Printer for CsiStorageCapacities {
         ]
     }
 
-    fn cells(&self, obj: &Value, _now: OffsetDateTime) -> Vec<Value> {
+    fn cells(&self, obj: &Value, _now: Timestamp) -> Vec<Value> {
         let capacity = match get(obj, "/capacity") {
             Some(q) => quantity(Some(q)),
             None => "<unset>".to_owned(),

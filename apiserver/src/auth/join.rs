@@ -29,7 +29,7 @@ pub const NODE_CERT_PATH: &str = "/k1s/v1/node-certificate";
 /// The path a joining server asks for the datastore at.
 pub const SERVER_JOIN_PATH: &str = "/k1s/v1/server-join";
 /// How long node certificates are valid (k3s: one year).
-const VALIDITY: time::Duration = time::Duration::days(365);
+const VALIDITY: jiff::SignedDuration = jiff::SignedDuration::from_hours(24 * 365);
 
 /// Answers `POST /k1s/v1/node-certificate` with `{"nodeName": N, "csr": PEM}` (and optionally
 /// `"servingCsr": PEM, "addresses": ["10.0.0.5"]`).

@@ -61,7 +61,7 @@ impl Authenticator {
                 groups,
                 not_after,
             } => {
-                if time::OffsetDateTime::now_utc().unix_timestamp() > *not_after {
+                if jiff::Timestamp::now().as_second() > *not_after {
                     tracing::info!(user = %name, "client certificate expired");
                     return Err(unauthorized());
                 }

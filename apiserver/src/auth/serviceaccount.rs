@@ -62,7 +62,7 @@ pub struct TokenAuthenticator {
 }
 
 fn now() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp()
+    jiff::Timestamp::now().as_second()
 }
 
 use k1s_api::time::format_unix as rfc3339;
@@ -376,7 +376,7 @@ impl TokenAuthenticator {
         if let (Some(t), Some(del)) = (
             deletion_deadline,
             obj["metadata"]["deletionTimestamp"].as_str(),
-        ) && k1s_api::time::parse(del).is_some_and(|d| d.unix_timestamp() + LEEWAY < t)
+        ) && k1s_api::time::parse(del).is_some_and(|d| d.as_second() + LEEWAY < t)
         {
             return Err(TokenError::Revoked(format!("{what} has been deleted")));
         }

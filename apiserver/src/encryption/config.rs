@@ -410,11 +410,11 @@ pub fn rotate_keys(path: &Path) -> Result<Rotated, ConfigError> {
 
 /// `aesgcmkey-<UTC time>`, made unique among `taken`.
 fn key_name(taken: &HashSet<String>) -> String {
-    let now = time::OffsetDateTime::now_utc();
+    let now = jiff::tz::Offset::UTC.to_datetime(jiff::Timestamp::now());
     let base = format!(
         "aesgcmkey-{:04}{:02}{:02}T{:02}{:02}{:02}Z",
         now.year(),
-        u8::from(now.month()),
+        now.month(),
         now.day(),
         now.hour(),
         now.minute(),

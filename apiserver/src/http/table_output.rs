@@ -47,7 +47,7 @@ pub fn table(
 ) -> Value {
     let printer = Printer::of(res);
     let p = printer.get();
-    let now = time::OffsetDateTime::now_utc();
+    let now = jiff::Timestamp::now();
     let include = q.get("includeObject").map_or("Metadata", String::as_str);
     let rows: Vec<Value> = items
         .iter()

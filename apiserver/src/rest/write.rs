@@ -749,7 +749,7 @@ impl Rest {
                     gone: false,
                 });
             }
-            let deadline = time::OffsetDateTime::now_utc() + time::Duration::seconds(grace);
+            let deadline = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
             m.insert("deletionTimestamp".into(), json!(meta::timestamp(deadline)));
             m.insert("deletionGracePeriodSeconds".into(), json!(grace));
             m.insert("finalizers".into(), json!(finalizers));

@@ -21,9 +21,9 @@ pub mod schedule;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::{SignedDuration, Timestamp};
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::job::{self, jobs, record_event, true_condition};
@@ -31,7 +31,7 @@ use jiff::tz::TimeZone;
 use k1s_runtime::clock::{self, Clock, SystemClock};
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
-use schedule::{Schedule, load_zone, offset_at};
+use schedule::{Schedule, load_zone};
 
 /// The annotation with a Job's scheduled time (RFC 3339 in the CronJob's zone).
 pub const SCHEDULED_TIMESTAMP: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
@@ -116,8 +116,8 @@ struct CronJobs {
 }
 
 /// The name of the Job for `scheduled`: `<cronjob>-<unix minutes>`.
-pub fn job_name(cronjob: &str, scheduled: OffsetDateTime) -> String {
-    format!("{cronjob}-{}", scheduled.unix_timestamp().div_euclid(60))
+pub fn job_name(cronjob: &str, scheduled: Timestamp) -> String {
+    format!("{cronjob}-{}", scheduled.as_second().div_euclid(60))
 }
 
 /// Upstream's `mostRecentScheduleTime`: the latest activation in (earliest, now] and how many
@@ -127,14 +127,14 @@ pub fn most_recent(
     cj: &Value,
     sched: &Schedule,
     tz: &TimeZone,
-    now: OffsetDateTime,
+    now: Timestamp,
     with_deadline: bool,
-) -> (OffsetDateTime, Option<OffsetDateTime>, i64) {
+) -> (Timestamp, Option<Timestamp>, i64) {
     let mut earliest = clock::parse(&cj["status"]["lastScheduleTime"])
         .or_else(|| clock::parse(&cj["metadata"]["creationTimestamp"]))
         .unwrap_or(now);
     if with_deadline && let Some(d) = cj["spec"]["startingDeadlineSeconds"].as_i64() {
-        earliest = earliest.max(now - time::Duration::seconds(d));
+        earliest = earliest.max(now - SignedDuration::from_secs(d));
     }
     let Some(t1) = sched.next(earliest, tz) else {
         return (earliest, None, 0);
@@ -150,9 +150,9 @@ pub fn most_recent(
     }
     // Estimate by the interval of the first two, then walk the real schedule to now (exact
     // for irregular schedules too).
-    let interval = (t2 - t1).whole_seconds().max(1);
-    let missed = (now - t1).whole_seconds() / interval + 1;
-    let mut t = t1 + time::Duration::seconds((missed - 2).max(0) * interval);
+    let interval = t2.duration_since(t1).as_secs().max(1);
+    let missed = now.duration_since(t1).as_secs() / interval + 1;
+    let mut t = t1 + SignedDuration::from_secs((missed - 2).max(0) * interval);
     let mut recent = t1;
     while let Some(n) = sched.next(t, tz) {
         if n > now {
@@ -171,7 +171,7 @@ fn job_ref(job: &Value) -> Value {
 }
 
 /// The Job for `scheduled` from the CronJob's template.
-fn job_from_template(cj: &Value, scheduled: OffsetDateTime, tz: &TimeZone) -> Value {
+fn job_from_template(cj: &Value, scheduled: Timestamp, tz: &TimeZone) -> Value {
     let t = &cj["spec"]["jobTemplate"];
     let mut meta = json!({
         "name": job_name(key::name(cj), scheduled),
@@ -185,31 +185,30 @@ fn job_from_template(cj: &Value, scheduled: OffsetDateTime, tz: &TimeZone) -> Va
 }
 
 /// `t` in RFC 3339 on the zone's wall clock (`Z` for UTC), as Go formats it.
-fn rfc3339_in(t: OffsetDateTime, tz: &TimeZone) -> String {
-    let offset = offset_at(tz, t.unix_timestamp());
-    let Some(off) = i32::try_from(offset)
-        .ok()
-        .and_then(|s| time::UtcOffset::from_whole_seconds(s).ok())
-    else {
-        return clock::format(t);
-    };
-    if offset == 0 {
+fn rfc3339_in(t: Timestamp, tz: &TimeZone) -> String {
+    let offset = tz.to_offset(t);
+    if offset.seconds() == 0 {
         return clock::format(t);
     }
-    let fmt = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second][offset_hour sign:mandatory]:[offset_minute]"
-    );
-    t.to_offset(off)
-        .format(&fmt)
-        .unwrap_or_else(|_| clock::format(t))
+    let local = offset.to_datetime(t);
+    let secs = offset.seconds();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}{}{:02}:{:02}",
+        local.year(),
+        local.month(),
+        local.day(),
+        local.hour(),
+        local.minute(),
+        local.second(),
+        if secs < 0 { '-' } else { '+' },
+        secs.abs() / 3600,
+        secs.abs() / 60 % 60,
+    )
 }
 
 /// A Go `time.RFC1123Z` rendering (for the MissSchedule message).
-fn rfc1123z(t: OffsetDateTime) -> String {
-    let fmt = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] +0000"
-    );
-    t.format(&fmt).unwrap_or_default()
+fn rfc1123z(t: Timestamp) -> String {
+    t.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string()
 }
 
 #[async_trait::async_trait]
@@ -376,7 +375,9 @@ impl CronJobs {
         let next_in = |cj: &Value| -> Option<Duration> {
             let (earliest, recent, _) = most_recent(cj, &sched, &tz, now, false);
             let next = sched.next(recent.unwrap_or(earliest).max(now), &tz)?;
-            Some(Duration::try_from(next - now).unwrap_or(Duration::ZERO) + NEXT_DELTA)
+            Some(
+                Duration::try_from(next.duration_since(now)).unwrap_or(Duration::ZERO) + NEXT_DELTA,
+            )
         };
         let (_, scheduled, missed) = most_recent(cj, &sched, &tz, now, true);
         let Some(scheduled) = scheduled.filter(|t| *t <= now) else {
@@ -389,7 +390,7 @@ impl CronJobs {
             self.event(cj, "Warning", "TooManyMissedTimes", &msg).await;
         }
         if let Some(d) = cj["spec"]["startingDeadlineSeconds"].as_i64()
-            && scheduled + time::Duration::seconds(d) < now
+            && scheduled + SignedDuration::from_secs(d) < now
         {
             let msg = format!(
                 "Missed scheduled time to start a job: {}",
@@ -574,8 +575,8 @@ fn set_active(cj: &mut Value, active: Vec<Value>) {
 mod tests {
     use super::*;
 
-    fn at(text: &str) -> OffsetDateTime {
-        OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).unwrap()
+    fn at(text: &str) -> Timestamp {
+        k1s_api::time::parse(text).unwrap()
     }
 
     #[test]

@@ -11,8 +11,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use jiff::tz::TimeZone;
-use time::OffsetDateTime;
+use jiff::Timestamp;
+use jiff::tz::{Offset, TimeZone};
 
 /// The system tz database.
 const ZONEINFO: &str = "/usr/share/zoneinfo";
@@ -257,11 +257,11 @@ impl Schedule {
 
     /// The first activation strictly after `after`, on the wall clock of `tz`; `None` if there
     /// is none within five years.
-    pub fn next(&self, after: OffsetDateTime, tz: &TimeZone) -> Option<OffsetDateTime> {
+    pub fn next(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
         let (minute, hour, dom, month, dow) = match self {
             Schedule::Every(secs) => {
-                let t = after.replace_nanosecond(0).ok()?;
-                return Some(t + time::Duration::seconds(*secs));
+                let t = Timestamp::from_second(after.as_second()).ok()?;
+                return Some(t + jiff::SignedDuration::from_secs(*secs));
             }
             Schedule::Spec {
                 minute,
@@ -272,21 +272,21 @@ impl Schedule {
                 ..
             } => (*minute, *hour, *dom, *month, *dow),
         };
-        let has = |set: u64, v: u8| set & (1u64 << v) != 0;
-        let start = after.unix_timestamp().div_euclid(60) * 60 + 60;
-        let limit = after.unix_timestamp() + HORIZON_YEARS * 366 * 86_400;
+        let has = |set: u64, v: i8| set & (1u64 << v) != 0;
+        let start = after.as_second().div_euclid(60) * 60 + 60;
+        let limit = after.as_second() + HORIZON_YEARS * 366 * 86_400;
         let mut t = start;
         while t <= limit {
-            let local = OffsetDateTime::from_unix_timestamp(t + offset_at(tz, t)).ok()?;
+            let local = Offset::UTC.to_datetime(Timestamp::from_second(t + offset_at(tz, t)).ok()?);
             let (m, h) = (i64::from(local.minute()), i64::from(local.hour()));
             let dom_ok = has(dom, local.day());
-            let dow_ok = has(dow, local.weekday().number_days_from_sunday());
+            let dow_ok = has(dow, local.weekday().to_sunday_zero_offset());
             let day_ok = if dom & STAR != 0 || dow & STAR != 0 {
                 dom_ok && dow_ok
             } else {
                 dom_ok || dow_ok
             };
-            if !has(month, u8::from(local.month())) || !day_ok {
+            if !has(month, local.month()) || !day_ok {
                 // To the next local midnight; an hour short, in case the day is short (DST).
                 let left = 24 * 60 - (h * 60 + m);
                 t += 60 * if left > 60 { left - 60 } else { left };
@@ -300,7 +300,7 @@ impl Schedule {
                 t += 60;
                 continue;
             }
-            return OffsetDateTime::from_unix_timestamp(t).ok();
+            return Timestamp::from_second(t).ok();
         }
         None
     }
@@ -331,8 +331,8 @@ pub fn offset_at(tz: &TimeZone, unix: i64) -> i64 {
 mod tests {
     use super::*;
 
-    fn at(text: &str) -> OffsetDateTime {
-        OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).unwrap()
+    fn at(text: &str) -> Timestamp {
+        k1s_api::time::parse(text).unwrap()
     }
 
     fn next(spec: &str, after: &str, zone: &str) -> String {

@@ -140,7 +140,7 @@ fn is_ready(pod: &Value) -> bool {
     })
 }
 
-fn is_available(pod: &Value, min_ready: i64, now: time::OffsetDateTime) -> bool {
+fn is_available(pod: &Value, min_ready: i64, now: jiff::Timestamp) -> bool {
     let Some(c) = pod["status"]["conditions"].as_array().and_then(|cs| {
         cs.iter()
             .find(|c| c["type"] == "Ready" && c["status"] == "True")
@@ -153,7 +153,7 @@ fn is_available(pod: &Value, min_ready: i64, now: time::OffsetDateTime) -> bool 
     c["lastTransitionTime"]
         .as_str()
         .and_then(k1s_api::time::parse)
-        .is_some_and(|t| t + time::Duration::seconds(min_ready) <= now)
+        .is_some_and(|t| t + jiff::SignedDuration::from_secs(min_ready) <= now)
 }
 
 fn created_at(p: &Value) -> String {
@@ -287,7 +287,7 @@ impl View {
     }
 
     /// Upstream's `rollingUpdate`: replace outdated pods within the budgets.
-    fn rolling(&self, ds: &Value, hash: &str, now: time::OffsetDateTime) -> Plan {
+    fn rolling(&self, ds: &Value, hash: &str, now: jiff::Timestamp) -> Plan {
         let min_ready = ds["spec"]["minReadySeconds"].as_i64().unwrap_or(0);
         let desired = self.nodes.values().filter(|e| e.should_run).count() as i64;
         let (max_surge, max_unavailable) = surge_and_unavailable(ds, desired);
@@ -347,7 +347,7 @@ impl View {
         plan
     }
 
-    fn status(&self, ds: &Value, hash: &str, now: time::OffsetDateTime) -> Value {
+    fn status(&self, ds: &Value, hash: &str, now: jiff::Timestamp) -> Value {
         let min_ready = ds["spec"]["minReadySeconds"].as_i64().unwrap_or(0);
         let (mut desired, mut current, mut mis, mut ready, mut available, mut updated) =
             (0, 0, 0, 0, 0, 0);
@@ -730,7 +730,7 @@ mod tests {
         let (create, delete) = names(&v.manage());
         assert_eq!(create, ["b"]);
         assert_eq!(delete, ["pa2", "pc", "pz"]);
-        let now = time::OffsetDateTime::now_utc();
+        let now = jiff::Timestamp::now();
         let s = v.status(&d, "h1", now);
         assert_eq!(s["desiredNumberScheduled"], 2);
         assert_eq!(s["currentNumberScheduled"], 1);
@@ -752,7 +752,7 @@ mod tests {
             node("b", "worker"),
             node("c", "worker"),
         ];
-        let now = time::OffsetDateTime::now_utc();
+        let now = jiff::Timestamp::now();
         // All old and available: one goes.
         let v = View::build(
             &d,
@@ -789,7 +789,7 @@ mod tests {
             json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
         );
         let nodes = [node("a", "worker"), node("b", "worker")];
-        let now = time::OffsetDateTime::now_utc();
+        let now = jiff::Timestamp::now();
         let v = View::build(
             &d,
             &nodes,

@@ -649,7 +649,7 @@ impl Pass<'_> {
             let secs = deadline.unwrap_or(600);
             let now = self.ctl.clock.now();
             match since {
-                Some(t) if t + time::Duration::seconds(secs) <= now => Some(condition(
+                Some(t) if t + jiff::SignedDuration::from_secs(secs) <= now => Some(condition(
                     &old_conditions,
                     "Progressing",
                     "False",
@@ -658,9 +658,9 @@ impl Pass<'_> {
                     false,
                 )),
                 Some(t) => {
-                    let left = t + time::Duration::seconds(secs) - now;
+                    let left = (t + jiff::SignedDuration::from_secs(secs)).duration_since(now);
                     requeue = Some(Duration::from_secs(
-                        u64::try_from(left.whole_seconds()).unwrap_or(0) + 1,
+                        u64::try_from(left.as_secs()).unwrap_or(0) + 1,
                     ));
                     None
                 }

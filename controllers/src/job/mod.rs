@@ -29,10 +29,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::join_all;
+use jiff::Timestamp;
 use k1s_api::client::{Client, ClientError, DeleteParams, ResourceRef, WriteParams};
 use k1s_api::events::{self, Involved, Source};
 use serde_json::{Value, json};
-use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
 use crate::expectations::Expectations;
@@ -179,12 +179,12 @@ impl Removals {
 #[derive(Debug, Clone, Copy)]
 struct Backoff {
     failures: u32,
-    last_failure: OffsetDateTime,
+    last_failure: Timestamp,
 }
 
 impl Backoff {
     /// How long to wait before creating pods again.
-    fn remaining(&self, base: Duration, max: Duration, now: OffsetDateTime) -> Duration {
+    fn remaining(&self, base: Duration, max: Duration, now: Timestamp) -> Duration {
         if self.failures == 0 {
             return Duration::ZERO;
         }
@@ -192,7 +192,9 @@ impl Backoff {
             .checked_mul(2u32.saturating_pow(self.failures - 1))
             .unwrap_or(max)
             .min(max);
-        let elapsed = (now - self.last_failure).max(time::Duration::ZERO);
+        let elapsed = now
+            .duration_since(self.last_failure)
+            .max(jiff::SignedDuration::ZERO);
         delay.saturating_sub(Duration::try_from(elapsed).unwrap_or(Duration::ZERO))
     }
 }
@@ -263,7 +265,7 @@ fn set_condition(conds: &mut Vec<Value>, c: Value) {
 }
 
 /// When a pod finished: its containers' last finishedAt, else now.
-fn finish_time(pod: &Value, now: OffsetDateTime) -> OffsetDateTime {
+fn finish_time(pod: &Value, now: Timestamp) -> Timestamp {
     ["initContainerStatuses", "containerStatuses"]
         .iter()
         .flat_map(|f| pod["status"][f].as_array().into_iter().flatten())
@@ -353,7 +355,7 @@ struct Tally {
     /// Pods whose finalizer this pass removes.
     release: Vec<Arc<Value>>,
     fail_job: Option<String>,
-    new_failures: Vec<OffsetDateTime>,
+    new_failures: Vec<Timestamp>,
     new_success: bool,
 }
 
@@ -513,13 +515,7 @@ impl Jobs {
     }
 
     /// Counts what finished since the last pass.
-    fn tally(
-        &self,
-        k: &ObjectKey,
-        job: &Value,
-        owned: &[Arc<Value>],
-        now: OffsetDateTime,
-    ) -> Tally {
+    fn tally(&self, k: &ObjectKey, job: &Value, owned: &[Arc<Value>], now: Timestamp) -> Tally {
         let spec = &job["spec"];
         let status = &job["status"];
         let indexed = spec["completionMode"] == "Indexed";
@@ -696,7 +692,7 @@ impl Jobs {
             let deadline = spec["activeDeadlineSeconds"]
                 .as_i64()
                 .filter(|_| !suspended);
-            let elapsed = clock::parse(&start_time).map(|s| now - s);
+            let elapsed = clock::parse(&start_time).map(|s| now.duration_since(s));
             let max_failed_indexes = spec["maxFailedIndexes"].as_i64();
             if let Some(m) = t.fail_job.clone() {
                 finishing = Some(("Failed", "PodFailurePolicy".into(), m));
@@ -707,7 +703,7 @@ impl Jobs {
                     "Job has reached the specified backoff limit".into(),
                 ));
             } else if let (Some(d), Some(e)) = (deadline, elapsed)
-                && e >= time::Duration::seconds(d)
+                && e >= jiff::SignedDuration::from_secs(d)
             {
                 finishing = Some((
                     "Failed",
@@ -723,7 +719,7 @@ impl Jobs {
                     "Job has exceeded the specified maximal number of failed indexes".into(),
                 ));
             } else if let (Some(d), Some(e)) = (deadline, elapsed) {
-                let left = time::Duration::seconds(d) - e;
+                let left = jiff::SignedDuration::from_secs(d) - e;
                 requeue = Duration::try_from(left).ok();
             }
             if let Some((_, reason, message)) = &finishing {
@@ -1053,7 +1049,7 @@ impl Jobs {
         succeeded: i64,
         parallelism: i64,
         backoff: &Backoff,
-        now: OffsetDateTime,
+        now: Timestamp,
     ) -> (
         Vec<Arc<Value>>,
         usize,
@@ -1198,12 +1194,12 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
-        let now = OffsetDateTime::now_utc();
+        let now = Timestamp::now();
         let base = Duration::from_secs(10);
         let max = Duration::from_secs(360);
         let b = |failures, ago| Backoff {
             failures,
-            last_failure: now - time::Duration::seconds(ago),
+            last_failure: now - jiff::SignedDuration::from_secs(ago),
         };
         assert_eq!(b(0, 0).remaining(base, max, now), Duration::ZERO);
         assert_eq!(b(1, 0).remaining(base, max, now), Duration::from_secs(10));

@@ -92,22 +92,9 @@ fn status_from(content: &Value) -> Value {
         status["restoreSize"] = json!(bytes_quantity(size));
     }
     if let Some(ns) = cs["creationTime"].as_i64().filter(|n| *n > 0) {
-        let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
-            .ok()
-            .and_then(|t| {
-                t.format(&time::format_description::well_known::Rfc3339)
-                    .ok()
-            });
-        if let Some(t) = t {
-            // Whole seconds, as metav1.Time serialises.
-            let t = t
-                .split('.')
-                .next()
-                .unwrap_or(&t)
-                .trim_end_matches('Z')
-                .to_owned()
-                + "Z";
-            status["creationTime"] = json!(t);
+        // Whole seconds, as metav1.Time serialises.
+        if let Ok(t) = jiff::Timestamp::from_nanosecond(i128::from(ns)) {
+            status["creationTime"] = json!(k1s_api::time::format(t));
         }
     }
     if cs["error"].is_object() {

@@ -224,7 +224,7 @@ pub fn is_finished(pod: &Value) -> bool {
     matches!(phase(pod), "Failed" | "Succeeded")
 }
 
-fn ready_since(pod: &Value) -> Option<Option<time::OffsetDateTime>> {
+fn ready_since(pod: &Value) -> Option<Option<jiff::Timestamp>> {
     let c = pod["status"]["conditions"]
         .as_array()?
         .iter()
@@ -241,14 +241,14 @@ pub fn is_running_and_ready(pod: &Value) -> bool {
 }
 
 /// Running and ready for `min_ready` seconds.
-pub fn is_available(pod: &Value, min_ready: i64, now: time::OffsetDateTime) -> bool {
+pub fn is_available(pod: &Value, min_ready: i64, now: jiff::Timestamp) -> bool {
     if phase(pod) != "Running" {
         return false;
     }
     match ready_since(pod) {
         None => false,
         Some(_) if min_ready <= 0 => true,
-        Some(t) => t.is_some_and(|t| t + time::Duration::seconds(min_ready) <= now),
+        Some(t) => t.is_some_and(|t| t + jiff::SignedDuration::from_secs(min_ready) <= now),
     }
 }
 
@@ -350,7 +350,7 @@ mod tests {
 
     #[test]
     fn health() {
-        let now = time::OffsetDateTime::now_utc();
+        let now = jiff::Timestamp::now();
         let ready = json!({"status": {"phase": "Running", "conditions": [
             {"type": "Ready", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
         assert!(is_healthy(&ready) && is_available(&ready, 10, now));

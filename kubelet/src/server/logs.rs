@@ -55,17 +55,16 @@ pub fn parse(data: &[u8]) -> Vec<Line> {
     out
 }
 
-fn rfc3339(s: &str) -> Option<time::OffsetDateTime> {
+fn rfc3339(s: &str) -> Option<jiff::Timestamp> {
     k1s_api::time::parse(s)
 }
 
 /// Applies since/tail/timestamps/limit to parsed lines and renders them.
-pub fn render(lines: &[Line], o: &LogOptions, now: time::OffsetDateTime) -> Vec<u8> {
-    let since = o
-        .since_time
-        .as_deref()
-        .and_then(rfc3339)
-        .or_else(|| o.since_seconds.map(|s| now - time::Duration::seconds(s)));
+pub fn render(lines: &[Line], o: &LogOptions, now: jiff::Timestamp) -> Vec<u8> {
+    let since = o.since_time.as_deref().and_then(rfc3339).or_else(|| {
+        o.since_seconds
+            .map(|s| now - jiff::SignedDuration::from_secs(s))
+    });
     let mut kept: Vec<&Line> = lines
         .iter()
         .filter(|l| since.is_none_or(|s| rfc3339(&l.time).is_none_or(|t| t >= s)))
@@ -209,7 +208,7 @@ pub async fn read(config: &Config, pod: &Value, o: &LogOptions) -> Result<ByteSt
     for f in files_of(&path) {
         data.extend(std::fs::read(&f).unwrap_or_default());
     }
-    let now = time::OffsetDateTime::now_utc();
+    let now = jiff::Timestamp::now();
     let first = render(&parse(&data), o, now);
     if !o.follow || o.previous {
         return Ok(Box::pin(futures::stream::iter([first])));
@@ -257,11 +256,7 @@ pub async fn read(config: &Config, pod: &Value, o: &LogOptions) -> Result<ByteSt
                 let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
                 if whole > 0 {
                     s.offset += whole as u64;
-                    let out = render(
-                        &parse(&buf[..whole]),
-                        &s.opts,
-                        time::OffsetDateTime::now_utc(),
-                    );
+                    let out = render(&parse(&buf[..whole]), &s.opts, jiff::Timestamp::now());
                     return Some((out, s));
                 }
             }

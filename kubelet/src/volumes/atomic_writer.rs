@@ -141,16 +141,16 @@ fn top_level(p: &str) -> &str {
 
 /// The name of a new timestamped directory (`..2026_11_22_10_00_00.123456789`).
 fn timestamp_name() -> String {
-    let now = time::OffsetDateTime::now_utc();
+    let now = jiff::tz::Offset::UTC.to_datetime(jiff::Timestamp::now());
     format!(
         "..{:04}_{:02}_{:02}_{:02}_{:02}_{:02}.{:09}",
         now.year(),
-        u8::from(now.month()),
+        now.month(),
         now.day(),
         now.hour(),
         now.minute(),
         now.second(),
-        now.nanosecond()
+        now.subsec_nanosecond()
     )
 }
 

@@ -153,7 +153,7 @@ pub(crate) async fn token(
         .as_str()
         .and_then(k1s_api::time::parse)
         .map(|exp| {
-            let left = exp - time::OffsetDateTime::now_utc();
+            let left = exp.duration_since(jiff::Timestamp::now());
             Duration::try_from(left).unwrap_or(Duration::ZERO)
         })
         .unwrap_or(lifetime)

@@ -103,10 +103,8 @@ impl Client for FakeClient {
         );
         let n = self.tokens.fetch_add(1, Ordering::SeqCst) + 1;
         let secs = body["spec"]["expirationSeconds"].as_i64().unwrap();
-        let exp = time::OffsetDateTime::now_utc() + time::Duration::seconds(secs);
-        let exp = exp
-            .format(&time::format_description::well_known::Rfc3339)
-            .unwrap();
+        let exp = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(secs);
+        let exp = k1s_api::time::format_nano(exp);
         self.token_requests.lock().unwrap().push((
             r.namespace.clone().unwrap_or_default(),
             name.to_string(),
