@@ -749,7 +749,10 @@ impl Rest {
                     gone: false,
                 });
             }
-            let deadline = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
+            // Saturating: a client may ask for any int64 grace period.
+            let deadline = jiff::Timestamp::now()
+                .checked_add(jiff::SignedDuration::from_secs(grace))
+                .unwrap_or(jiff::Timestamp::MAX);
             m.insert("deletionTimestamp".into(), json!(meta::timestamp(deadline)));
             m.insert("deletionGracePeriodSeconds".into(), json!(grace));
             m.insert("finalizers".into(), json!(finalizers));

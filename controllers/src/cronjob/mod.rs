@@ -390,7 +390,9 @@ impl CronJobs {
             self.event(cj, "Warning", "TooManyMissedTimes", &msg).await;
         }
         if let Some(d) = cj["spec"]["startingDeadlineSeconds"].as_i64()
-            && scheduled + SignedDuration::from_secs(d) < now
+            && scheduled
+                .checked_add(SignedDuration::from_secs(d))
+                .is_ok_and(|deadline| deadline < now)
         {
             let msg = format!(
                 "Missed scheduled time to start a job: {}",
