@@ -16,6 +16,11 @@ cargo clippy -p k1s --no-default-features --locked -- -D warnings
 # CI shows only the tail of a failing test's output: keep the panic message in it rather
 # than a backtrace (set RUST_BACKTRACE=1 yourself to get one).
 export RUST_BACKTRACE="${RUST_BACKTRACE_TESTS:-0}"
+# The end-to-end tests' agents run the node-only build, as a worker would (built first, then
+# set aside: the tests' own `cargo build -p k1s` puts the full binary back in its place).
+cargo build -p k1s --no-default-features --locked
+cp target/debug/k1s target/debug/k1s-node
+export K1S_AGENT_BIN="$PWD/target/debug/k1s-node"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
 else

@@ -27,6 +27,8 @@ fn is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
+// Only `k1s_bin` of it is used here.
+#[allow(dead_code)]
 #[path = "../../tests/src/build.rs"]
 mod build;
 use build::k1s_bin;

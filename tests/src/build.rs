@@ -55,3 +55,12 @@ pub fn k1s_bin() -> PathBuf {
     })
     .clone()
 }
+
+/// The binary agents run: `$K1S_AGENT_BIN` (`scripts/test.sh` sets it to the node-only build,
+/// `cargo build -p k1s --no-default-features`, as a worker would run), else [`k1s_bin`].
+pub fn agent_bin() -> PathBuf {
+    match std::env::var_os("K1S_AGENT_BIN") {
+        Some(p) => PathBuf::from(p),
+        None => k1s_bin(),
+    }
+}

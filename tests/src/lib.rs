@@ -14,7 +14,7 @@ pub mod mounts;
 #[path = "../../kubelet/tests/support/registry.rs"]
 pub mod registry;
 
-pub use build::k1s_bin;
+pub use build::{agent_bin, k1s_bin};
 
 /// Runs the `k1s` binary with `args` (a command such as `snapshot save`, not a server): its
 /// output.
@@ -102,7 +102,7 @@ impl Server {
     /// Starts `k1s agent` on `data_dir`, joining the server on 127.0.0.1:`server_port` with
     /// `token`, with `extra` flags (give it [`kubelet_flags`]). Does not wait for it.
     pub fn spawn_agent(data_dir: &Path, server_port: u16, token: &str, extra: &[&str]) -> Server {
-        let mut cmd = Command::new(k1s_bin());
+        let mut cmd = Command::new(agent_bin());
         cmd.arg("agent")
             .arg("--data-dir")
             .arg(data_dir)
@@ -123,7 +123,7 @@ impl Server {
     ) -> Server {
         let mut cmd = Command::new(wrapper[0]);
         cmd.args(&wrapper[1..])
-            .arg(k1s_bin())
+            .arg(agent_bin())
             .arg("agent")
             .arg("--data-dir")
             .arg(data_dir)

@@ -100,7 +100,7 @@ fn an_agent_joins_and_its_pods_are_reached_through_its_kubelet_port() {
 
     // A wrong token is refused with a reason, and nothing is saved.
     let wrong = format!("K10{}::server:wrong-secret", "0".repeat(64));
-    let out = Command::new(k1s_tests::k1s_bin())
+    let out = Command::new(k1s_tests::agent_bin())
         .args(["agent", "--data-dir"])
         .arg(&agent_dir)
         .args(["--server", &format!("https://127.0.0.1:{}", c.port)])
