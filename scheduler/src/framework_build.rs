@@ -21,7 +21,6 @@ fn strip<T>(v: Vec<(T, i64)>) -> Vec<T> {
 
 /// Names (and weights) enabled at one extension point, in order.
 fn resolve(
-    point: &'static str,
     multi: &[(String, Option<i32>)],
     implements: impl Fn(&str) -> bool,
     set: &PluginSet,
@@ -31,7 +30,6 @@ fn resolve(
         .filter(|(n, _)| implements(n))
         .map(|(n, w)| (n.clone(), i64::from(w.unwrap_or(1))))
         .collect();
-    let _ = point;
     if set.disabled.iter().any(|p| p.name == "*") {
         out.clear();
     } else {
@@ -117,12 +115,7 @@ impl Framework {
         let get = |n: &str| instances.get(n).cloned();
         macro_rules! point {
             ($set:expr, $as:ident, $label:literal) => {{
-                let list = resolve(
-                    $label,
-                    &multi,
-                    |n| get(n).and_then(|p| p.$as()).is_some(),
-                    $set,
-                );
+                let list = resolve(&multi, |n| get(n).and_then(|p| p.$as()).is_some(), $set);
                 let mut out = Vec::new();
                 for (n, w) in list {
                     let p = get(&n).ok_or_else(|| FrameworkError::UnknownPlugin(n.clone()))?;

@@ -1,7 +1,6 @@
 //! Formatting helpers shared by the printers: JSON access, timestamps,
 //! human durations, labels and label selectors.
 
-use jiff::civil::DateTime;
 use jiff::tz::Offset;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
@@ -89,67 +88,11 @@ pub(crate) fn int_or_string(v: &Value) -> String {
 // ---------------------------------------------------------------------------
 // Timestamps and durations
 
-/// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, with optional
-/// fractional seconds and numeric offset). `None` for anything else.
+/// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, with optional fractional seconds
+/// and numeric offset), as every component does ([`k1s_api::time::parse`]). `None` for
+/// anything else.
 pub fn parse_timestamp(s: &str) -> Option<Timestamp> {
-    let b = s.as_bytes();
-    if b.len() < 20 {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<u32> {
-        let t = s.get(r)?;
-        if !t.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        t.parse().ok()
-    };
-    let year = num(0..4)?;
-    let month = num(5..7)?;
-    let day = num(8..10)?;
-    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos: u32 = 0;
-    if b[i] == b'.' {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        let digits = &s[start..i.min(start + 9)];
-        nanos = digits.parse::<u32>().ok()? * 10u32.pow(9 - digits.len() as u32);
-    }
-    let offset = match b.get(i)? {
-        b'Z' | b'z' if i + 1 == b.len() => 0,
-        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
-            let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
-            if h > 25 || m > 59 {
-                return None;
-            }
-            let secs = (h * 3600 + m * 60) as i32;
-            if *sign == b'-' { -secs } else { secs }
-        }
-        _ => return None,
-    };
-    let dt = DateTime::new(
-        year as i16,
-        month as i8,
-        day as i8,
-        hour as i8,
-        min as i8,
-        sec as i8,
-        nanos as i32,
-    )
-    .ok()?;
-    Offset::from_seconds(offset).ok()?.to_timestamp(dt).ok()
+    k1s_api::time::parse(s)
 }
 
 /// Go's `time.RFC3339` rendering in UTC (seconds precision).

@@ -149,15 +149,10 @@ async fn list_in(
     resource: &str,
     ns: Option<&str>,
 ) -> Result<Vec<Arc<Value>>, ApiError> {
-    match resource_type(rest, group, resource) {
+    match rest.served(group, resource) {
         Some(res) => rest.list_shared(&res, ns).await,
         None => Ok(Vec::new()),
     }
-}
-
-/// The served resource `group`/`resource` (any version).
-fn resource_type(rest: &dyn Reader, group: &str, resource: &str) -> Option<Arc<ResourceType>> {
-    rest.served(group, resource)
 }
 
 /// PodSecurity: enforce on pods (creates and significant updates), warn on workload
@@ -314,7 +309,7 @@ async fn recompute_usage(
     let mut lists = Vec::new();
     for (g, r) in quota::needed_resources(q) {
         // Not `list_in`: these can be many (every pod of the namespace), read once.
-        let items = match resource_type(rest, &g, &r) {
+        let items = match rest.served(&g, &r) {
             Some(res) => rest.list(&res, Some(ns)).await?,
             None => Vec::new(),
         };

@@ -193,12 +193,9 @@ pub fn update_base(
 /// Sets `obj.metadata[key]` to what `old` has there, or removes it if `old` has none: for
 /// metadata a write may not change.
 pub fn keep_metadata(old: &Value, obj: &mut Value, key: &str) {
+    let m = crate::rest::meta::metadata_mut(obj);
     match old["metadata"].get(key) {
-        Some(v) => obj["metadata"][key] = v.clone(),
-        None => {
-            if let Some(m) = obj["metadata"].as_object_mut() {
-                m.remove(key);
-            }
-        }
-    }
+        Some(v) => m.insert(key.to_owned(), v.clone()),
+        None => m.remove(key),
+    };
 }

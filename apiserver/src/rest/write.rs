@@ -10,6 +10,7 @@ use super::{Rest, meta, strategy};
 use crate::admission::plugins::Plugin;
 use crate::admission::{Operation, Request as AdmissionRequest};
 use crate::registry::side_effects::{Claims, Outcome};
+use crate::registry::strategy::keep_metadata;
 use crate::registry::{DecodeError, ResourceType};
 use crate::status::ApiError;
 
@@ -422,26 +423,19 @@ impl Rest {
     ) -> Result<Written, ApiError> {
         let mut obj = res.strategy().update_base(res, old, new, subresource);
         // Server-owned metadata cannot be changed by clients.
-        {
-            let old_meta = old["metadata"].as_object().cloned().unwrap_or_default();
-            let m = meta::metadata_mut(&mut obj);
-            for k in [
-                "name",
-                "namespace",
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-            ] {
-                match old_meta.get(k) {
-                    Some(v) => m.insert(k.into(), v.clone()),
-                    None => m.remove(k),
-                };
-            }
-            m.remove("resourceVersion");
-            // A deleting object may lose finalizers but gain none.
+        for k in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            keep_metadata(old, &mut obj, k);
         }
+        meta::metadata_mut(&mut obj).remove("resourceVersion");
+        // A deleting object may lose finalizers but gain none.
         if meta::is_deleting(old) {
             let before = meta::finalizers(old);
             let added = meta::finalizers(&obj)

@@ -509,7 +509,12 @@ mod tests {
         );
         // A changed address is refused; deleting the Service frees it.
         let mut moved = new.clone();
-        moved["spec"]["clusterIP"] = json!("10.0.0.6");
+        let other = if new["spec"]["clusterIP"] == "10.0.0.6" {
+            "10.0.0.5"
+        } else {
+            "10.0.0.6"
+        };
+        moved["spec"]["clusterIP"] = json!(other);
         let e = Allocations
             .begin(&cx, Some(&new), &mut moved)
             .await
