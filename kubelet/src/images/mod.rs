@@ -144,8 +144,11 @@ pub enum ImageError {
     #[error("failed to import image archive {}: {message}", path.display())]
     Import { path: PathBuf, message: String },
     /// `registries.yaml` does not parse.
-    #[error("invalid registries config {}: {message}", path.display())]
-    Config { path: PathBuf, message: String },
+    #[error("invalid registries config {}: {source}", path.display())]
+    Config {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
     /// Reading or writing the store failed.
     #[error("image store: {}: {source}", path.display())]
     Store {
