@@ -141,8 +141,12 @@ pub enum ImageError {
         message: String,
     },
     /// An airgap image archive could not be imported.
-    #[error("failed to import image archive {}: {message}", path.display())]
-    Import { path: PathBuf, message: String },
+    #[error("failed to import image archive {}: {source}", path.display())]
+    Import {
+        path: PathBuf,
+        #[source]
+        source: archive::ArchiveError,
+    },
     /// `registries.yaml` does not parse.
     #[error("invalid registries config {}: {source}", path.display())]
     Config {
