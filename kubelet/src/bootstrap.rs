@@ -281,7 +281,8 @@ async fn pinned_ca(server: &str, token: &str) -> Result<(Target, String), Bootst
     let target = Target::parse(server)?;
     // For `/cacerts` only: any server certificate (the CA it returns is checked against the
     // token's hash before anything is trusted or sent).
-    let insecure = crate::probes::http::insecure_client_config().map_err(BootstrapError::Key)?;
+    let insecure = crate::probes::http::insecure_client_config()
+        .map_err(|e| BootstrapError::Key(e.to_string()))?;
     let (code, ca) = target
         .request(insecure, "GET", "/cacerts", None, None)
         .await?;
@@ -391,6 +392,7 @@ impl Target {
             let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
                 .await
                 .map_err(|e| fail(&e))?;
+            // Not tracked: the connection of this one request ends when `sender` is dropped.
             tokio::spawn(conn);
             let mut req = hyper::Request::builder()
                 .method(method)

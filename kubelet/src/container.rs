@@ -149,7 +149,9 @@ pub fn resource_field(
     divisor: Option<&str>,
     allocatable: &ResourceList,
 ) -> Result<String, ConfigError> {
-    crate::volumes::container_resource_value(c, resource, divisor, allocatable).map_err(ConfigError)
+    // ConfigError is the message of CreateContainerConfigError.
+    crate::volumes::container_resource_value(c, resource, divisor, allocatable)
+        .map_err(|e| ConfigError(e.to_string()))
 }
 
 /// What the environment needs from the API.

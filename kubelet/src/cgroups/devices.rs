@@ -100,9 +100,22 @@ pub fn access_string(access: u8) -> String {
     s
 }
 
+/// Device permissions with a letter other than `r`, `w` and `m`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("device permissions {0:?}: only the letters r, w and m are allowed")]
+pub struct BadAccess(pub String);
+
+/// A device program the kernel refused, with the verifier's log.
+#[derive(Debug, thiserror::Error)]
+#[error("loading the device program: {source}; verifier: {verifier}")]
+pub struct ProgramLoadError {
+    pub source: std::io::Error,
+    pub verifier: String,
+}
+
 /// Parses cgroup permissions (`rw`, `rwm`, ...) as device plugins give them; empty means
 /// `rwm`.
-pub fn parse_access(s: &str) -> Result<u8, String> {
+pub fn parse_access(s: &str) -> Result<u8, BadAccess> {
     if s.is_empty() {
         return Ok(ALL_ACCESS);
     }
@@ -112,11 +125,7 @@ pub fn parse_access(s: &str) -> Result<u8, String> {
             'r' => READ,
             'w' => WRITE,
             'm' => MKNOD,
-            _ => {
-                return Err(format!(
-                    "device permissions {s:?}: only the letters r, w and m are allowed"
-                ));
-            }
+            _ => return Err(BadAccess(s.to_string())),
         };
     }
     Ok(access)
@@ -328,7 +337,7 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> std::io::Result<i64> {
 }
 
 /// Loads a device program; on failure the verifier's log is in the error.
-fn load(prog: &[Insn]) -> Result<OwnedFd, String> {
+fn load(prog: &[Insn]) -> Result<OwnedFd, ProgramLoadError> {
     let license = b"Apache-2.0\0";
     let mut name = [0u8; 16];
     name[..11].copy_from_slice(b"k1s_devices");
@@ -353,16 +362,16 @@ fn load(prog: &[Insn]) -> Result<OwnedFd, String> {
         // SAFETY: a successful BPF_PROG_LOAD returns a new file descriptor that nothing else
         // owns.
         Ok(fd) => Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) }),
-        Err(e) => {
+        Err(source) => {
             // Again with the verifier's log, to say why.
             let mut log = vec![0u8; 64 * 1024];
             let _ = bpf(BPF_PROG_LOAD, &mut attr(&mut log));
             let end = log.iter().position(|b| *b == 0).unwrap_or(log.len());
             let text = String::from_utf8_lossy(&log[..end]);
-            Err(format!(
-                "loading the device program: {e}; verifier: {}",
-                text.trim()
-            ))
+            Err(ProgramLoadError {
+                source,
+                verifier: text.trim().to_string(),
+            })
         }
     }
 }
@@ -380,7 +389,8 @@ pub fn apply_v2(dir: &Path, rules: &DeviceRules) -> Result<(), CgroupError> {
         return Ok(());
     }
     let other = |reason: String| CgroupError::Other(format!("{}: {reason}", dir.display()));
-    let prog = load(&program(rules)).map_err(other)?;
+    // CgroupError has no variant for it: its message, under the group's path.
+    let prog = load(&program(rules)).map_err(|e| other(e.to_string()))?;
     let group = std::fs::File::open(dir).map_err(|e| fsutil::io_err(dir, e))?;
     let mut attr = ProgAttachAttr {
         target_fd: group.as_raw_fd() as u32,
@@ -492,7 +502,11 @@ mod tests {
         assert_eq!(parse_access("mr").unwrap(), MKNOD | READ);
         assert_eq!(access_string(MKNOD | READ), "rm");
         let e = parse_access("rx").unwrap_err();
-        assert!(e.contains("r, w and m"), "{e}");
+        assert_eq!(e, BadAccess("rx".into()));
+        assert_eq!(
+            e.to_string(),
+            "device permissions \"rx\": only the letters r, w and m are allowed"
+        );
     }
 
     /// The generated program, loaded and attached by the kernel for real: on a cgroup2 mount,

@@ -18,8 +18,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use k1s_api::client::Client;
-use k1s_csi::CsiClient;
 use k1s_csi::watcher::RegistrationHandler;
+use k1s_csi::{CsiClient, CsiError};
 use tokio_util::sync::CancellationToken;
 
 pub use plugin::{NodeCap, NodePlugin};
@@ -140,7 +140,23 @@ impl CsiDrivers {
 /// Connects to a plugin's CSI socket; the real one dials [`CsiClient`], tests hand out fakes.
 #[async_trait::async_trait]
 pub trait Connector: Send + Sync {
-    async fn connect(&self, endpoint: &Path) -> Result<Arc<dyn NodePlugin>, String>;
+    async fn connect(&self, endpoint: &Path) -> Result<Arc<dyn NodePlugin>, CsiError>;
+}
+
+/// Why a CSI driver could not be registered (the text is reported to the plugin).
+#[derive(Debug, thiserror::Error)]
+pub enum DriverRegistrationError {
+    #[error(transparent)]
+    Connect(CsiError),
+    #[error("error getting node info of driver {driver}: {source}")]
+    NodeInfo { driver: String, source: CsiError },
+    #[error("error getting node capabilities of driver {driver}: {source}")]
+    Capabilities { driver: String, source: CsiError },
+    #[error("error installing driver {driver} on node: {source}")]
+    Install {
+        driver: String,
+        source: nodeinfo::NodeInfoError,
+    },
 }
 
 /// Dials plugins with [`CsiClient`].
@@ -148,11 +164,10 @@ pub struct GrpcConnector;
 
 #[async_trait::async_trait]
 impl Connector for GrpcConnector {
-    async fn connect(&self, endpoint: &Path) -> Result<Arc<dyn NodePlugin>, String> {
+    async fn connect(&self, endpoint: &Path) -> Result<Arc<dyn NodePlugin>, CsiError> {
         CsiClient::connect(endpoint)
             .await
             .map(|c| Arc::new(c) as Arc<dyn NodePlugin>)
-            .map_err(|e| e.to_string())
     }
 }
 
@@ -187,21 +202,48 @@ impl Registrar {
 
 #[async_trait::async_trait]
 impl RegistrationHandler for Registrar {
+    /// The watcher's trait takes the message only.
     async fn register(
         &self,
         name: &str,
         endpoint: &Path,
         _versions: &[String],
     ) -> Result<(), String> {
-        let plugin = self.connector.connect(endpoint).await?;
-        let info = plugin
-            .node_info()
+        self.register_driver(name, endpoint)
             .await
-            .map_err(|e| format!("error getting node info of driver {name}: {e}"))?;
-        let capabilities = plugin
-            .node_capabilities()
+            .map_err(|e| e.to_string())
+    }
+
+    async fn deregister(&self, name: &str) {
+        self.deregister_driver(name).await;
+    }
+}
+
+impl Registrar {
+    async fn register_driver(
+        &self,
+        name: &str,
+        endpoint: &Path,
+    ) -> Result<(), DriverRegistrationError> {
+        let plugin = self
+            .connector
+            .connect(endpoint)
             .await
-            .map_err(|e| format!("error getting node capabilities of driver {name}: {e}"))?;
+            .map_err(DriverRegistrationError::Connect)?;
+        let info =
+            plugin
+                .node_info()
+                .await
+                .map_err(|source| DriverRegistrationError::NodeInfo {
+                    driver: name.to_string(),
+                    source,
+                })?;
+        let capabilities = plugin.node_capabilities().await.map_err(|source| {
+            DriverRegistrationError::Capabilities {
+                driver: name.to_string(),
+                source,
+            }
+        })?;
         let topology: BTreeMap<String, String> = info
             .accessible_topology
             .as_ref()
@@ -222,7 +264,10 @@ impl RegistrationHandler for Registrar {
             let _g = self.lock.lock().await;
             nodeinfo::install(self.client.as_ref(), &self.node_name, &install)
                 .await
-                .map_err(|e| format!("error installing driver {name} on node: {e}"))?;
+                .map_err(|source| DriverRegistrationError::Install {
+                    driver: name.to_string(),
+                    source,
+                })?;
         }
         self.drivers.insert(
             name,
@@ -237,7 +282,7 @@ impl RegistrationHandler for Registrar {
         Ok(())
     }
 
-    async fn deregister(&self, name: &str) {
+    async fn deregister_driver(&self, name: &str) {
         let keys = self
             .drivers
             .remove(name)

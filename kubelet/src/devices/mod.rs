@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
 pub use crate::runtime::spec::HostDevice;
-pub use registration::valid_resource_name;
+pub use registration::{ResourceNameError, valid_resource_name};
 
 /// The generated messages, clients and servers of `proto/deviceplugin.proto`.
 #[allow(clippy::all, missing_docs)]

@@ -26,7 +26,7 @@ impl Registration for Registrar {
         let req = request.into_inner();
         if let Err(why) = check(&req) {
             tracing::warn!(resource = %req.resource_name, endpoint = %req.endpoint, %why, "refused a device plugin registration");
-            return Err(Status::invalid_argument(why));
+            return Err(Status::invalid_argument(why.to_string()));
         }
         tracing::info!(resource = %req.resource_name, endpoint = %req.endpoint, "device plugin registered");
         self.followers.spawn(super::endpoint::follow(
@@ -38,37 +38,69 @@ impl Registration for Registrar {
     }
 }
 
+/// Why a registration was refused (the gRPC status message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistrationError {
+    #[error(
+        "device plugin API version {0:?} is not supported; this kubelet supports {supported}",
+        supported = API_VERSION
+    )]
+    Version(String),
+    #[error(transparent)]
+    ResourceName(#[from] ResourceNameError),
+    #[error(
+        "endpoint {0:?} must be the name of the plugin's socket in the device plugin directory"
+    )]
+    Endpoint(String),
+}
+
+/// Why a name is not an extended resource a device plugin may serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceNameError {
+    #[error(
+        "invalid extended resource name {0:?}: it must be domain-prefixed (vendor.example/resource)"
+    )]
+    NoDomain(String),
+    #[error(
+        "invalid extended resource name {0:?}: the kubernetes.io domains are for native resources"
+    )]
+    NativeDomain(String),
+    #[error("invalid extended resource name {0:?}: it must not start with \"requests.\"")]
+    RequestsPrefix(String),
+    #[error("invalid extended resource name {0:?}: the prefix must be a lowercase DNS subdomain")]
+    BadPrefix(String),
+    #[error(
+        "invalid extended resource name {0:?}: the name must be a qualified name (alphanumerics, '-', '_', '.'; at most 63)"
+    )]
+    BadName(String),
+}
+
 /// Upstream's checks of a registration: the API version, an extended resource name, and a
 /// socket that is a file in the device plugin directory.
-fn check(req: &RegisterRequest) -> Result<(), String> {
+fn check(req: &RegisterRequest) -> Result<(), RegistrationError> {
     if req.version != API_VERSION {
-        return Err(format!(
-            "device plugin API version {:?} is not supported; this kubelet supports {API_VERSION}",
-            req.version
-        ));
+        return Err(RegistrationError::Version(req.version.clone()));
     }
     valid_resource_name(&req.resource_name)?;
     let e = &req.endpoint;
     if e.is_empty() || e.contains('/') || e == "." || e == ".." || e == KUBELET_SOCKET {
-        return Err(format!(
-            "endpoint {e:?} must be the name of the plugin's socket in the device plugin directory"
-        ));
+        return Err(RegistrationError::Endpoint(e.clone()));
     }
     Ok(())
 }
 
 /// Whether `name` is an extended resource a device plugin may serve: `domain/name`, a DNS
 /// subdomain prefix outside `kubernetes.io`, a qualified name, and not `requests.`-prefixed.
-pub fn valid_resource_name(name: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("invalid extended resource name {name:?}: {why}"));
+pub fn valid_resource_name(name: &str) -> Result<(), ResourceNameError> {
+    let owned = || name.to_string();
     let Some((domain, short)) = name.split_once('/') else {
-        return bad("it must be domain-prefixed (vendor.example/resource)");
+        return Err(ResourceNameError::NoDomain(owned()));
     };
     if domain.contains("kubernetes.io") {
-        return bad("the kubernetes.io domains are for native resources");
+        return Err(ResourceNameError::NativeDomain(owned()));
     }
     if name.starts_with("requests.") {
-        return bad("it must not start with \"requests.\"");
+        return Err(ResourceNameError::RequestsPrefix(owned()));
     }
     let subdomain_ok = domain.len() <= 253
         && domain.split('.').all(|label| {
@@ -81,7 +113,7 @@ pub fn valid_resource_name(name: &str) -> Result<(), String> {
                 && !label.ends_with('-')
         });
     if !subdomain_ok {
-        return bad("the prefix must be a lowercase DNS subdomain");
+        return Err(ResourceNameError::BadPrefix(owned()));
     }
     let alnum = |c: char| c.is_ascii_alphanumeric();
     let name_ok = !short.is_empty()
@@ -92,7 +124,7 @@ pub fn valid_resource_name(name: &str) -> Result<(), String> {
             .chars()
             .all(|c| alnum(c) || c == '-' || c == '_' || c == '.');
     if !name_ok {
-        return bad("the name must be a qualified name (alphanumerics, '-', '_', '.'; at most 63)");
+        return Err(ResourceNameError::BadName(owned()));
     }
     Ok(())
 }
@@ -179,8 +211,16 @@ mod tests {
             (req("v1beta1", "gpu.sock", "example.com/-gpu"), "qualified"),
             (req("v1beta1", "gpu.sock", "example.com/"), "qualified"),
         ] {
-            let e = check(&r).unwrap_err();
+            let e = check(&r).unwrap_err().to_string();
             assert!(e.contains(want), "{r:?}: {e}");
         }
+        assert_eq!(
+            check(&req("v1alpha", "gpu.sock", "example.com/gpu")).unwrap_err(),
+            RegistrationError::Version("v1alpha".into())
+        );
+        assert_eq!(
+            valid_resource_name("gpu").unwrap_err().to_string(),
+            "invalid extended resource name \"gpu\": it must be domain-prefixed (vendor.example/resource)"
+        );
     }
 }

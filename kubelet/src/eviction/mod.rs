@@ -341,12 +341,19 @@ fn has_local_limits(pod: &Value) -> bool {
             .any(|c| limit(c, "ephemeral-storage").is_some())
 }
 
+/// Why an eviction pass could not run (logged; the next pass tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum EvictionError {
+    #[error("listing this node's pods: {0}")]
+    ListPods(#[source] k1s_api::client::ClientError),
+}
+
 /// One pass: the evictions to make now. The summary (which walks layers, logs and emptyDirs)
 /// is built only when a pod has a local storage limit or a threshold is crossed.
 pub async fn synchronize(
     deps: &Deps,
     stats: &crate::stats::StatsProvider,
-) -> Result<Vec<Eviction>, String> {
+) -> Result<Vec<Eviction>, EvictionError> {
     let cfg = &deps.config;
     let observe = || crate::eviction::pressure::observe(&cfg.root_dir, &cfg.images_dir());
     let mut pressure = crossed(&observe(), &cfg.eviction_hard);
@@ -360,7 +367,7 @@ pub async fn synchronize(
             },
         )
         .await
-        .map_err(|e| format!("listing this node's pods: {e}"))?;
+        .map_err(EvictionError::ListPods)?;
     let pods: Vec<Value> = list.items.into_iter().filter(evictable).collect();
     let local_limits = pods.iter().any(has_local_limits);
     if !local_limits && pressure.is_none() {

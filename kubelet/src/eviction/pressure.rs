@@ -71,33 +71,60 @@ impl Default for Thresholds {
     }
 }
 
+/// Why `--eviction-hard` does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum ThresholdError {
+    #[error("{0:?} is not SIGNAL<QUANTITY or SIGNAL<PERCENT%")]
+    Syntax(String),
+    #[error("unknown signal {0:?}; known: {known}", known = SIGNALS.join(", "))]
+    UnknownSignal(String),
+    #[error("{signal}: {value:?} is not a percentage 0-100%")]
+    Percent { signal: String, value: String },
+    #[error("{signal}: {value:?} is not a quantity: {source}")]
+    Quantity {
+        signal: String,
+        value: String,
+        source: k1s_api::quantity::QuantityError,
+    },
+    #[error("{signal}: {value:?} is negative")]
+    Negative { signal: String, value: String },
+}
+
 impl Thresholds {
     /// Parses `--eviction-hard` (`memory.available<500Mi,nodefs.available<10%`). Signals it
     /// does not name keep their defaults, as upstream merges them since 1.31.
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, ThresholdError> {
         let mut out = Self::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (signal, value) = part
                 .split_once('<')
-                .ok_or_else(|| format!("{part:?} is not SIGNAL<QUANTITY or SIGNAL<PERCENT%"))?;
+                .ok_or_else(|| ThresholdError::Syntax(part.to_string()))?;
             let signal = signal.trim();
             if !SIGNALS.contains(&signal) {
-                return Err(format!(
-                    "unknown signal {signal:?}; known: {}",
-                    SIGNALS.join(", ")
-                ));
+                return Err(ThresholdError::UnknownSignal(signal.to_string()));
             }
             let value = value.trim();
+            let named = || (signal.to_string(), value.to_string());
             let threshold = if let Some(p) = value.strip_suffix('%') {
                 match p.parse::<f64>() {
                     Ok(p) if (0.0..=100.0).contains(&p) => Threshold::Percent(p),
-                    _ => return Err(format!("{signal}: {value:?} is not a percentage 0-100%")),
+                    _ => {
+                        let (signal, value) = named();
+                        return Err(ThresholdError::Percent { signal, value });
+                    }
                 }
             } else {
-                let q = Quantity::parse(value)
-                    .map_err(|e| format!("{signal}: {value:?} is not a quantity: {e}"))?;
+                let q = Quantity::parse(value).map_err(|source| {
+                    let (signal, value) = named();
+                    ThresholdError::Quantity {
+                        signal,
+                        value,
+                        source,
+                    }
+                })?;
                 if q.sign() < 0 {
-                    return Err(format!("{signal}: {value:?} is negative"));
+                    let (signal, value) = named();
+                    return Err(ThresholdError::Negative { signal, value });
                 }
                 Threshold::Amount(q.value() as i128)
             };
@@ -237,7 +264,10 @@ pub(crate) const SYSTEM_CRITICAL_PRIORITY: i32 = 2_000_000_000;
 /// pressure alone, pods that are not BestEffort, or BestEffort pods that tolerate the
 /// memory-pressure taint; under any other pressure, none. The refusal is upstream's message
 /// (the pod is then Failed with reason `Evicted`).
-pub fn admit(pod: &k8s_openapi::api::core::v1::Pod, pressure: Pressure) -> Result<(), String> {
+pub fn admit(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    pressure: Pressure,
+) -> Result<(), PressureRejection> {
     let conditions: Vec<&str> = [
         (pressure.memory, "MemoryPressure"),
         (pressure.disk, "DiskPressure"),
@@ -281,10 +311,15 @@ pub fn admit(pod: &k8s_openapi::api::core::v1::Pod, pressure: Pressure) -> Resul
             return Ok(());
         }
     }
-    Err(format!(
-        "The node had condition: [{}]. ",
-        conditions.join(" ")
-    ))
+    Err(PressureRejection { conditions })
+}
+
+/// A pod refused under node pressure; the Display is upstream's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("The node had condition: [{}]. ", conditions.join(" "))]
+pub struct PressureRejection {
+    /// `MemoryPressure`, `DiskPressure`, `PIDPressure`: the ones the node has.
+    pub conditions: Vec<&'static str>,
 }
 
 #[cfg(test)]
@@ -300,15 +335,34 @@ mod tests {
         assert_eq!(t.get("imagefs.available"), Some(Threshold::Percent(15.0)));
         assert_eq!(t.get("pid.available"), None);
         assert_eq!(Thresholds::parse("").unwrap(), Thresholds::default());
-        for bad in [
-            "memory.available",
-            "memory.free<1Gi",
-            "nodefs.available<120%",
-            "memory.available<lots",
-            "memory.available<-1Gi",
+        for (bad, want) in [
+            (
+                "memory.available",
+                "\"memory.available\" is not SIGNAL<QUANTITY or SIGNAL<PERCENT%",
+            ),
+            (
+                "memory.free<1Gi",
+                "unknown signal \"memory.free\"; known: memory.available, nodefs.available, nodefs.inodesFree, imagefs.available, imagefs.inodesFree, pid.available",
+            ),
+            (
+                "nodefs.available<120%",
+                "nodefs.available: \"120%\" is not a percentage 0-100%",
+            ),
+            (
+                "memory.available<-1Gi",
+                "memory.available: \"-1Gi\" is negative",
+            ),
         ] {
-            assert!(Thresholds::parse(bad).is_err(), "{bad}");
+            let e = Thresholds::parse(bad).unwrap_err();
+            assert_eq!(e.to_string(), want, "{bad}");
         }
+        let e = Thresholds::parse("memory.available<lots").unwrap_err();
+        assert!(matches!(e, ThresholdError::Quantity { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("memory.available: \"lots\" is not a quantity: "),
+            "{e}"
+        );
     }
 
     #[test]
@@ -384,17 +438,17 @@ mod tests {
         };
         assert!(admit(&best_effort, none).is_ok());
         assert_eq!(
-            admit(&best_effort, memory).unwrap_err(),
+            admit(&best_effort, memory).unwrap_err().to_string(),
             "The node had condition: [MemoryPressure]. "
         );
         assert!(admit(&burstable, memory).is_ok());
         assert!(admit(&tolerant, memory).is_ok());
         assert_eq!(
-            admit(&burstable, disk).unwrap_err(),
+            admit(&burstable, disk).unwrap_err().to_string(),
             "The node had condition: [DiskPressure]. "
         );
         assert_eq!(
-            admit(&tolerant, both).unwrap_err(),
+            admit(&tolerant, both).unwrap_err().to_string(),
             "The node had condition: [MemoryPressure DiskPressure]. "
         );
         assert!(admit(&critical, both).is_ok());

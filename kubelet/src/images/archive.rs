@@ -13,6 +13,8 @@
 //! Importing is idempotent: an archive whose size and mtime are unchanged, and whose images are
 //! all still present, is skipped; otherwise its images are (re)tagged. Layers already present
 //! are not unpacked again.
+//!
+//! Why an archive is refused is an [`ArchiveError`], the source of [`ImageError::Import`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
@@ -30,6 +32,91 @@ use super::pull::host_arch;
 use super::reference::ImageRef;
 use super::store::ContentStore;
 use super::{ImageError, normalize};
+
+/// Why an archive could not be imported (inside [`ImageError::Import`], which names it).
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    /// Reading or unpacking the tarball, or reading a blob.
+    #[error("{0}")]
+    Io(#[source] io::Error),
+    /// An entry whose path leaves the archive.
+    #[error("refusing {}: it escapes the archive", .0.display())]
+    Escapes(PathBuf),
+    #[error("extracting {}: {source}", path.display())]
+    Extract {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("invalid path {0:?}")]
+    InvalidPath(String),
+    #[error("{0} is missing from the archive")]
+    Missing(String),
+    #[error("{0}: too many levels of links")]
+    LinkLoop(String),
+    #[error("unsupported digest {0:?}")]
+    UnsupportedDigest(String),
+    #[error("blob {digest} has digest {actual}")]
+    BlobDigest { digest: String, actual: String },
+    #[error("neither an OCI image layout (index.json) nor a docker save archive (manifest.json)")]
+    NotAnArchive,
+    /// `file`: `index.json`, `manifest.json`, or a docker config's path in the archive.
+    #[error("{file}: {source}")]
+    Read {
+        file: String,
+        #[source]
+        source: io::Error,
+    },
+    /// `index.json` or `manifest.json` does not parse.
+    #[error("{file}: {source}")]
+    Json {
+        file: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("manifest {digest}: {source}")]
+    Manifest {
+        digest: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("manifest {0} has no config")]
+    NoConfig(String),
+    #[error("image indexes nested too deep")]
+    TooDeep,
+    /// An OCI image's config, by digest.
+    #[error("config {digest}: {source}")]
+    Config {
+        digest: String,
+        #[source]
+        source: config::ConfigError,
+    },
+    /// A docker save image's config, by its path in the archive.
+    #[error("{file}: {source}")]
+    DockerConfig {
+        file: String,
+        #[source]
+        source: config::ConfigError,
+    },
+    #[error("config {digest} lists {config} layers, manifest {manifest}")]
+    LayerCount {
+        digest: String,
+        config: usize,
+        manifest: usize,
+    },
+    #[error("{file} lists {config} layers, manifest.json {manifest}")]
+    DockerLayerCount {
+        file: String,
+        config: usize,
+        manifest: usize,
+    },
+    /// Keeping a config blob in the store: what was written does not match its digest.
+    #[error("config {digest} has digest {actual}")]
+    ConfigDigest { digest: String, actual: String },
+    /// The blocking import task did not finish.
+    #[error("import task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+}
 
 const NAME_ANNOTATION: &str = "io.containerd.image.name";
 const REF_NAME_ANNOTATION: &str = "org.opencontainers.image.ref.name";
@@ -89,23 +176,24 @@ struct Staged {
 }
 
 impl Staged {
-    fn extract(archive: &Path, root: &Path) -> Result<Self, String> {
-        let file = File::open(archive).map_err(|e| e.to_string())?;
-        let mut tar = tar::Archive::new(decompressed(file).map_err(|e| e.to_string())?);
+    fn extract(archive: &Path, root: &Path) -> Result<Self, ArchiveError> {
+        let file = File::open(archive).map_err(ArchiveError::Io)?;
+        let mut tar = tar::Archive::new(decompressed(file).map_err(ArchiveError::Io)?);
         let mut links = HashMap::new();
-        for entry in tar.entries().map_err(|e| e.to_string())? {
-            let mut entry = entry.map_err(|e| e.to_string())?;
-            let raw = entry.path().map_err(|e| e.to_string())?.into_owned();
-            let rel = clean_relative(&raw)
-                .ok_or_else(|| format!("refusing {}: it escapes the archive", raw.display()))?;
+        for entry in tar.entries().map_err(ArchiveError::Io)? {
+            let mut entry = entry.map_err(ArchiveError::Io)?;
+            let raw = entry.path().map_err(ArchiveError::Io)?.into_owned();
+            let Some(rel) = clean_relative(&raw) else {
+                return Err(ArchiveError::Escapes(raw));
+            };
             if rel.as_os_str().is_empty() {
                 continue;
             }
             let kind = entry.header().entry_type();
             if kind.is_dir() {
-                fs::create_dir_all(root.join(&rel)).map_err(|e| e.to_string())?;
+                fs::create_dir_all(root.join(&rel)).map_err(ArchiveError::Io)?;
             } else if kind.is_symlink() || kind.is_hard_link() {
-                let Some(target) = entry.link_name().map_err(|e| e.to_string())? else {
+                let Some(target) = entry.link_name().map_err(ArchiveError::Io)? else {
                     continue;
                 };
                 let joined = if kind.is_symlink() && !target.is_absolute() {
@@ -119,11 +207,12 @@ impl Staged {
             } else if kind.is_file() || kind.is_contiguous() {
                 let dest = root.join(&rel);
                 if let Some(parent) = dest.parent() {
-                    fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                    fs::create_dir_all(parent).map_err(ArchiveError::Io)?;
                 }
-                let mut out = File::create(&dest).map_err(|e| e.to_string())?;
-                io::copy(&mut entry, &mut out)
-                    .map_err(|e| format!("extracting {}: {e}", rel.display()))?;
+                let mut out = File::create(&dest).map_err(ArchiveError::Io)?;
+                if let Err(source) = io::copy(&mut entry, &mut out) {
+                    return Err(ArchiveError::Extract { path: rel, source });
+                }
             }
         }
         Ok(Self {
@@ -133,9 +222,9 @@ impl Staged {
     }
 
     /// The staged file for `rel`, following the archive's links.
-    fn path(&self, rel: &str) -> Result<PathBuf, String> {
-        let mut current =
-            clean_relative(Path::new(rel)).ok_or_else(|| format!("invalid path {rel:?}"))?;
+    fn path(&self, rel: &str) -> Result<PathBuf, ArchiveError> {
+        let mut current = clean_relative(Path::new(rel))
+            .ok_or_else(|| ArchiveError::InvalidPath(rel.to_string()))?;
         for _ in 0..16 {
             match self.links.get(&current) {
                 Some(target) => current = target.clone(),
@@ -144,25 +233,29 @@ impl Staged {
                     return if path.is_file() {
                         Ok(path)
                     } else {
-                        Err(format!("{rel} is missing from the archive"))
+                        Err(ArchiveError::Missing(rel.to_string()))
                     };
                 }
             }
         }
-        Err(format!("{rel}: too many levels of links"))
+        Err(ArchiveError::LinkLoop(rel.to_string()))
     }
 
-    fn blob_path(&self, digest: &str) -> Result<PathBuf, String> {
-        let hex = sha256_hex(digest).ok_or_else(|| format!("unsupported digest {digest:?}"))?;
+    fn blob_path(&self, digest: &str) -> Result<PathBuf, ArchiveError> {
+        let hex = sha256_hex(digest)
+            .ok_or_else(|| ArchiveError::UnsupportedDigest(digest.to_string()))?;
         self.path(&format!("blobs/sha256/{hex}"))
     }
 
     /// A small blob, verified against its digest.
-    fn read_blob(&self, digest: &str) -> Result<Vec<u8>, String> {
-        let data = fs::read(self.blob_path(digest)?).map_err(|e| e.to_string())?;
+    fn read_blob(&self, digest: &str) -> Result<Vec<u8>, ArchiveError> {
+        let data = fs::read(self.blob_path(digest)?).map_err(ArchiveError::Io)?;
         let actual = sha256_of(&data);
         if actual != digest {
-            return Err(format!("blob {digest} has digest {actual}"));
+            return Err(ArchiveError::BlobDigest {
+                digest: digest.to_string(),
+                actual,
+            });
         }
         Ok(data)
     }
@@ -250,26 +343,31 @@ impl ContentStore {
 
     /// Imports one archive; returns the references it now provides. Blocking.
     pub fn import_archive(&self, path: &Path) -> Result<Vec<String>, ImageError> {
-        let fail = |message: String| ImageError::Import {
+        let fail = |source: ArchiveError| ImageError::Import {
             path: path.to_path_buf(),
-            message,
+            source,
         };
         let (staging, _cleanup) = self.staging_dir("import")?;
         let staged = Staged::extract(path, &staging).map_err(fail)?;
         let docker: Vec<DockerEntry> = if staged.has("manifest.json") {
-            let data = fs::read(staged.path("manifest.json").map_err(fail)?)
-                .map_err(|e| fail(format!("manifest.json: {e}")))?;
-            serde_json::from_slice(&data).map_err(|e| fail(format!("manifest.json: {e}")))?
+            let data = fs::read(staged.path("manifest.json").map_err(fail)?).map_err(|source| {
+                fail(ArchiveError::Read {
+                    file: "manifest.json".to_string(),
+                    source,
+                })
+            })?;
+            serde_json::from_slice(&data).map_err(|source| {
+                fail(ArchiveError::Json {
+                    file: "manifest.json",
+                    source,
+                })
+            })?
         } else {
             Vec::new()
         };
         let has_index = staged.has("index.json");
         if !has_index && docker.is_empty() {
-            return Err(fail(
-                "neither an OCI image layout (index.json) nor a docker save archive \
-                 (manifest.json)"
-                    .to_string(),
-            ));
+            return Err(fail(ArchiveError::NotAnArchive));
         }
         let archive_name = path.display().to_string();
         let mut found = Vec::new();
@@ -278,7 +376,7 @@ impl ContentStore {
             found = self
                 .import_oci(&staged, &docker, &archive_name)
                 .map_err(|e| match e {
-                    ImageError::Import { message, .. } => fail(message),
+                    ImageError::Import { source, .. } => fail(source),
                     other => other,
                 })?;
             done_configs = found
@@ -290,7 +388,7 @@ impl ContentStore {
             let f = self
                 .import_docker(&staged, entry, &done_configs, &archive_name)
                 .map_err(|e| match e {
-                    ImageError::Import { message, .. } => fail(message),
+                    ImageError::Import { source, .. } => fail(source),
                     other => other,
                 })?;
             found.extend(f);
@@ -318,14 +416,22 @@ impl ContentStore {
         docker: &[DockerEntry],
         archive_name: &str,
     ) -> Result<Vec<Found>, ImageError> {
-        let fail = |message: String| ImageError::Import {
+        let fail = |source: ArchiveError| ImageError::Import {
             path: PathBuf::from(archive_name),
-            message,
+            source,
         };
-        let data = fs::read(staged.path("index.json").map_err(fail)?)
-            .map_err(|e| fail(format!("index.json: {e}")))?;
-        let index: Document =
-            serde_json::from_slice(&data).map_err(|e| fail(format!("index.json: {e}")))?;
+        let data = fs::read(staged.path("index.json").map_err(fail)?).map_err(|source| {
+            fail(ArchiveError::Read {
+                file: "index.json".to_string(),
+                source,
+            })
+        })?;
+        let index: Document = serde_json::from_slice(&data).map_err(|source| {
+            fail(ArchiveError::Json {
+                file: "index.json",
+                source,
+            })
+        })?;
         let mut out = Vec::new();
         for desc in index.manifests.unwrap_or_default() {
             let top_digest = desc.digest.clone();
@@ -347,7 +453,7 @@ impl ContentStore {
             };
             let config_desc = manifest
                 .config
-                .ok_or_else(|| fail(format!("manifest {manifest_digest} has no config")))?;
+                .ok_or_else(|| fail(ArchiveError::NoConfig(manifest_digest.clone())))?;
             let config_digest = config_desc.digest.clone();
             for entry in docker {
                 let digest = staged
@@ -371,14 +477,18 @@ impl ContentStore {
                 continue;
             }
             let config_data = staged.read_blob(&config_digest).map_err(fail)?;
-            let parsed = config::parse(&config_data)
-                .map_err(|e| fail(format!("config {config_digest}: {e}")))?;
+            let parsed = config::parse(&config_data).map_err(|source| {
+                fail(ArchiveError::Config {
+                    digest: config_digest.clone(),
+                    source,
+                })
+            })?;
             if parsed.diff_ids.len() != manifest.layers.len() {
-                return Err(fail(format!(
-                    "config {config_digest} lists {} layers, manifest {}",
-                    parsed.diff_ids.len(),
-                    manifest.layers.len()
-                )));
+                return Err(fail(ArchiveError::LayerCount {
+                    digest: config_digest,
+                    config: parsed.diff_ids.len(),
+                    manifest: manifest.layers.len(),
+                }));
             }
             self.keep_config(&config_digest, &config_data)?;
             for (layer, diff_id) in manifest.layers.iter().zip(&parsed.diff_ids) {
@@ -412,16 +522,20 @@ impl ContentStore {
         desc: &Descriptor,
         depth: usize,
     ) -> Result<Option<(String, Document)>, ImageError> {
-        let fail = |message: String| ImageError::Import {
+        let fail = |source: ArchiveError| ImageError::Import {
             path: staged.root.clone(),
-            message,
+            source,
         };
         if depth > 4 {
-            return Err(fail("image indexes nested too deep".to_string()));
+            return Err(fail(ArchiveError::TooDeep));
         }
         let data = staged.read_blob(&desc.digest).map_err(fail)?;
-        let doc: Document = serde_json::from_slice(&data)
-            .map_err(|e| fail(format!("manifest {}: {e}", desc.digest)))?;
+        let doc: Document = serde_json::from_slice(&data).map_err(|source| {
+            fail(ArchiveError::Manifest {
+                digest: desc.digest.clone(),
+                source,
+            })
+        })?;
         let Some(manifests) = &doc.manifests else {
             return Ok(Some((desc.digest.clone(), doc)));
         };
@@ -451,12 +565,17 @@ impl ContentStore {
         done_configs: &[String],
         archive_name: &str,
     ) -> Result<Option<Found>, ImageError> {
-        let fail = |message: String| ImageError::Import {
+        let fail = |source: ArchiveError| ImageError::Import {
             path: PathBuf::from(archive_name),
-            message,
+            source,
         };
-        let config_data = fs::read(staged.path(&entry.config).map_err(fail)?)
-            .map_err(|e| fail(format!("{}: {e}", entry.config)))?;
+        let config_data =
+            fs::read(staged.path(&entry.config).map_err(fail)?).map_err(|source| {
+                fail(ArchiveError::Read {
+                    file: entry.config.clone(),
+                    source,
+                })
+            })?;
         let config_digest = sha256_of(&config_data);
         if done_configs.contains(&config_digest) {
             return Ok(None);
@@ -477,15 +596,18 @@ impl ContentStore {
             tracing::warn!(archive = %archive_name, config = %config_digest, "image has no RepoTags, skipped");
             return Ok(None);
         }
-        let parsed =
-            config::parse(&config_data).map_err(|e| fail(format!("{}: {e}", entry.config)))?;
+        let parsed = config::parse(&config_data).map_err(|source| {
+            fail(ArchiveError::DockerConfig {
+                file: entry.config.clone(),
+                source,
+            })
+        })?;
         if parsed.diff_ids.len() != entry.layers.len() {
-            return Err(fail(format!(
-                "{} lists {} layers, manifest.json {}",
-                entry.config,
-                parsed.diff_ids.len(),
-                entry.layers.len()
-            )));
+            return Err(fail(ArchiveError::DockerLayerCount {
+                file: entry.config.clone(),
+                config: parsed.diff_ids.len(),
+                manifest: entry.layers.len(),
+            }));
         }
         self.keep_config(&config_digest, &config_data)?;
         let mut layer_descs = Vec::new();
@@ -536,9 +658,12 @@ impl ContentStore {
         }
         match self.put_blob(digest, data)? {
             Ok(()) => Ok(()),
-            Err(actual) => Err(ImageError::Import {
+            Err(m) => Err(ImageError::Import {
                 path: self.root().to_path_buf(),
-                message: format!("config {digest} has digest {actual}"),
+                source: ArchiveError::ConfigDigest {
+                    digest: digest.to_string(),
+                    actual: m.actual,
+                },
             }),
         }
     }
@@ -763,13 +888,62 @@ mod tests {
     }
 
     #[test]
+    fn staged_lookups_fail_with_their_reason() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("present"), b"x").unwrap();
+        let links = HashMap::from([
+            (PathBuf::from("a"), PathBuf::from("b")),
+            (PathBuf::from("b"), PathBuf::from("a")),
+        ]);
+        let staged = Staged {
+            root: d.path().to_path_buf(),
+            links,
+        };
+        assert!(staged.has("present"));
+        let e = staged.path("../x").unwrap_err();
+        assert!(matches!(e, ArchiveError::InvalidPath(_)), "{e:?}");
+        assert_eq!(e.to_string(), r#"invalid path "../x""#);
+        let e = staged.path("absent").unwrap_err();
+        assert!(matches!(e, ArchiveError::Missing(_)), "{e:?}");
+        assert_eq!(e.to_string(), "absent is missing from the archive");
+        let e = staged.path("a").unwrap_err();
+        assert!(matches!(e, ArchiveError::LinkLoop(_)), "{e:?}");
+        assert_eq!(e.to_string(), "a: too many levels of links");
+        let e = staged.blob_path("md5:00").unwrap_err();
+        assert!(matches!(e, ArchiveError::UnsupportedDigest(_)), "{e:?}");
+        assert_eq!(e.to_string(), r#"unsupported digest "md5:00""#);
+
+        let digest = sha256_of(b"good");
+        let blob = d.path().join(blob_name(&digest));
+        fs::create_dir_all(blob.parent().unwrap()).unwrap();
+        fs::write(&blob, b"evil").unwrap();
+        let e = staged.read_blob(&digest).unwrap_err();
+        assert!(matches!(e, ArchiveError::BlobDigest { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("blob {digest} has digest {}", sha256_of(b"evil"))
+        );
+    }
+
+    #[test]
     fn bad_archives_fail_with_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let store = ContentStore::open(dir.path().join("store")).unwrap();
         let path = dir.path().join("junk.tar");
         fs::write(&path, archive(&[("hello", b"x".to_vec())], &[])).unwrap();
-        let err = store.import_archive(&path).unwrap_err().to_string();
-        assert!(err.contains("junk.tar") && err.contains("neither"), "{err}");
+        let err = store.import_archive(&path).unwrap_err();
+        assert!(
+            matches!(&err, ImageError::Import { path: p, source: ArchiveError::NotAnArchive } if *p == path),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "failed to import image archive {}: neither an OCI image layout (index.json) \
+                 nor a docker save archive (manifest.json)",
+                path.display()
+            )
+        );
 
         // A corrupted layer blob in an OCI layout is a digest mismatch.
         let (tar, _) = oci_layout(

@@ -47,17 +47,29 @@ struct RootFs {
     diff_ids: Vec<String>,
 }
 
+/// Why an image config blob is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not JSON, or not of the config's shape.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("unsupported diff_id {0:?}")]
+    DiffId(String),
+}
+
 /// Parses an image config blob.
-pub fn parse(data: &[u8]) -> Result<ParsedConfig, String> {
-    let value: serde_json::Value = serde_json::from_slice(data).map_err(|e| e.to_string())?;
+pub fn parse(data: &[u8]) -> Result<ParsedConfig, ConfigError> {
+    let value: serde_json::Value = serde_json::from_slice(data)?;
     if !value.is_object() {
-        return Err("not a JSON object".to_string());
+        return Err(ConfigError::NotAnObject);
     }
-    let file: File = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let file: File = serde_json::from_value(value)?;
     let c = file.config.unwrap_or_default();
     let diff_ids = file.rootfs.map(|r| r.diff_ids).unwrap_or_default();
     if let Some(bad) = diff_ids.iter().find(|d| sha256_hex(d).is_none()) {
-        return Err(format!("unsupported diff_id {bad:?}"));
+        return Err(ConfigError::DiffId(bad.clone()));
     }
     Ok(ParsedConfig {
         config: ImageConfig {
@@ -93,7 +105,12 @@ mod tests {
         assert_eq!(p.config.user.as_deref(), Some("1000:1000"));
         assert_eq!(p.diff_ids, vec![d]);
         assert_eq!((p.os.as_str(), p.architecture.as_str()), ("linux", "amd64"));
-        assert!(parse(br#"{"rootfs":{"diff_ids":["md5:x"]}}"#).is_err());
-        assert!(parse(b"[]").is_err());
+        let e = parse(br#"{"rootfs":{"diff_ids":["md5:x"]}}"#).unwrap_err();
+        assert!(matches!(e, ConfigError::DiffId(_)), "{e:?}");
+        assert_eq!(e.to_string(), "unsupported diff_id \"md5:x\"");
+        let e = parse(b"[]").unwrap_err();
+        assert!(matches!(e, ConfigError::NotAnObject), "{e:?}");
+        assert_eq!(e.to_string(), "not a JSON object");
+        assert!(matches!(parse(b"{").unwrap_err(), ConfigError::Json(_)));
     }
 }

@@ -33,8 +33,17 @@ pub fn in_use(pods: &[Value], images: &dyn ImageService) -> Vec<String> {
     ids
 }
 
+/// Why a collection did not run to the end (logged; the next one tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    #[error("listing this node's pods: {0}")]
+    ListPods(#[source] k1s_api::client::ClientError),
+    #[error(transparent)]
+    Images(#[from] super::ImageError),
+}
+
 /// One collection: the bytes freed.
-pub async fn collect_once(deps: &Deps) -> Result<u64, String> {
+pub async fn collect_once(deps: &Deps) -> Result<u64, GcError> {
     let config = &deps.config;
     collect(
         deps,
@@ -46,11 +55,11 @@ pub async fn collect_once(deps: &Deps) -> Result<u64, String> {
 
 /// Deletes every image no pod on this node uses (the eviction manager's reclaim under disk
 /// pressure, upstream's `DeleteUnusedImages`): the bytes freed.
-pub async fn reclaim(deps: &Deps) -> Result<u64, String> {
+pub async fn reclaim(deps: &Deps) -> Result<u64, GcError> {
     collect(deps, 0, 0).await
 }
 
-async fn collect(deps: &Deps, high_percent: u8, low_percent: u8) -> Result<u64, String> {
+async fn collect(deps: &Deps, high_percent: u8, low_percent: u8) -> Result<u64, GcError> {
     let pods = deps
         .client
         .list(
@@ -61,12 +70,12 @@ async fn collect(deps: &Deps, high_percent: u8, low_percent: u8) -> Result<u64, 
             },
         )
         .await
-        .map_err(|e| format!("listing this node's pods: {e}"))?;
+        .map_err(GcError::ListPods)?;
     let in_use = in_use(&pods.items, deps.images.as_ref());
-    deps.images
+    Ok(deps
+        .images
         .garbage_collect(&in_use, high_percent, low_percent)
-        .await
-        .map_err(|e| e.to_string())
+        .await?)
 }
 
 /// Collects every `image_gc_period` until `cancel`.

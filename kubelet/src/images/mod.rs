@@ -141,11 +141,18 @@ pub enum ImageError {
         message: String,
     },
     /// An airgap image archive could not be imported.
-    #[error("failed to import image archive {}: {message}", path.display())]
-    Import { path: PathBuf, message: String },
+    #[error("failed to import image archive {}: {source}", path.display())]
+    Import {
+        path: PathBuf,
+        #[source]
+        source: archive::ArchiveError,
+    },
     /// `registries.yaml` does not parse.
-    #[error("invalid registries config {}: {message}", path.display())]
-    Config { path: PathBuf, message: String },
+    #[error("invalid registries config {}: {source}", path.display())]
+    Config {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
     /// Reading or writing the store failed.
     #[error("image store: {}: {source}", path.display())]
     Store {

@@ -26,7 +26,7 @@ use oci_client::manifest::{ImageIndexEntry, OciDescriptor};
 use oci_client::secrets::RegistryAuth as OciAuth;
 use oci_client::{Client, Reference};
 
-use super::archive::ImportReport;
+use super::archive::{ArchiveError, ImportReport};
 use super::index::{ImageRecord, now_secs};
 use super::reference::ImageRef;
 use super::registries::{Endpoint, RegistriesConfig, auth_matches};
@@ -120,7 +120,7 @@ impl RegistryImageService {
                     dir.clone(),
                     ImageError::Import {
                         path: dir,
-                        message: format!("import task failed: {e}"),
+                        source: ArchiveError::Task(e),
                     },
                 )],
                 ..ImportReport::default()
@@ -363,7 +363,7 @@ impl RegistryImageService {
         let path = writer.path().to_path_buf();
         match writer.commit()? {
             Ok(()) => Ok((path, n)),
-            Err(actual) => Err(mismatch(actual)),
+            Err(m) => Err(mismatch(m.actual)),
         }
     }
 }

@@ -94,9 +94,9 @@ impl RegistriesConfig {
     /// Reads `path`; a missing file is an empty config.
     pub fn load(path: &Path) -> Result<Self, ImageError> {
         match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse(&text).map_err(|message| ImageError::Config {
+            Ok(text) => Self::parse(&text).map_err(|source| ImageError::Config {
                 path: path.to_path_buf(),
-                message,
+                source,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(ImageError::store(path, e)),
@@ -104,11 +104,11 @@ impl RegistriesConfig {
     }
 
     /// Parses YAML, normalising registry keys (`https://index.docker.io/v1/` is `docker.io`).
-    pub fn parse(yaml: &str) -> Result<Self, String> {
+    pub fn parse(yaml: &str) -> Result<Self, serde_yaml::Error> {
         if yaml.trim().is_empty() {
             return Ok(Self::default());
         }
-        let raw: Self = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+        let raw: Self = serde_yaml::from_str(yaml)?;
         let mut out = Self::default();
         for (k, m) in raw.mirrors {
             if !m.rewrite.is_empty() {

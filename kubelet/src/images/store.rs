@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Blobs are written to a temporary file while being hashed and renamed into place only if the
-//! digest matches. Layers are unpacked into a temporary directory and renamed into place once
+//! digest matches (else the caller gets a [`BlobMismatch`]). Layers are unpacked into a temporary directory and renamed into place once
 //! complete and verified against their `diff_id`, so a crash never leaves a half layer that
 //! counts as present. Layer blobs are deleted once unpacked: the unpacked directory is what is
 //! kept (it is keyed by `diff_id`, so the same layer from a registry or an archive is shared).
@@ -27,6 +27,15 @@ use super::reference::ImageRef;
 use super::{Image, ImageError};
 
 const INDEX_FILE: &str = "index.json";
+
+/// A blob whose content does not match its digest; it was not kept. `actual` is the digest
+/// of what was written (empty if the writer had already been finished).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("blob {expected} has digest {actual}")]
+pub struct BlobMismatch {
+    pub expected: String,
+    pub actual: String,
+}
 
 /// Blobs, unpacked layers and the index under one root.
 pub struct ContentStore {
@@ -177,8 +186,12 @@ impl ContentStore {
         })
     }
 
-    /// Stores `data` as the blob `digest`; `Err(actual)` if it does not match.
-    pub fn put_blob(&self, digest: &str, data: &[u8]) -> Result<Result<(), String>, ImageError> {
+    /// Stores `data` as the blob `digest`; `Ok(Err(_))` if it does not match.
+    pub fn put_blob(
+        &self,
+        digest: &str,
+        data: &[u8],
+    ) -> Result<Result<(), BlobMismatch>, ImageError> {
         let mut w = self.blob_writer(digest)?;
         w.write(data)?;
         w.commit()
@@ -517,17 +530,23 @@ impl BlobWriter {
             .unwrap_or_default()
     }
 
-    /// Keeps the blob if it matches its digest; `Ok(Err(actual))` (blob discarded) if not.
-    pub fn commit(mut self) -> Result<Result<(), String>, ImageError> {
+    /// Keeps the blob if it matches its digest; `Ok(Err(_))` (blob discarded) if not.
+    pub fn commit(mut self) -> Result<Result<(), BlobMismatch>, ImageError> {
         let Some(file) = self.file.take() else {
-            return Ok(Err(String::new()));
+            return Ok(Err(BlobMismatch {
+                expected: std::mem::take(&mut self.expected),
+                actual: String::new(),
+            }));
         };
         let (file, hasher) = file.into_inner();
         let actual = hasher.finish();
         if actual != self.expected {
             drop(file);
             let _ = fs::remove_file(&self.tmp);
-            return Ok(Err(actual));
+            return Ok(Err(BlobMismatch {
+                expected: std::mem::take(&mut self.expected),
+                actual,
+            }));
         }
         file.sync_all()
             .map_err(|e| ImageError::store(&self.tmp, e))?;
@@ -564,8 +583,18 @@ mod tests {
         let good = sha256_of(b"good");
         let mut w = store.blob_writer(&good).unwrap();
         w.write(b"evil").unwrap();
-        let actual = w.commit().unwrap().unwrap_err();
-        assert_eq!(actual, sha256_of(b"evil"));
+        let m = w.commit().unwrap().unwrap_err();
+        assert_eq!(
+            m,
+            BlobMismatch {
+                expected: good.clone(),
+                actual: sha256_of(b"evil"),
+            }
+        );
+        assert_eq!(
+            m.to_string(),
+            format!("blob {good} has digest {}", sha256_of(b"evil"))
+        );
         assert!(!store.has_blob(&good));
         assert_eq!(
             fs::read_dir(dir.path().join("blobs/.tmp")).unwrap().count(),

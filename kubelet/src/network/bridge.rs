@@ -166,6 +166,7 @@ fn connect() -> Result<Handle, NetworkError> {
             context: "opening a netlink socket".into(),
             source,
         })?;
+    // Not tracked: the driver ends once every clone of `handle` is dropped.
     tokio::spawn(connection);
     Ok(handle)
 }

@@ -13,22 +13,59 @@ use crate::probes::{self, Action, Target};
 /// An exec hook runs until it ends; the caller bounds it (the grace period for preStop).
 const EXEC_LIMIT: Duration = Duration::from_secs(24 * 3600);
 
-/// Runs `handler` for container `c` of the pod upstream names `pod` (`NAME_NS(UID)`). `Err`
-/// is the message for the failure event.
+/// Why a hook failed: its Display is upstream's message for the failure event. `pod` is the
+/// name upstream gives it (`NAME_NS(UID)`).
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// The handler names a port the container does not have, or none at all.
+    #[error("Lifecycle hook for Container {container:?} in Pod {pod:?} failed - error: {source}")]
+    Handler {
+        container: String,
+        pod: String,
+        source: probes::ActionError,
+    },
+    /// An exec hook that did not run (`error`) or exited non-zero, with its `output`.
+    #[error(
+        "Exec lifecycle hook ({command}) for Container {container:?} in Pod {pod:?} failed - error: {error}, message: {output:?}"
+    )]
+    Exec {
+        /// `[cmd arg ...]`.
+        command: String,
+        container: String,
+        pod: String,
+        error: String,
+        output: String,
+    },
+    #[error(
+        "HTTP lifecycle hook ({path}) for Container {container:?} in Pod {pod:?} failed - error: {source}"
+    )]
+    Http {
+        path: String,
+        container: String,
+        pod: String,
+        source: probes::http::FetchError,
+    },
+    /// A handler the API accepted but k1s cannot run (the action's own message).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Runs `handler` for container `c` of the pod upstream names `pod` (`NAME_NS(UID)`).
 pub async fn run(
     handler: &LifecycleHandler,
     c: &Container,
     pod: &str,
     pod_ip: &str,
     target: &Target,
-) -> Result<(), String> {
+) -> Result<(), HookError> {
     let action = match Action::from_hook(handler, c, pod_ip) {
         Ok(a) => a,
-        Err(e) => {
-            return Err(format!(
-                "Lifecycle hook for Container {:?} in Pod {pod:?} failed - error: {e}",
-                c.name
-            ));
+        Err(source) => {
+            return Err(HookError::Handler {
+                container: c.name.clone(),
+                pod: pod.to_string(),
+                source,
+            });
         }
     };
     match &action {
@@ -42,18 +79,23 @@ pub async fn run(
                 ),
                 Err(e) => (e.to_string(), String::new()),
             };
-            Err(format!(
-                "Exec lifecycle hook ({cmd_list}) for Container {:?} in Pod {pod:?} failed - error: {err}, message: {output:?}",
-                c.name
-            ))
+            Err(HookError::Exec {
+                command: cmd_list,
+                container: c.name.clone(),
+                pod: pod.to_string(),
+                error: err,
+                output,
+            })
         }
         Action::Http(g) => match probes::http::fetch(g, "kube-lifecycle").await {
             // Any answer will do; only a request that fails is a failed hook.
             Ok(_) => Ok(()),
-            Err(e) => Err(format!(
-                "HTTP lifecycle hook ({}) for Container {:?} in Pod {pod:?} failed - error: {e}",
-                g.path, c.name
-            )),
+            Err(source) => Err(HookError::Http {
+                path: g.path.clone(),
+                container: c.name.clone(),
+                pod: pod.to_string(),
+                source,
+            }),
         },
         Action::Sleep(d) => {
             tokio::time::sleep(*d).await;
@@ -61,7 +103,7 @@ pub async fn run(
         }
         // tcpSocket hooks are accepted for compatibility and never run, as upstream.
         Action::Tcp { .. } | Action::Grpc { .. } => Ok(()),
-        Action::Invalid(e) => Err(e.clone()),
+        Action::Invalid(e) => Err(HookError::Invalid(e.clone())),
     }
 }
 
@@ -105,14 +147,14 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert_eq!(
-            run(&h, &container(), "p_ns(u)", "10.0.0.2", &t).await,
-            Ok(())
-        );
+        run(&h, &container(), "p_ns(u)", "10.0.0.2", &t)
+            .await
+            .unwrap();
         rt.script_exec("sh", 3, b"boom");
         let e = run(&h, &container(), "p_ns(u)", "10.0.0.2", &t)
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "Exec lifecycle hook ([sh -c exit 3]) for Container \"c\" in Pod \"p_ns(u)\" failed - error: command 'sh -c exit 3' exited with 3: boom, message: \"boom\""
@@ -136,7 +178,8 @@ mod tests {
         };
         let e = run(&h, &container(), "p_ns(u)", "10.0.0.2", &t)
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("HTTP lifecycle hook (/stop) for Container \"c\" in Pod \"p_ns(u)\" failed - error: Get \"http://127.0.0.1:"),
             "{e}"
@@ -155,10 +198,9 @@ mod tests {
         });
         let mut h = h;
         h.http_get.as_mut().unwrap().port = IntOrString::Int(port.into());
-        assert_eq!(
-            run(&h, &container(), "p_ns(u)", "10.0.0.2", &t).await,
-            Ok(())
-        );
+        run(&h, &container(), "p_ns(u)", "10.0.0.2", &t)
+            .await
+            .unwrap();
     }
 
     #[tokio::test(start_paused = true)]

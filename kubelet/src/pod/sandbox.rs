@@ -348,8 +348,11 @@ pub fn pod_resources(pod: &Pod) -> Resources {
 pub enum DeviceRuleError {
     #[error("device {path}: number {number} too large")]
     NumberTooLarge { path: String, number: u64 },
-    #[error("device {path}: {reason}")]
-    Permissions { path: String, reason: String },
+    #[error("device {path}: {source}")]
+    Permissions {
+        path: String,
+        source: crate::cgroups::devices::BadAccess,
+    },
 }
 
 /// A container cgroup's limits and device access: upstream's default device allow-list plus
@@ -378,10 +381,10 @@ pub fn container_resources<'a>(
                 },
                 major: Some(number(n.major)?),
                 minor: Some(number(n.minor)?),
-                access: parse_access(permissions).map_err(|reason| {
+                access: parse_access(permissions).map_err(|source| {
                     DeviceRuleError::Permissions {
                         path: n.path.clone(),
-                        reason,
+                        source,
                     }
                 })?,
             })

@@ -68,25 +68,43 @@ pub fn scan(dir: &Path, node: &str) -> BTreeMap<String, Arc<Pod>> {
     pods
 }
 
+/// Why a manifest file is not a static pod (logged, and the file skipped).
+#[derive(Debug, thiserror::Error)]
+pub enum StaticPodError {
+    #[error("not YAML: {0}")]
+    Yaml(#[source] serde_yaml::Error),
+    /// The manifest's `kind` and `apiVersion`, as JSON (`null` when missing).
+    #[error("kind {kind} apiVersion {api_version}: a static pod manifest is a v1 Pod")]
+    NotAPod { kind: Value, api_version: Value },
+    #[error("not a Pod: {0}")]
+    Decode(#[source] serde_json::Error),
+    #[error("metadata.name is required")]
+    NoName,
+    #[error("spec is required")]
+    NoSpec,
+    #[error("spec.containers: at least one container is required")]
+    NoContainers,
+}
+
 /// The static pod of manifest `path` with `content`, on node `node`.
-pub fn static_pod(path: &Path, content: &[u8], node: &str) -> Result<Pod, String> {
-    let value: Value = serde_yaml::from_slice(content).map_err(|e| format!("not YAML: {e}"))?;
+pub fn static_pod(path: &Path, content: &[u8], node: &str) -> Result<Pod, StaticPodError> {
+    let value: Value = serde_yaml::from_slice(content).map_err(StaticPodError::Yaml)?;
     if value["kind"] != "Pod" || value["apiVersion"] != "v1" {
-        return Err(format!(
-            "kind {} apiVersion {}: a static pod manifest is a v1 Pod",
-            value["kind"], value["apiVersion"]
-        ));
+        return Err(StaticPodError::NotAPod {
+            kind: value["kind"].clone(),
+            api_version: value["apiVersion"].clone(),
+        });
     }
-    let mut pod: Pod = serde_json::from_value(value).map_err(|e| format!("not a Pod: {e}"))?;
+    let mut pod: Pod = serde_json::from_value(value).map_err(StaticPodError::Decode)?;
     let name = pod
         .metadata
         .name
         .clone()
         .filter(|n| !n.is_empty())
-        .ok_or("metadata.name is required")?;
-    let spec = pod.spec.as_mut().ok_or("spec is required")?;
+        .ok_or(StaticPodError::NoName)?;
+    let spec = pod.spec.as_mut().ok_or(StaticPodError::NoSpec)?;
     if spec.containers.is_empty() {
-        return Err("spec.containers: at least one container is required".into());
+        return Err(StaticPodError::NoContainers);
     }
     let mut h = Sha256::new();
     h.update(format!("host:{node}\nfile:{}\n", path.display()));
@@ -332,7 +350,9 @@ mod tests {
                 "not a Pod",
             ),
         ] {
-            let e = static_pod(Path::new("/m/x"), content.as_bytes(), "n").unwrap_err();
+            let e = static_pod(Path::new("/m/x"), content.as_bytes(), "n")
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{content}: {e}");
         }
     }

@@ -166,9 +166,19 @@ const KUBELET_CONDITIONS: &[&str] = &[
     "Ready",
 ];
 
+/// A readiness gate that does not hold; the Display is upstream's message for the Ready
+/// condition.
+#[derive(Debug, thiserror::Error)]
+enum ReadinessGateError {
+    #[error("corresponding condition of pod readiness gate {0:?} does not exist.")]
+    Missing(String),
+    #[error("the status of pod readiness gate {gate:?} is not \"True\", but {status}")]
+    NotTrue { gate: String, status: String },
+}
+
 /// Whether the pod's readiness gates all hold (each named condition present and True); else
-/// upstream's message for the first that does not.
-fn readiness_gates(pod: &Pod, old: &Value) -> Result<(), String> {
+/// why the first does not.
+fn readiness_gates(pod: &Pod, old: &Value) -> Result<(), ReadinessGateError> {
     let gates = pod
         .spec
         .as_ref()
@@ -182,15 +192,13 @@ fn readiness_gates(pod: &Pod, old: &Value) -> Result<(), String> {
             .and_then(|cs| cs.iter().find(|c| c["type"] == t));
         match found {
             None => {
-                return Err(format!(
-                    "corresponding condition of pod readiness gate {t:?} does not exist."
-                ));
+                return Err(ReadinessGateError::Missing(t.to_string()));
             }
             Some(c) if c["status"] != "True" => {
-                return Err(format!(
-                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
-                    c["status"].as_str().unwrap_or_default()
-                ));
+                return Err(ReadinessGateError::NotTrue {
+                    gate: t.to_string(),
+                    status: c["status"].as_str().unwrap_or_default().to_string(),
+                });
             }
             Some(_) => {}
         }
@@ -322,7 +330,7 @@ pub fn pod_status(v: &PodView<'_>) -> Value {
         ),
     ];
     // Ready also needs the readiness gates (upstream: ReadinessGatesNotReady).
-    let gates = readiness_gates(v.pod, &old);
+    let gates = readiness_gates(v.pod, &old).map_err(|e| e.to_string());
     conditions.push(match (&gates, all_ready) {
         (Err(m), true) => condition(
             "Ready",

@@ -751,8 +751,8 @@ impl PodWorker {
         let cfg = &self.deps.config;
         let signals = crate::eviction::pressure::observe(&cfg.root_dir, &cfg.images_dir());
         let pressure = crate::eviction::pressure::evaluate(&signals, &cfg.eviction_hard);
-        if let Err(message) = crate::eviction::pressure::admit(pod, pressure) {
-            self.reject(pod, "Evicted", message).await;
+        if let Err(refused) = crate::eviction::pressure::admit(pod, pressure) {
+            self.reject(pod, "Evicted", refused.to_string()).await;
             return false;
         }
         if let Err(e) = self.deps.devices.admit(pod).await {
@@ -1289,8 +1289,14 @@ impl PodWorker {
             _ = self.cancel.cancelled() => return false,
             r = crate::pod::hooks::run(h, c, &who, &ip, &target) => r,
         };
-        let Err(msg) = res else { return true };
-        self.event(pod, Some(c), "Warning", "FailedPostStartHook", &msg);
+        let Err(e) = res else { return true };
+        self.event(
+            pod,
+            Some(c),
+            "Warning",
+            "FailedPostStartHook",
+            &e.to_string(),
+        );
         self.kill_container(
             pod,
             Some(c),
@@ -1334,8 +1340,8 @@ impl PodWorker {
             let run = crate::pod::hooks::run(h, c, &who, &ip, &target);
             match tokio::time::timeout(grace, run).await {
                 Ok(Ok(())) => {}
-                Ok(Err(msg)) => {
-                    self.event(pod, Some(c), "Warning", "FailedPreStopHook", &msg);
+                Ok(Err(e)) => {
+                    self.event(pod, Some(c), "Warning", "FailedPreStopHook", &e.to_string());
                 }
                 Err(_) => tracing::info!(
                     pod = %pod_name(pod), container = name, grace = grace.as_secs(),

@@ -106,9 +106,10 @@ async fn call(
     service: &str,
     timeout: Duration,
 ) -> Result<ServingStatus, CallError> {
+    // The message only: it goes into the probe's output.
     let tcp = super::tcp::connect(host, port, timeout)
         .await
-        .map_err(CallError::Connect)?;
+        .map_err(|e| CallError::Connect(e.to_string()))?;
     let (mut sender, conn) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
             .await

@@ -104,11 +104,40 @@ fn normalize_path(p: &str) -> String {
 /// A TLS client configuration that accepts any server certificate: probes and hooks do not
 /// verify (upstream sets `InsecureSkipVerify`); also the agent's first download of the CA,
 /// which it then checks against its token.
-pub(crate) fn insecure_client_config() -> Result<rustls::ClientConfig, String> {
-    k1s_api::http_client::unverified_tls_config().map_err(|e| e.to_string())
+pub(crate) fn insecure_client_config() -> Result<rustls::ClientConfig, rustls::Error> {
+    k1s_api::http_client::unverified_tls_config()
 }
 
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+/// Why one request of an httpGet handler got no answer (the part after `Get "URL": `).
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Dial(#[from] super::tcp::DialError),
+    #[error(transparent)]
+    Tls(#[from] rustls::Error),
+    #[error(transparent)]
+    ServerName(#[from] rustls::pki_types::InvalidDnsNameError),
+    /// The TLS handshake.
+    #[error(transparent)]
+    TlsConnect(std::io::Error),
+    /// The HTTP/1 handshake, the request or the body.
+    #[error(transparent)]
+    Http(#[from] hyper::Error),
+    /// A header the request cannot carry.
+    #[error(transparent)]
+    Build(#[from] http::Error),
+}
+
+/// Why an httpGet handler failed, worded as Go's client: `Get "URL": ...`.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("Get \"{url}\": {source}")]
+    Request { url: String, source: RequestError },
+    #[error("Get \"{url}\": stopped after {} redirects", MAX_REDIRECTS)]
+    TooManyRedirects { url: String },
+}
+
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, RequestError> {
     Ok(tokio_rustls::TlsConnector::from(Arc::new(
         insecure_client_config()?,
     )))
@@ -129,13 +158,11 @@ async fn exchange<S>(
     url: &Url,
     get: &HttpGet,
     agent: &str,
-) -> Result<(u16, Option<String>, String), String>
+) -> Result<(u16, Option<String>, String), RequestError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
-        .await
-        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
     let _conn = AbortOnDrop(tokio::spawn(async move {
         let _ = conn.await;
     }));
@@ -160,9 +187,8 @@ where
     let req = req
         .header("host", host)
         .header("connection", "close")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        .body(Empty::<Bytes>::new())?;
+    let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();
     let location = resp
         .headers()
@@ -179,7 +205,7 @@ where
                     out.extend_from_slice(&d[..d.len().min(room)]);
                 }
             }
-            Some(Err(e)) => return Err(e.to_string()),
+            Some(Err(e)) => return Err(e.into()),
             None => break,
         }
     }
@@ -190,15 +216,14 @@ async fn request(
     url: &Url,
     get: &HttpGet,
     agent: &str,
-) -> Result<(u16, Option<String>, String), String> {
+) -> Result<(u16, Option<String>, String), RequestError> {
     let tcp = super::tcp::connect(&url.host, url.port, Duration::from_secs(3600)).await?;
     if url.https {
-        let name =
-            rustls::pki_types::ServerName::try_from(url.host.clone()).map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::try_from(url.host.clone())?;
         let tls = tls_connector()?
             .connect(name, tcp)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(RequestError::TlsConnect)?;
         exchange(tls, url, get, agent).await
     } else {
         exchange(tcp, url, get, agent).await
@@ -207,7 +232,7 @@ async fn request(
 
 /// GETs `get`, following redirects as upstream's probes do. `agent` is `kube-probe` or
 /// `kube-lifecycle`. An `Err` is the Go-style message: `Get "URL": ...`.
-pub async fn fetch(get: &HttpGet, agent: &str) -> Result<Response, String> {
+pub async fn fetch(get: &HttpGet, agent: &str) -> Result<Response, FetchError> {
     let mut url = Url {
         https: get.https,
         host: get.host.clone(),
@@ -217,9 +242,13 @@ pub async fn fetch(get: &HttpGet, agent: &str) -> Result<Response, String> {
     let first_host = url.host.clone();
     let mut redirects = 0;
     loop {
-        let (status, location, body) = request(&url, get, agent)
-            .await
-            .map_err(|e| format!("Get \"{}\": {e}", url.display()))?;
+        let (status, location, body) =
+            request(&url, get, agent)
+                .await
+                .map_err(|source| FetchError::Request {
+                    url: url.display(),
+                    source,
+                })?;
         let next = match location {
             Some(l) if matches!(status, 301 | 302 | 303 | 307 | 308) => url.join(&l),
             _ => None,
@@ -240,10 +269,9 @@ pub async fn fetch(get: &HttpGet, agent: &str) -> Result<Response, String> {
         }
         redirects += 1;
         if redirects >= MAX_REDIRECTS {
-            return Err(format!(
-                "Get \"{}\": stopped after {MAX_REDIRECTS} redirects",
-                next.display()
-            ));
+            return Err(FetchError::TooManyRedirects {
+                url: next.display(),
+            });
         }
         url = next;
     }
@@ -264,7 +292,7 @@ pub async fn probe(get: &HttpGet, timeout: Duration) -> Outcome {
                 url.display()
             ));
         }
-        Ok(Err(e)) => return Outcome::failure(e),
+        Ok(Err(e)) => return Outcome::failure(e.to_string()),
         Ok(Ok(r)) => r,
     };
     match r.status {

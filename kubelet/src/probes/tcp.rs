@@ -15,23 +15,35 @@ pub fn join_host_port(host: &str, port: u16) -> String {
     }
 }
 
-/// How Go words a dial error: `dial tcp ADDR: connect: connection refused`.
-pub fn dial_error(addr: &str, e: &std::io::Error) -> String {
-    let what = match e.kind() {
+/// A connection that did not open, worded as Go's dialer:
+/// `dial tcp ADDR: connect: connection refused`.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    #[error("dial tcp {addr}: i/o timeout")]
+    Timeout { addr: String },
+    #[error("dial tcp {addr}: connect: {}", go_reason(source))]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+/// How Go words the reason of a failed connect.
+fn go_reason(e: &std::io::Error) -> String {
+    match e.kind() {
         std::io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
         std::io::ErrorKind::HostUnreachable => "no route to host".to_string(),
         std::io::ErrorKind::NetworkUnreachable => "network is unreachable".to_string(),
         _ => e.to_string(),
-    };
-    format!("dial tcp {addr}: connect: {what}")
+    }
 }
 
 /// Opens a connection to `host:port` within `timeout`.
-pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, String> {
+pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStream, DialError> {
     let addr = join_host_port(host, port);
     match tokio::time::timeout(timeout, TcpStream::connect(&addr)).await {
-        Err(_) => Err(format!("dial tcp {addr}: i/o timeout")),
-        Ok(Err(e)) => Err(dial_error(&addr, &e)),
+        Err(_) => Err(DialError::Timeout { addr }),
+        Ok(Err(source)) => Err(DialError::Connect { addr, source }),
         Ok(Ok(s)) => Ok(s),
     }
 }
@@ -39,7 +51,7 @@ pub async fn connect(host: &str, port: u16, timeout: Duration) -> Result<TcpStre
 pub async fn probe(host: &str, port: u16, timeout: Duration) -> Outcome {
     match connect(host, port, timeout).await {
         Ok(_) => Outcome::success(""),
-        Err(e) => Outcome::failure(e),
+        Err(e) => Outcome::failure(e.to_string()),
     }
 }
 

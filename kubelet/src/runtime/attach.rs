@@ -14,8 +14,9 @@
 //! (or sends [`STDIN_CLOSE`]); on a terminal, which cannot be half-closed, the shim types an
 //! end-of-file (`^D`) instead.
 //!
-//! This module holds the frame codec, the shim's side ([`Sessions`], driven by the shim's
-//! poll loop) and the kubelet's side ([`attach`]).
+//! This module holds the frame codec ([`frame`], [`take_frames`] and its [`FrameError`]), the
+//! shim's side ([`Sessions`], driven by the shim's poll loop) and the kubelet's side
+//! ([`attach`]).
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -44,6 +45,14 @@ const MAX_BACKLOG: usize = 4 << 20;
 /// Stdin waiting for the container to read it; sessions are not read while it is this full.
 const MAX_STDIN: usize = 1 << 20;
 
+/// A peer that is not speaking the attach protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// A frame announced a payload larger than [`MAX_FRAME`].
+    #[error("attach frame of {0} bytes")]
+    TooLarge(usize),
+}
+
 /// One frame.
 pub fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + 5);
@@ -55,13 +64,13 @@ pub fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
 
 /// Takes the complete frames off the front of `buf`. `Err` for a frame that is too large
 /// (the peer is not speaking this protocol).
-pub fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<(u8, Vec<u8>)>, String> {
+pub fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<(u8, Vec<u8>)>, FrameError> {
     let mut out = Vec::new();
     let mut at = 0;
     while buf.len() - at >= 5 {
         let len = u32::from_be_bytes([buf[at + 1], buf[at + 2], buf[at + 3], buf[at + 4]]) as usize;
         if len > MAX_FRAME {
-            return Err(format!("attach frame of {len} bytes"));
+            return Err(FrameError::TooLarge(len));
         }
         if buf.len() - at - 5 < len {
             break;
@@ -453,7 +462,9 @@ async fn read_output(
             return Ok(None);
         }
         buf.extend_from_slice(&chunk[..n]);
-        for (kind, payload) in take_frames(&mut buf).map_err(RuntimeError::Start)? {
+        for (kind, payload) in
+            take_frames(&mut buf).map_err(|e| RuntimeError::Start(e.to_string()))?
+        {
             match kind {
                 STDOUT => {
                     if let Some(o) = &stdout {
@@ -500,7 +511,21 @@ mod tests {
         );
         assert!(buf.is_empty());
         let mut huge = vec![STDIN, 0xff, 0xff, 0xff, 0xff];
-        assert!(take_frames(&mut huge).is_err());
+        let e = take_frames(&mut huge).unwrap_err();
+        assert_eq!(e, FrameError::TooLarge(0xffff_ffff));
+        assert_eq!(e.to_string(), "attach frame of 4294967295 bytes");
+        // Nothing is taken off a buffer that holds a refused frame.
+        assert_eq!(huge.len(), 5);
+        // The limit itself is accepted (and waited for); one byte more is not.
+        let mut at_limit = vec![STDOUT];
+        at_limit.extend_from_slice(&(MAX_FRAME as u32).to_be_bytes());
+        assert_eq!(take_frames(&mut at_limit), Ok(vec![]));
+        let mut over = vec![STDOUT];
+        over.extend_from_slice(&(MAX_FRAME as u32 + 1).to_be_bytes());
+        assert_eq!(
+            take_frames(&mut over),
+            Err(FrameError::TooLarge(MAX_FRAME + 1))
+        );
     }
 
     /// The shim's side against the kubelet's, over a real socket, with a pipe as the

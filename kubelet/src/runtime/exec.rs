@@ -15,6 +15,9 @@
 //! before the command runs ("executable file not found in $PATH") is written as
 //! `err MESSAGE` to descriptor [`REPORT_FD`] if the caller passed one; otherwise the process
 //! exits with the command's exit code, 128 + signal when a signal killed it.
+//!
+//! Failures are typed until they cross a pipe: the helper's own ([`ExecError`]) become that
+//! report's text, and the child's ([`ExecFailure`]) the text it sends back to the helper.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -27,8 +30,93 @@ use nix::sched::{CloneFlags, setns};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork, pipe2};
 
-use super::shim::cstr;
+use super::init::{LookupError, PrivilegeError};
+use super::shim::{NulError, cstr};
 use super::spec::{self, ContainerSpec, State};
+
+/// Why the helper could not run the command; its text follows `err ` in the report.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("no command specified")]
+    NoCommand,
+    #[error("no {} in {}", spec::CONFIG, bundle.display())]
+    NoSpec { bundle: PathBuf },
+    #[error("reading {config}: {0}", config = spec::CONFIG)]
+    ReadSpec(#[source] std::io::Error),
+    #[error("reading state: {0}")]
+    ReadState(#[source] std::io::Error),
+    #[error("cannot exec in a stopped container: container is not running")]
+    NotRunning,
+    /// `path`: `/proc/PID/ns/NAME`.
+    #[error("opening {path}: {source}")]
+    OpenNamespace {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("joining the {name} namespace: {source}")]
+    JoinNamespace {
+        name: &'static str,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("pipe: {0}")]
+    Pipe(#[source] nix::Error),
+    #[error("fork: {0}")]
+    Fork(#[source] nix::Error),
+    #[error("joining cgroup {}: {source}", path.display())]
+    JoinCgroup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("waiting for the command: {0}")]
+    Wait(#[source] nix::Error),
+    /// The child's [`ExecFailure`], as it sent it.
+    #[error("{0}")]
+    Child(String),
+}
+
+/// Why the forked child did not exec the command; the text is what the user sees.
+#[derive(Debug, thiserror::Error)]
+#[error("OCI runtime exec failed: exec failed: unable to start container process: {0}: unknown")]
+pub struct ExecFailure(#[source] pub ExecSetupError);
+
+/// A step of the child's setup that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecSetupError {
+    #[error("joining the mount namespace: {0}")]
+    JoinMountNamespace(#[source] nix::Error),
+    #[error("opening a terminal in the container: {0}")]
+    OpenTerminal(#[source] std::io::Error),
+    #[error("sending the terminal: {0}")]
+    SendTerminal(#[source] nix::Error),
+    #[error("dup2: {0}")]
+    Dup2(#[source] std::io::Error),
+    #[error("setsid: {0}")]
+    Setsid(#[source] nix::Error),
+    #[error("setting the controlling terminal: {0}")]
+    ControllingTerminal(#[source] std::io::Error),
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+    #[error(transparent)]
+    Nul(#[from] NulError),
+    #[error(transparent)]
+    Privileges(#[from] PrivilegeError),
+    #[error("chdir to cwd ({cwd:?}): {source}")]
+    Chdir {
+        cwd: String,
+        #[source]
+        source: nix::Error,
+    },
+    /// `execve` itself failed; `arg0` is the command as given.
+    #[error("exec: {arg0:?}: {}", source.desc())]
+    Exec {
+        arg0: String,
+        #[source]
+        source: nix::Error,
+    },
+}
 
 /// The descriptor a start failure is reported on.
 pub const REPORT_FD: i32 = 3;
@@ -49,12 +137,12 @@ pub fn main(bundle: &Path, tty: bool, command: &[String]) -> i32 {
     }
     match run(bundle, terminal, command) {
         Ok(code) => code,
-        Err(msg) => {
+        Err(e) => {
             match report {
                 Some(mut f) => {
-                    let _ = f.write_all(format!("err {msg}").as_bytes());
+                    let _ = f.write_all(format!("err {e}").as_bytes());
                 }
-                None => eprintln!("{msg}"),
+                None => eprintln!("{e}"),
             }
             NOT_STARTED
         }
@@ -75,22 +163,24 @@ fn inherited(fd: i32) -> Option<File> {
 }
 
 /// The running container of `bundle`: its spec and its init's pid.
-fn running(bundle: &Path) -> Result<(ContainerSpec, State), String> {
+fn running(bundle: &Path) -> Result<(ContainerSpec, State), ExecError> {
     let spec: ContainerSpec = spec::read_json(bundle, spec::CONFIG)
-        .map_err(|e| format!("reading {}: {e}", spec::CONFIG))?
-        .ok_or_else(|| format!("no {} in {}", spec::CONFIG, bundle.display()))?;
+        .map_err(ExecError::ReadSpec)?
+        .ok_or_else(|| ExecError::NoSpec {
+            bundle: bundle.to_path_buf(),
+        })?;
     let state: Option<State> =
-        spec::read_json(bundle, spec::STATE).map_err(|e| format!("reading state: {e}"))?;
+        spec::read_json(bundle, spec::STATE).map_err(ExecError::ReadState)?;
     let exited = bundle.join(spec::EXIT).exists();
     match state {
         Some(s) if !exited && spec::process_start_time(s.pid) == Some(s.pid_start) => Ok((spec, s)),
-        _ => Err("cannot exec in a stopped container: container is not running".into()),
+        _ => Err(ExecError::NotRunning),
     }
 }
 
-fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32, String> {
+fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32, ExecError> {
     if command.is_empty() {
-        return Err("no command specified".into());
+        return Err(ExecError::NoCommand);
     }
     let (spec, state) = running(bundle)?;
     let pid = state.pid;
@@ -105,7 +195,10 @@ fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32,
     let mut joins = Vec::new();
     for (name, kind) in namespaces {
         let theirs = format!("/proc/{pid}/ns/{name}");
-        let f = File::open(&theirs).map_err(|e| format!("opening {theirs}: {e}"))?;
+        let f = File::open(&theirs).map_err(|source| ExecError::OpenNamespace {
+            path: theirs.clone(),
+            source,
+        })?;
         let same = match (
             std::fs::metadata(&theirs),
             std::fs::metadata(format!("/proc/self/ns/{name}")),
@@ -118,28 +211,31 @@ fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32,
         }
     }
     let mnt_path = format!("/proc/{pid}/ns/mnt");
-    let mnt = File::open(&mnt_path).map_err(|e| format!("opening {mnt_path}: {e}"))?;
+    let mnt = File::open(&mnt_path).map_err(|source| ExecError::OpenNamespace {
+        path: mnt_path.clone(),
+        source,
+    })?;
     let cgroups = cgroup_targets(pid, &spec);
     // Recheck after opening: the pid could have been reused in between.
     if spec::process_start_time(pid) != Some(state.pid_start) {
-        return Err("cannot exec in a stopped container: container is not running".into());
+        return Err(ExecError::NotRunning);
     }
-    for (name, kind, f) in &joins {
-        setns(f.as_fd(), *kind).map_err(|e| format!("joining the {name} namespace: {e}"))?;
+    for &(name, kind, ref f) in &joins {
+        setns(f.as_fd(), kind).map_err(|source| ExecError::JoinNamespace { name, source })?;
     }
     drop(joins);
 
-    let (sync_r, sync_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let (fail_r, fail_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (sync_r, sync_w) = pipe2(OFlag::O_CLOEXEC).map_err(ExecError::Pipe)?;
+    let (fail_r, fail_w) = pipe2(OFlag::O_CLOEXEC).map_err(ExecError::Pipe)?;
     // SAFETY: this process is single-threaded.
-    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+    match unsafe { fork() }.map_err(ExecError::Fork)? {
         ForkResult::Child => {
             drop((sync_w, fail_r));
             let mut b = [0u8; 1];
             let _ = nix::unistd::read(&sync_r, &mut b);
             drop(sync_r);
             let err = child(&spec, mnt, terminal, command);
-            let _ = File::from(fail_w).write_all(err.as_bytes());
+            let _ = File::from(fail_w).write_all(err.to_string().as_bytes());
             // SAFETY: leave without running the parent's destructors.
             unsafe { libc::_exit(127) }
         }
@@ -160,7 +256,10 @@ fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32,
                 {
                     let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
                     let _ = waitpid(child, None);
-                    return Err(format!("joining cgroup {}: {e}", path.display()));
+                    return Err(ExecError::JoinCgroup {
+                        path: path.clone(),
+                        source: e,
+                    });
                 }
             }
             let _ = nix::unistd::write(&sync_w, b"x");
@@ -172,11 +271,11 @@ fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32,
                     Ok(WaitStatus::Exited(_, code)) => break code,
                     Ok(WaitStatus::Signaled(_, sig, _)) => break 128 + sig as i32,
                     Err(nix::errno::Errno::EINTR) | Ok(_) => continue,
-                    Err(e) => return Err(format!("waiting for the command: {e}")),
+                    Err(e) => return Err(ExecError::Wait(e)),
                 }
             };
             if !msg.is_empty() {
-                return Err(msg);
+                return Err(ExecError::Child(msg));
             }
             Ok(code)
         }
@@ -184,41 +283,43 @@ fn run(bundle: &Path, terminal: Option<File>, command: &[String]) -> Result<i32,
 }
 
 /// In the forked child: the container's mount namespace, terminal, user and exec. Returns
-/// only on failure, with the message for the user.
-fn child(spec: &ContainerSpec, mnt: File, terminal: Option<File>, command: &[String]) -> String {
-    let fail = |e: String| {
-        format!(
-            "OCI runtime exec failed: exec failed: unable to start container process: {e}: unknown"
-        )
-    };
+/// only on failure, with what the user is told.
+fn child(
+    spec: &ContainerSpec,
+    mnt: File,
+    terminal: Option<File>,
+    command: &[String],
+) -> ExecFailure {
     // Joining a mount namespace also moves the root and working directory to its root (the
     // container's pivoted rootfs).
     if let Err(e) = setns(mnt.as_fd(), CloneFlags::CLONE_NEWNS) {
-        return fail(format!("joining the mount namespace: {e}"));
+        return ExecFailure(ExecSetupError::JoinMountNamespace(e));
     }
     drop(mnt);
     let tty = terminal.is_some();
     if let Some(socket) = terminal
         && let Err(e) = container_terminal(spec, socket)
     {
-        return fail(e);
+        return ExecFailure(e);
     }
     match prepare(spec, tty, command) {
-        Err(e) => fail(e),
+        Err(e) => ExecFailure(e),
         Ok((path, argv, envp)) => {
             super::init::reset_signals();
-            let err = nix::unistd::execve(&path, &argv, &envp).unwrap_err();
-            fail(format!("exec: {:?}: {}", command[0], err.desc()))
+            let source = nix::unistd::execve(&path, &argv, &envp).unwrap_err();
+            ExecFailure(ExecSetupError::Exec {
+                arg0: command[0].clone(),
+                source,
+            })
         }
     }
 }
 
 /// In the child, inside the container's mount namespace: opens a terminal in its devpts,
 /// sends the master on `socket`, and makes the slave stdio and the controlling terminal.
-fn container_terminal(spec: &ContainerSpec, socket: File) -> Result<(), String> {
+fn container_terminal(spec: &ContainerSpec, socket: File) -> Result<(), ExecSetupError> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
-    let (master, slave) =
-        super::pty::open().map_err(|e| format!("opening a terminal in the container: {e}"))?;
+    let (master, slave) = super::pty::open().map_err(ExecSetupError::OpenTerminal)?;
     // The command owns its terminal, as with a login (runc does the same for its console).
     let _ = nix::unistd::fchown(
         &slave,
@@ -234,21 +335,20 @@ fn container_terminal(spec: &ContainerSpec, socket: File) -> Result<(), String> 
         MsgFlags::empty(),
         None,
     )
-    .map_err(|e| format!("sending the terminal: {e}"))?;
+    .map_err(ExecSetupError::SendTerminal)?;
     drop((master, socket));
     for fd in 0..3 {
         // SAFETY: dup2 onto the standard descriptors of this single-threaded process.
         if unsafe { libc::dup2(slave.as_raw_fd(), fd) } < 0 {
-            return Err(format!("dup2: {}", std::io::Error::last_os_error()));
+            return Err(ExecSetupError::Dup2(std::io::Error::last_os_error()));
         }
     }
     drop(slave);
-    nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+    nix::unistd::setsid().map_err(ExecSetupError::Setsid)?;
     // SAFETY: ioctl on stdin with an integer argument.
     if unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) } != 0 {
-        return Err(format!(
-            "setting the controlling terminal: {}",
-            std::io::Error::last_os_error()
+        return Err(ExecSetupError::ControllingTerminal(
+            std::io::Error::last_os_error(),
         ));
     }
     Ok(())
@@ -260,18 +360,9 @@ type Exec = (
     Vec<std::ffi::CString>,
 );
 
-fn prepare(spec: &ContainerSpec, tty: bool, command: &[String]) -> Result<Exec, String> {
+fn prepare(spec: &ContainerSpec, tty: bool, command: &[String]) -> Result<Exec, ExecSetupError> {
     let env = environment(&spec.process.env, tty);
-    let path = super::init::lookup(&command[0], &env).ok_or_else(|| {
-        if command[0].contains('/') {
-            format!(
-                "exec: {:?}: stat {}: no such file or directory",
-                command[0], command[0]
-            )
-        } else {
-            format!("exec: {:?}: executable file not found in $PATH", command[0])
-        }
-    })?;
+    let path = super::init::resolve(&command[0], &env)?;
     let argv = command.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
     let envp = env.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
     let path = cstr(&path)?;
@@ -281,7 +372,10 @@ fn prepare(spec: &ContainerSpec, tty: bool, command: &[String]) -> Result<Exec, 
     } else {
         &spec.process.cwd
     };
-    nix::unistd::chdir(cwd).map_err(|e| format!("chdir to cwd ({cwd:?}): {e}"))?;
+    nix::unistd::chdir(cwd).map_err(|source| ExecSetupError::Chdir {
+        cwd: cwd.to_string(),
+        source,
+    })?;
     Ok((path, argv, envp))
 }
 
@@ -449,7 +543,42 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         spec::write_json(d.path(), spec::CONFIG, &ContainerSpec::default()).unwrap();
         let err = run(d.path(), None, &["true".into()]).unwrap_err();
-        assert!(err.contains("not running"), "{err}");
-        assert!(run(d.path(), None, &[]).is_err());
+        assert!(matches!(err, ExecError::NotRunning), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "cannot exec in a stopped container: container is not running"
+        );
+        let err = run(d.path(), None, &[]).unwrap_err();
+        assert!(matches!(err, ExecError::NoCommand), "{err:?}");
+        assert_eq!(err.to_string(), "no command specified");
+        let empty = tempfile::tempdir().unwrap();
+        let err = run(empty.path(), None, &["true".into()]).unwrap_err();
+        assert!(matches!(err, ExecError::NoSpec { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!("no config.json in {}", empty.path().display())
+        );
+    }
+
+    #[test]
+    fn child_failures_are_worded_as_runc_does() {
+        let e = ExecFailure(LookupError::NotInPath("nope".into()).into());
+        assert_eq!(
+            e.to_string(),
+            "OCI runtime exec failed: exec failed: unable to start container process: \
+             exec: \"nope\": executable file not found in $PATH: unknown"
+        );
+        let e = ExecFailure(ExecSetupError::Exec {
+            arg0: "sh".into(),
+            source: nix::Error::ENOENT,
+        });
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "OCI runtime exec failed: exec failed: unable to start container process: \
+                 exec: \"sh\": {}: unknown",
+                nix::Error::ENOENT.desc()
+            )
+        );
     }
 }

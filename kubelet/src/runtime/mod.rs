@@ -127,7 +127,7 @@ impl Runtime for ShimRuntime {
             .output()
             .await?;
         let report = String::from_utf8_lossy(&out.stdout);
-        shim::parse_report(&report).map_err(RuntimeError::Start)?;
+        shim::parse_report(&report).map_err(|e| RuntimeError::Start(e.to_string()))?;
         spec::read_json(bundle, spec::STATE)?
             .ok_or_else(|| RuntimeError::Start("the shim wrote no state".into()))
     }

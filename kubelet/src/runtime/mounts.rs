@@ -5,6 +5,8 @@
 //! Mount destinations come from the image's filesystem, which may hold symlinks pointing
 //! anywhere; every destination is resolved inside the rootfs ([`resolve_in_root`]) so that a
 //! symlink can never make a mount land on the host.
+//!
+//! A step that fails is a [`MountSetupError`]; the init reports it as the start error.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -37,7 +39,59 @@ pub const READONLY_PATHS: &[&str] = &[
     "/proc/sysrq-trigger",
 ];
 
-type R<T> = Result<T, String>;
+/// A step of [`setup`] that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MountSetupError {
+    /// `what`: the filesystem type, else the source, else `?`.
+    #[error("mounting {what} on {}: {source}", target.display())]
+    Mount {
+        what: String,
+        target: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    /// A directory, or an empty file to mount a file onto.
+    #[error("creating {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("mknod {}: {source}", path.display())]
+    Mknod {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("chmod {}: {source}", path.display())]
+    Chmod {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("chown {}: {source}", path.display())]
+    Chown {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("the image has no layers")]
+    NoLayers,
+    #[error("mount destination {0:?} is not absolute")]
+    RelativeDestination(String),
+    #[error("chdir {}: {source}", path.display())]
+    Chdir {
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("pivot_root: {0}")]
+    PivotRoot(#[source] nix::Error),
+    #[error("detaching the old root: {0}")]
+    DetachOldRoot(#[source] nix::Error),
+}
+
+type R<T> = Result<T, MountSetupError>;
 
 /// Resolves `path` (absolute, as seen inside the container) against `root`, following
 /// symlinks as the container would see them: absolute link targets restart at `root`, and
@@ -91,17 +145,20 @@ fn mnt(
     flags: MsFlags,
     data: Option<&str>,
 ) -> R<()> {
-    mount(source, target, fstype, flags, data).map_err(|e| {
-        format!(
-            "mounting {} on {}: {e}",
-            fstype.or(source).unwrap_or("?"),
-            target.display()
-        )
+    mount(source, target, fstype, flags, data).map_err(|e| MountSetupError::Mount {
+        what: fstype.or(source).unwrap_or("?").to_string(),
+        target: target.to_path_buf(),
+        source: e,
     })
 }
 
+fn create_error(p: &Path) -> impl FnOnce(std::io::Error) -> MountSetupError {
+    let path = p.to_path_buf();
+    move |source| MountSetupError::Create { path, source }
+}
+
 fn mkdir_p(p: &Path) -> R<()> {
-    std::fs::create_dir_all(p).map_err(|e| format!("creating {}: {e}", p.display()))
+    std::fs::create_dir_all(p).map_err(create_error(p))
 }
 
 /// Creates an empty file (and its parents) to mount a file onto.
@@ -110,7 +167,7 @@ fn touch(p: &Path) -> R<()> {
         mkdir_p(parent)?;
     }
     if !p.exists() {
-        std::fs::File::create(p).map_err(|e| format!("creating {}: {e}", p.display()))?;
+        std::fs::File::create(p).map_err(create_error(p))?;
     }
     Ok(())
 }
@@ -131,7 +188,7 @@ fn device_node(root: &Path, d: &super::spec::DeviceNode) -> R<()> {
         Ok(()) => {}
         // Listed twice (two plugins, or one device under one path): the first one stays.
         Err(nix::errno::Errno::EEXIST) => return Ok(()),
-        Err(e) => return Err(format!("mknod {}: {e}", p.display())),
+        Err(source) => return Err(MountSetupError::Mknod { path: p, source }),
     }
     nix::sys::stat::fchmodat(
         nix::fcntl::AT_FDCWD,
@@ -139,13 +196,16 @@ fn device_node(root: &Path, d: &super::spec::DeviceNode) -> R<()> {
         mode,
         nix::sys::stat::FchmodatFlags::FollowSymlink,
     )
-    .map_err(|e| format!("chmod {}: {e}", p.display()))?;
+    .map_err(|source| MountSetupError::Chmod {
+        path: p.clone(),
+        source,
+    })?;
     nix::unistd::chown(
         &p,
         Some(nix::unistd::Uid::from_raw(d.uid)),
         Some(nix::unistd::Gid::from_raw(d.gid)),
     )
-    .map_err(|e| format!("chown {}: {e}", p.display()))
+    .map_err(|source| MountSetupError::Chown { path: p, source })
 }
 
 /// Assembles the rootfs and everything under it, then pivots into it. On return the process
@@ -165,7 +225,7 @@ pub fn setup(spec: &ContainerSpec) -> R<()> {
     mkdir_p(&spec.upper)?;
     mkdir_p(&spec.work)?;
     if spec.layers.is_empty() {
-        return Err("the image has no layers".into());
+        return Err(MountSetupError::NoLayers);
     }
     let lower: Vec<String> = spec
         .layers
@@ -224,7 +284,10 @@ pub fn setup(spec: &ContainerSpec) -> R<()> {
                 Mode::from_bits_truncate(0o666),
                 makedev(major, minor),
             )
-            .map_err(|e| format!("mknod {}: {e}", p.display()))?;
+            .map_err(|source| MountSetupError::Mknod {
+                path: p.clone(),
+                source,
+            })?;
             // mknod honours the umask; the nodes must be world-usable.
             let _ = nix::sys::stat::fchmodat(
                 nix::fcntl::AT_FDCWD,
@@ -354,10 +417,7 @@ fn remount_ro(p: &Path) -> R<()> {
 
 fn apply_mount(root: &Path, m: &Mount) -> R<()> {
     if !m.destination.starts_with('/') {
-        return Err(format!(
-            "mount destination {:?} is not absolute",
-            m.destination
-        ));
+        return Err(MountSetupError::RelativeDestination(m.destination.clone()));
     }
     let target = resolve_in_root(root, &m.destination);
     if m.file {
@@ -390,10 +450,16 @@ fn apply_mount(root: &Path, m: &Mount) -> R<()> {
 
 /// Makes `root` the process's `/` and detaches the old root (runc's `pivot_root(".", ".")`).
 fn pivot(root: &Path) -> R<()> {
-    nix::unistd::chdir(root).map_err(|e| format!("chdir {}: {e}", root.display()))?;
-    nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;
-    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detaching the old root: {e}"))?;
-    nix::unistd::chdir("/").map_err(|e| format!("chdir /: {e}"))
+    let chdir = |path: &Path| {
+        nix::unistd::chdir(path).map_err(|source| MountSetupError::Chdir {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    chdir(root)?;
+    nix::unistd::pivot_root(".", ".").map_err(MountSetupError::PivotRoot)?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(MountSetupError::DetachOldRoot)?;
+    chdir(Path::new("/"))
 }
 
 fn mask(p: &Path) -> R<()> {
@@ -428,5 +494,38 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(resolve_in_root(root, input), want, "{input}");
         }
+    }
+
+    #[test]
+    fn error_texts() {
+        let e = apply_mount(
+            Path::new("/nonexistent-root"),
+            &Mount::bind("/host/data", "data", false),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, MountSetupError::RelativeDestination(_)),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), r#"mount destination "data" is not absolute"#);
+        let e = MountSetupError::Mount {
+            what: "tmpfs".into(),
+            target: "/r/dev".into(),
+            source: nix::Error::EPERM,
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("mounting tmpfs on /r/dev: {}", nix::Error::EPERM)
+        );
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let e = mkdir_p(&file.join("sub")).unwrap_err();
+        assert!(matches!(e, MountSetupError::Create { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("creating {}: ", file.join("sub").display())),
+            "{e}"
+        );
     }
 }

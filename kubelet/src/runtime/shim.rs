@@ -17,6 +17,10 @@
 //!
 //! The container's init is pid 1 of its pid namespace: when it exits, the kernel kills every
 //! other process in the container.
+//!
+//! Failures are typed ([`ShimError`], and the init's [`super::init::InitFailure`]) and become
+//! text only where they cross a pipe: the `err MESSAGE` report, which the kubelet reads back
+//! with [`parse_report`] ([`ReportError`]) and shows verbatim as the start error.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -31,22 +35,91 @@ use nix::unistd::{ForkResult, Pid, fork, pipe2, setsid};
 
 use super::spec::{self, ContainerSpec, Exit, State};
 
+/// Why the shim could not start the container; its text follows `err ` in the report.
+#[derive(Debug, thiserror::Error)]
+pub enum ShimError {
+    #[error("no {} in {}", spec::CONFIG, bundle.display())]
+    NoSpec { bundle: PathBuf },
+    #[error("reading {config}: {0}", config = spec::CONFIG)]
+    ReadSpec(#[source] std::io::Error),
+    #[error("pipe: {0}")]
+    Pipe(#[source] nix::Error),
+    #[error("fork: {0}")]
+    Fork(#[source] nix::Error),
+    #[error("opening a terminal: {0}")]
+    Terminal(#[source] std::io::Error),
+    #[error("dup: {0}")]
+    Dup(#[source] std::io::Error),
+    #[error("creating the attach socket in {}: {source}", bundle.display())]
+    AttachSocket {
+        bundle: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `what`: `network` or `ipc`.
+    #[error("opening {what} namespace {}: {source}", path.display())]
+    OpenNamespace {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("joining {what} namespace {}: {source}", path.display())]
+    JoinNamespace {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: nix::Error,
+    },
+    #[error("unshare pid namespace: {0}")]
+    UnsharePid(#[source] nix::Error),
+    #[error("joining cgroup {}: {source}", path.display())]
+    JoinCgroup {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The container's init reported this (already the whole message) before its exec.
+    #[error("{0}")]
+    Init(String),
+    #[error("writing {state}: {0}", state = spec::STATE)]
+    WriteState(#[source] std::io::Error),
+}
+
+/// What [`parse_report`] makes of a shim's report other than `ok PID`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// `ok` and something that is not a pid: the report itself is shown.
+    #[error("bad shim report {0:?}")]
+    BadReport(String),
+    /// `err MESSAGE` (or anything else): why the container did not start, trimmed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A path or argument with a NUL byte, which no raw call can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a path or argument holds a NUL byte")]
+pub struct NulError;
+
 /// Entry point of `k1s internal shim BUNDLE`. Returns the process's exit code.
 pub fn main(bundle: &Path) -> i32 {
     let spec: ContainerSpec = match spec::read_json(bundle, spec::CONFIG) {
         Ok(Some(s)) => s,
         Ok(None) => {
-            return report_stdout(&format!("err no {} in {}", spec::CONFIG, bundle.display()));
+            return report_error(&ShimError::NoSpec {
+                bundle: bundle.to_path_buf(),
+            });
         }
-        Err(e) => return report_stdout(&format!("err reading {}: {e}", spec::CONFIG)),
+        Err(e) => return report_error(&ShimError::ReadSpec(e)),
     };
     let (report_r, report_w) = match pipe2(OFlag::O_CLOEXEC) {
         Ok(p) => p,
-        Err(e) => return report_stdout(&format!("err pipe: {e}")),
+        Err(e) => return report_error(&ShimError::Pipe(e)),
     };
     // SAFETY: this process is single-threaded (it was exec'd just now and started no threads).
     match unsafe { fork() } {
-        Err(e) => report_stdout(&format!("err fork: {e}")),
+        Err(e) => report_error(&ShimError::Fork(e)),
         Ok(ForkResult::Parent { .. }) => {
             drop(report_w);
             let mut msg = String::new();
@@ -63,6 +136,11 @@ pub fn main(bundle: &Path) -> i32 {
             std::process::exit(code)
         }
     }
+}
+
+/// The report of a shim that failed before forking.
+fn report_error(e: &ShimError) -> i32 {
+    report_stdout(&format!("err {e}"))
 }
 
 fn report_stdout(msg: &str) -> i32 {
@@ -86,8 +164,8 @@ fn shim(bundle: &Path, spec: &ContainerSpec, report: OwnedFd) -> i32 {
     }
     ignore_signals();
     match start(bundle, spec) {
-        Err(msg) => {
-            let _ = report.write_all(format!("err {msg}").as_bytes());
+        Err(e) => {
+            let _ = report.write_all(format!("err {e}").as_bytes());
             1
         }
         Ok(running) => {
@@ -129,11 +207,11 @@ struct Stdio {
     container: super::init::Stdio,
 }
 
-fn stdio(spec: &ContainerSpec) -> Result<Stdio, String> {
+fn stdio(spec: &ContainerSpec) -> Result<Stdio, ShimError> {
     let p = &spec.process;
     if p.tty {
-        let (master, slave) = super::pty::open().map_err(|e| format!("opening a terminal: {e}"))?;
-        let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| format!("dup: {e}"));
+        let (master, slave) = super::pty::open().map_err(ShimError::Terminal)?;
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(ShimError::Dup);
         return Ok(Stdio {
             stdin: if p.stdin { Some(dup(&master)?) } else { None },
             master: Some(dup(&master)?),
@@ -146,10 +224,10 @@ fn stdio(spec: &ContainerSpec) -> Result<Stdio, String> {
             },
         });
     }
-    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (out_r, out_w) = pipe2(OFlag::O_CLOEXEC).map_err(ShimError::Pipe)?;
+    let (err_r, err_w) = pipe2(OFlag::O_CLOEXEC).map_err(ShimError::Pipe)?;
     let (stdin, container_stdin) = if p.stdin {
-        let (r, w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+        let (r, w) = pipe2(OFlag::O_CLOEXEC).map_err(ShimError::Pipe)?;
         (Some(w), Some(r))
     } else {
         (None, None)
@@ -167,15 +245,17 @@ fn stdio(spec: &ContainerSpec) -> Result<Stdio, String> {
     })
 }
 
-fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
+fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, ShimError> {
     let io = stdio(spec)?;
-    let (sync_r, sync_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let (fail_r, fail_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
-    let listener = super::attach::listen(bundle)
-        .map_err(|e| format!("creating the attach socket in {}: {e}", bundle.display()))?;
+    let (sync_r, sync_w) = pipe2(OFlag::O_CLOEXEC).map_err(ShimError::Pipe)?;
+    let (fail_r, fail_w) = pipe2(OFlag::O_CLOEXEC).map_err(ShimError::Pipe)?;
+    let listener = super::attach::listen(bundle).map_err(|source| ShimError::AttachSocket {
+        bundle: bundle.to_path_buf(),
+        source,
+    })?;
     join_ns(spec.netns.as_deref(), CloneFlags::CLONE_NEWNET, "network")?;
     join_ns(spec.ipcns.as_deref(), CloneFlags::CLONE_NEWIPC, "ipc")?;
-    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| format!("unshare pid namespace: {e}"))?;
+    unshare(CloneFlags::CLONE_NEWPID).map_err(ShimError::UnsharePid)?;
     let Stdio {
         outputs,
         stdin,
@@ -183,7 +263,7 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
         container,
     } = io;
     // SAFETY: the shim is single-threaded.
-    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+    match unsafe { fork() }.map_err(ShimError::Fork)? {
         ForkResult::Child => {
             drop((outputs, stdin, master, listener, sync_w, fail_r));
             // Wait until the shim has put this process into its cgroups.
@@ -192,7 +272,7 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
             drop(sync_r);
             let err = super::init::run(spec, container);
             let mut fail = File::from(fail_w);
-            let _ = fail.write_all(err.as_bytes());
+            let _ = fail.write_all(err.to_string().as_bytes());
             // SAFETY: leave without running the parent's atexit handlers or destructors.
             unsafe { libc::_exit(127) }
         }
@@ -202,7 +282,10 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
                 if let Err(e) = std::fs::write(procs, child.as_raw().to_string()) {
                     let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
                     let _ = waitpid(child, None);
-                    return Err(format!("joining cgroup {}: {e}", procs.display()));
+                    return Err(ShimError::JoinCgroup {
+                        path: procs.clone(),
+                        source: e,
+                    });
                 }
             }
             let _ = nix::unistd::write(&sync_w, b"x");
@@ -212,7 +295,7 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
             if !msg.is_empty() {
                 let _ = waitpid(child, None);
                 let _ = std::fs::remove_file(bundle.join(spec::ATTACH));
-                return Err(msg);
+                return Err(ShimError::Init(msg));
             }
             let me = std::process::id() as i32;
             let state = State {
@@ -222,8 +305,7 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
                 shim_start: spec::process_start_time(me).unwrap_or(0),
                 started_at: now_rfc3339(),
             };
-            spec::write_json(bundle, spec::STATE, &state)
-                .map_err(|e| format!("writing {}: {e}", spec::STATE))?;
+            spec::write_json(bundle, spec::STATE, &state).map_err(ShimError::WriteState)?;
             Ok(Running {
                 pid: child,
                 outputs,
@@ -238,11 +320,18 @@ fn start(bundle: &Path, spec: &ContainerSpec) -> Result<Running, String> {
     }
 }
 
-fn join_ns(path: Option<&Path>, kind: CloneFlags, what: &str) -> Result<(), String> {
+fn join_ns(path: Option<&Path>, kind: CloneFlags, what: &'static str) -> Result<(), ShimError> {
     let Some(path) = path else { return Ok(()) };
-    let f = File::open(path)
-        .map_err(|e| format!("opening {what} namespace {}: {e}", path.display()))?;
-    setns(f.as_fd(), kind).map_err(|e| format!("joining {what} namespace {}: {e}", path.display()))
+    let f = File::open(path).map_err(|source| ShimError::OpenNamespace {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })?;
+    setns(f.as_fd(), kind).map_err(|source| ShimError::JoinNamespace {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn now_rfc3339() -> String {
@@ -444,20 +533,22 @@ impl LogWriter {
 }
 
 /// Parses `ok PID` / `err MESSAGE` as printed by [`main`].
-pub fn parse_report(out: &str) -> Result<i32, String> {
+pub fn parse_report(out: &str) -> Result<i32, ReportError> {
     if let Some(pid) = out.strip_prefix("ok ") {
         return pid
             .trim()
             .parse()
-            .map_err(|_| format!("bad shim report {out:?}"));
+            .map_err(|_| ReportError::BadReport(out.to_string()));
     }
-    Err(out.strip_prefix("err ").unwrap_or(out).trim().to_string())
+    Err(ReportError::Failed(
+        out.strip_prefix("err ").unwrap_or(out).trim().to_string(),
+    ))
 }
 
 /// `CString` of a path or string, for the raw calls.
-pub(crate) fn cstr(s: impl AsRef<std::ffi::OsStr>) -> Result<CString, String> {
+pub(crate) fn cstr(s: impl AsRef<std::ffi::OsStr>) -> Result<CString, NulError> {
     use std::os::unix::ffi::OsStrExt;
-    CString::new(s.as_ref().as_bytes()).map_err(|_| "a path or argument holds a NUL byte".into())
+    CString::new(s.as_ref().as_bytes()).map_err(|_| NulError)
 }
 
 #[cfg(test)]
@@ -467,8 +558,47 @@ mod tests {
     #[test]
     fn reports_parse() {
         assert_eq!(parse_report("ok 42"), Ok(42));
-        assert_eq!(parse_report("err exec: nope"), Err("exec: nope".into()));
-        assert!(parse_report("ok x").is_err());
+        assert_eq!(parse_report("ok 42\n"), Ok(42));
+        let e = parse_report("err exec: nope").unwrap_err();
+        assert_eq!(e, ReportError::Failed("exec: nope".into()));
+        assert_eq!(e.to_string(), "exec: nope");
+        // Anything but `ok PID` is a failure, shown trimmed.
+        let e = parse_report("  the shim died\n").unwrap_err();
+        assert_eq!(e, ReportError::Failed("the shim died".into()));
+        let e = parse_report("ok x").unwrap_err();
+        assert_eq!(e, ReportError::BadReport("ok x".into()));
+        assert_eq!(e.to_string(), r#"bad shim report "ok x""#);
+    }
+
+    #[test]
+    fn error_texts() {
+        assert_eq!(
+            cstr("a\0b").unwrap_err().to_string(),
+            "a path or argument holds a NUL byte"
+        );
+        assert_eq!(
+            ShimError::NoSpec {
+                bundle: "/b".into()
+            }
+            .to_string(),
+            "no config.json in /b"
+        );
+        assert_eq!(
+            ShimError::JoinNamespace {
+                what: "network",
+                path: "/run/netns/x".into(),
+                source: nix::Error::EPERM,
+            }
+            .to_string(),
+            format!(
+                "joining network namespace /run/netns/x: {}",
+                nix::Error::EPERM
+            )
+        );
+        assert_eq!(
+            ShimError::WriteState(std::io::Error::other("full")).to_string(),
+            "writing state.json: full"
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@ use rustls::server::WebPkiClientVerifier;
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use k1s_streaming::body::{self, Body};
 use k1s_streaming::peer::{ClientCertCheck, KUBELET_CLIENT_GROUP, KUBELET_CLIENT_USER, PeerCert};
@@ -91,7 +92,13 @@ pub struct KubeletServer {
     pub client: Arc<dyn Client>,
 }
 
-/// Serves `server` on `listener` until `cancel`; sessions in progress end with it.
+/// How long [`serve`] waits for open connections once cancelled.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Serves `server` on `listener` until `cancel`; sessions in progress end with it. Each
+/// connection is a task on one tracker: on `cancel` the listener stops, every connection
+/// shuts down gracefully (an idle one closes, a request in flight gets its answer first), and
+/// `serve` returns once they have all ended, or after [`SHUTDOWN_WAIT`].
 pub async fn serve(
     listener: TcpListener,
     tls: KubeletTls,
@@ -100,9 +107,10 @@ pub async fn serve(
 ) {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls.config.clone());
     let clients = Arc::new(tls.clients);
+    let connections = TaskTracker::new();
     loop {
         let (tcp, peer) = tokio::select! {
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => break,
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
@@ -118,7 +126,7 @@ pub async fn serve(
             server.clone(),
             cancel.clone(),
         );
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let handshake =
                 tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp));
             let stream = match handshake.await {
@@ -133,9 +141,10 @@ pub async fn serve(
                 }
             };
             let peer_cert = clients.check(stream.get_ref().1.peer_certificates());
+            let sessions_cancel = cancel.clone();
             let service = hyper::service::service_fn(move |req| {
                 let (server, peer_cert, cancel) =
-                    (server.clone(), peer_cert.clone(), cancel.clone());
+                    (server.clone(), peer_cert.clone(), sessions_cancel.clone());
                 async move {
                     Ok::<_, std::convert::Infallible>(
                         handle(&server, &peer_cert, req, cancel)
@@ -147,10 +156,28 @@ pub async fn serve(
             let conn = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .with_upgrades();
-            if let Err(e) = conn.await {
+            tokio::pin!(conn);
+            let ended = tokio::select! {
+                r = conn.as_mut() => r,
+                () = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(%peer, error = %e, "kubelet port: connection ended");
             }
         });
+    }
+    connections.close();
+    if tokio::time::timeout(SHUTDOWN_WAIT, connections.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            "kubelet port: connections still open after the shutdown wait"
+        );
     }
 }
 

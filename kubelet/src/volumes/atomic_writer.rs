@@ -19,6 +19,35 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path};
 
+use super::FsError;
+
+/// Why a payload could not be written; the path checks are upstream's `validatePath`.
+#[derive(Debug, thiserror::Error)]
+pub enum AtomicWriteError {
+    #[error("invalid path: must not be empty")]
+    EmptyPath,
+    #[error("invalid path: must be less than or equal to 4096 characters: {0:?}")]
+    PathTooLong(String),
+    #[error("invalid path: must be relative path: {0}")]
+    AbsolutePath(String),
+    #[error("invalid path: a component exceeds 255 characters: {0}")]
+    ComponentTooLong(String),
+    #[error("invalid path: must not contain '..': {0}")]
+    ParentDir(String),
+    #[error("invalid path: must not start with '..': {0}")]
+    DotDotPrefix(String),
+    /// Not UTF-8, or nothing left once cleaned (`.`).
+    #[error("invalid path: {0:?}")]
+    InvalidPath(String),
+    /// A root or prefix component.
+    #[error("invalid path: {0}")]
+    BadComponent(String),
+    #[error("invalid payload: {0} is both a file and a directory")]
+    FileAndDirectory(String),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+}
+
 const DATA: &str = "..data";
 const DATA_TMP: &str = "..data_tmp";
 
@@ -44,43 +73,41 @@ impl std::fmt::Debug for FileProjection {
 pub(crate) type Payload = BTreeMap<String, FileProjection>;
 
 /// Checks a payload path as upstream's `validatePath` does and returns its clean form.
-pub(crate) fn clean_path(p: &str) -> Result<String, String> {
+pub(crate) fn clean_path(p: &str) -> Result<String, AtomicWriteError> {
     if p.is_empty() {
-        return Err("invalid path: must not be empty".into());
+        return Err(AtomicWriteError::EmptyPath);
     }
     if p.len() > 4096 {
-        return Err(format!(
-            "invalid path: must be less than or equal to 4096 characters: {p:?}"
-        ));
+        return Err(AtomicWriteError::PathTooLong(p.to_string()));
     }
     let path = Path::new(p);
     if path.is_absolute() {
-        return Err(format!("invalid path: must be relative path: {p}"));
+        return Err(AtomicWriteError::AbsolutePath(p.to_string()));
     }
     let mut parts = Vec::new();
     for c in path.components() {
         match c {
             Component::Normal(n) => {
-                let n = n.to_str().ok_or_else(|| format!("invalid path: {p:?}"))?;
+                let n = n
+                    .to_str()
+                    .ok_or_else(|| AtomicWriteError::InvalidPath(p.to_string()))?;
                 if n.len() > 255 {
-                    return Err(format!(
-                        "invalid path: a component exceeds 255 characters: {p}"
-                    ));
+                    return Err(AtomicWriteError::ComponentTooLong(p.to_string()));
                 }
                 parts.push(n);
             }
             Component::CurDir => {}
             Component::ParentDir => {
-                return Err(format!("invalid path: must not contain '..': {p}"));
+                return Err(AtomicWriteError::ParentDir(p.to_string()));
             }
-            _ => return Err(format!("invalid path: {p}")),
+            _ => return Err(AtomicWriteError::BadComponent(p.to_string())),
         }
     }
     if parts.is_empty() {
-        return Err(format!("invalid path: {p:?}"));
+        return Err(AtomicWriteError::InvalidPath(p.to_string()));
     }
     if parts[0].starts_with("..") {
-        return Err(format!("invalid path: must not start with '..': {p}"));
+        return Err(AtomicWriteError::DotDotPrefix(p.to_string()));
     }
     Ok(parts.join("/"))
 }
@@ -154,16 +181,14 @@ fn timestamp_name() -> String {
     )
 }
 
-fn io(what: &str, p: &Path) -> impl FnOnce(std::io::Error) -> String {
-    let p = p.display().to_string();
-    let what = what.to_string();
-    move |e| format!("{what} {p}: {e}")
-}
-
 /// Writes `payload` into `target` (an existing directory). Returns whether anything was
 /// written. `gid`: the pod's fsGroup, applied as upstream's `SetVolumeOwnership` does for a
 /// read-only volume (group ownership, `g+r`, setgid directories).
-pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Result<bool, String> {
+pub(crate) fn write(
+    target: &Path,
+    payload: &Payload,
+    gid: Option<u32>,
+) -> Result<bool, AtomicWriteError> {
     let mut clean: Payload = BTreeMap::new();
     for (p, f) in payload {
         clean.insert(clean_path(p)?, f.clone());
@@ -174,9 +199,7 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
         for part in p.split('/') {
             if !prefix.is_empty() {
                 if clean.contains_key(&prefix) {
-                    return Err(format!(
-                        "invalid payload: {prefix} is both a file and a directory"
-                    ));
+                    return Err(AtomicWriteError::FileAndDirectory(prefix));
                 }
                 prefix.push('/');
             }
@@ -192,7 +215,7 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
             (t.starts_with("..") && !t.contains('/') && t != DATA && t != DATA_TMP).then_some(t)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("reading {}: {e}", data_link.display())),
+        Err(e) => return Err(FsError::new("reading", &data_link, e).into()),
     };
     let old_files = match &old_ts {
         Some(ts) => read_tree(&target.join(ts)).ok(),
@@ -225,7 +248,7 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
                 n += 1;
                 ts = format!("{}{n}", timestamp_name());
             }
-            Err(e) => return Err(format!("creating {}: {e}", d.display())),
+            Err(e) => return Err(FsError::new("creating", &d, e).into()),
         }
     };
     set_mode(&ts_dir, 0o755, gid, true)?;
@@ -246,7 +269,7 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
                 match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
                     Ok(()) => set_mode(&dir, 0o755, gid, true)?,
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(format!("creating {}: {e}", dir.display())),
+                    Err(e) => return Err(FsError::new("creating", &dir, e).into()),
                 }
             }
         }
@@ -256,8 +279,9 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
             .mode(f.mode & 0o777)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&full)
-            .map_err(io("writing", &full))?;
-        file.write_all(&f.data).map_err(io("writing", &full))?;
+            .map_err(FsError::at("writing", &full))?;
+        file.write_all(&f.data)
+            .map_err(FsError::at("writing", &full))?;
         drop(file);
         set_mode(&full, f.mode & 0o777, gid, false)?;
     }
@@ -270,9 +294,9 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::os::unix::fs::symlink(Path::new(DATA).join(top), &visible)
-                    .map_err(io("creating symlink", &visible))?;
+                    .map_err(FsError::at("creating symlink", &visible))?;
             }
-            Err(e) => return Err(format!("reading {}: {e}", visible.display())),
+            Err(e) => return Err(FsError::new("reading", &visible, e).into()),
         }
     }
 
@@ -281,10 +305,11 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
     match std::fs::remove_file(&tmp_link) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("removing {}: {e}", tmp_link.display())),
+        Err(e) => return Err(FsError::new("removing", &tmp_link, e).into()),
     }
-    std::os::unix::fs::symlink(&ts, &tmp_link).map_err(io("creating symlink", &tmp_link))?;
-    std::fs::rename(&tmp_link, &data_link).map_err(io("renaming to", &data_link))?;
+    std::os::unix::fs::symlink(&ts, &tmp_link)
+        .map_err(FsError::at("creating symlink", &tmp_link))?;
+    std::fs::rename(&tmp_link, &data_link).map_err(FsError::at("renaming to", &data_link))?;
 
     // 5. Top-level symlinks of paths that left the payload.
     if let Some(old) = &old_files {
@@ -294,13 +319,13 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
             }
             let visible = target.join(top);
             if std::fs::symlink_metadata(&visible).is_ok_and(|m| m.file_type().is_symlink()) {
-                std::fs::remove_file(&visible).map_err(io("removing", &visible))?;
+                std::fs::remove_file(&visible).map_err(FsError::at("removing", &visible))?;
             }
         }
     }
 
     // 6. The old timestamped directory, and any left by an interrupted write.
-    let entries = std::fs::read_dir(target).map_err(io("reading", target))?;
+    let entries = std::fs::read_dir(target).map_err(FsError::at("reading", target))?;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         if name.starts_with("..")
@@ -309,7 +334,8 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
             && name != DATA_TMP
             && entry.file_type().is_ok_and(|t| t.is_dir())
         {
-            std::fs::remove_dir_all(entry.path()).map_err(io("removing", &entry.path()))?;
+            std::fs::remove_dir_all(entry.path())
+                .map_err(FsError::at("removing", &entry.path()))?;
         }
     }
     Ok(true)
@@ -318,16 +344,17 @@ pub(crate) fn write(target: &Path, payload: &Payload, gid: Option<u32>) -> Resul
 /// Sets the permission bits of a file we just created (ignoring the umask), and with an
 /// fsGroup its group and the bits upstream's `SetVolumeOwnership` adds for read-only volumes
 /// (`0440`, and `0110` plus setgid on directories).
-fn set_mode(p: &Path, mode: u32, gid: Option<u32>, dir: bool) -> Result<(), String> {
+fn set_mode(p: &Path, mode: u32, gid: Option<u32>, dir: bool) -> Result<(), FsError> {
     let mut mode = mode;
     if let Some(g) = gid {
-        std::os::unix::fs::lchown(p, None, Some(g)).map_err(io("chown", p))?;
+        std::os::unix::fs::lchown(p, None, Some(g)).map_err(FsError::at("chown", p))?;
         mode |= 0o440;
         if dir {
             mode |= 0o2110;
         }
     }
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(io("chmod", p))
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+        .map_err(FsError::at("chmod", p))
 }
 
 #[cfg(test)]
@@ -344,14 +371,30 @@ mod tests {
     #[test]
     fn paths_are_checked_like_upstream() {
         assert_eq!(clean_path("a/./b").unwrap(), "a/b");
-        assert!(clean_path("/abs").unwrap_err().contains("must be relative"));
-        assert!(clean_path("a/../b").unwrap_err().contains("'..'"));
-        assert!(
-            clean_path("..data")
-                .unwrap_err()
-                .contains("must not start with '..'")
+        let err = |p: &str| clean_path(p).unwrap_err();
+        let e = err("/abs");
+        assert!(matches!(e, AtomicWriteError::AbsolutePath(_)), "{e:?}");
+        assert_eq!(e.to_string(), "invalid path: must be relative path: /abs");
+        let e = err("a/../b");
+        assert!(matches!(e, AtomicWriteError::ParentDir(_)), "{e:?}");
+        assert_eq!(e.to_string(), "invalid path: must not contain '..': a/../b");
+        let e = err("..data");
+        assert!(matches!(e, AtomicWriteError::DotDotPrefix(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "invalid path: must not start with '..': ..data"
         );
-        assert!(clean_path("").is_err());
+        let e = err("");
+        assert!(matches!(e, AtomicWriteError::EmptyPath), "{e:?}");
+        assert_eq!(e.to_string(), "invalid path: must not be empty");
+        assert_eq!(err(".").to_string(), "invalid path: \".\"");
+        let long = "x".repeat(256);
+        assert_eq!(
+            err(&long).to_string(),
+            format!("invalid path: a component exceeds 255 characters: {long}")
+        );
+        let longer = "a/".repeat(2049);
+        assert!(matches!(err(&longer), AtomicWriteError::PathTooLong(_)));
     }
 
     #[test]
@@ -401,10 +444,11 @@ mod tests {
         let mut p = Payload::new();
         p.insert("a".into(), file("1", 0o644));
         p.insert("a/b".into(), file("2", 0o644));
-        assert!(
-            write(d.path(), &p, None)
-                .unwrap_err()
-                .contains("both a file and a directory")
+        let e = write(d.path(), &p, None).unwrap_err();
+        assert!(matches!(e, AtomicWriteError::FileAndDirectory(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "invalid payload: a is both a file and a directory"
         );
     }
 }

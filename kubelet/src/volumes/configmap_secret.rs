@@ -7,10 +7,37 @@
 
 use std::collections::BTreeMap;
 
-use k1s_api::client::{Client, ResourceRef};
+use k1s_api::client::{Client, ClientError, ResourceRef};
 use k8s_openapi::api::core::v1::{ConfigMap, KeyToPath, Secret};
 
 use super::atomic_writer::{FileProjection, Payload};
+
+/// Why a configMap or secret (volume or projection) has no payload. `kind` is `configmap` or
+/// `secret`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigMapSecretError {
+    #[error("{kind} \"{name}\" not found")]
+    NotFound { kind: &'static str, name: String },
+    #[error("couldn't get {kind} {namespace}/{name}: {source}")]
+    Get {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        source: ClientError,
+    },
+    #[error("configmap \"{name}\" does not decode: {source}")]
+    ConfigMapDecode {
+        name: String,
+        source: serde_json::Error,
+    },
+    /// The decode error could quote a value: not kept.
+    #[error("secret \"{name}\" does not decode")]
+    SecretDecode { name: String },
+    #[error("configmap references non-existent config key: {0}")]
+    MissingConfigMapKey(String),
+    #[error("references non-existent secret key: {0}")]
+    MissingSecretKey(String),
+}
 
 /// Upstream's default mode of configMap, secret, downwardAPI and projected files.
 pub(crate) const DEFAULT_MODE: i32 = 0o644;
@@ -44,7 +71,7 @@ pub(crate) async fn fetch(
     namespace: &str,
     name: &str,
     optional: bool,
-) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+) -> Result<Option<BTreeMap<String, Vec<u8>>>, ConfigMapSecretError> {
     let resource = match kind {
         Kind::ConfigMap => "configmaps",
         Kind::Secret => "secrets",
@@ -56,20 +83,29 @@ pub(crate) async fn fetch(
             if optional {
                 return Ok(None);
             }
-            return Err(format!("{} \"{name}\" not found", kind.word()));
+            return Err(ConfigMapSecretError::NotFound {
+                kind: kind.word(),
+                name: name.to_string(),
+            });
         }
-        Err(e) => {
-            return Err(format!(
-                "couldn't get {} {namespace}/{name}: {e}",
-                kind.word()
-            ));
+        Err(source) => {
+            return Err(ConfigMapSecretError::Get {
+                kind: kind.word(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            });
         }
     };
     let mut out = BTreeMap::new();
     match kind {
         Kind::ConfigMap => {
-            let cm: ConfigMap = serde_json::from_value(value)
-                .map_err(|e| format!("configmap \"{name}\" does not decode: {e}"))?;
+            let cm: ConfigMap = serde_json::from_value(value).map_err(|source| {
+                ConfigMapSecretError::ConfigMapDecode {
+                    name: name.to_string(),
+                    source,
+                }
+            })?;
             for (k, v) in cm.data.unwrap_or_default() {
                 out.insert(k, v.into_bytes());
             }
@@ -79,8 +115,10 @@ pub(crate) async fn fetch(
         }
         Kind::Secret => {
             // The decode error could quote a value: not shown.
-            let s: Secret = serde_json::from_value(value)
-                .map_err(|_| format!("secret \"{name}\" does not decode"))?;
+            let s: Secret =
+                serde_json::from_value(value).map_err(|_| ConfigMapSecretError::SecretDecode {
+                    name: name.to_string(),
+                })?;
             for (k, v) in s.data.unwrap_or_default() {
                 out.insert(k, v.0);
             }
@@ -96,7 +134,7 @@ pub(crate) fn make_payload(
     items: &[KeyToPath],
     default_mode: u32,
     optional: bool,
-) -> Result<Payload, String> {
+) -> Result<Payload, ConfigMapSecretError> {
     let mut payload = Payload::new();
     if items.is_empty() {
         for (k, v) in data {
@@ -116,10 +154,8 @@ pub(crate) fn make_payload(
                 continue;
             }
             return Err(match kind {
-                Kind::ConfigMap => {
-                    format!("configmap references non-existent config key: {}", item.key)
-                }
-                Kind::Secret => format!("references non-existent secret key: {}", item.key),
+                Kind::ConfigMap => ConfigMapSecretError::MissingConfigMapKey(item.key.clone()),
+                Kind::Secret => ConfigMapSecretError::MissingSecretKey(item.key.clone()),
             });
         };
         payload.insert(
@@ -174,11 +210,15 @@ mod tests {
     fn missing_keys_fail_unless_optional() {
         let items = [item("zz", "zz", None)];
         assert_eq!(
-            make_payload(Kind::ConfigMap, &data(), &items, 0o644, false).unwrap_err(),
+            make_payload(Kind::ConfigMap, &data(), &items, 0o644, false)
+                .unwrap_err()
+                .to_string(),
             "configmap references non-existent config key: zz"
         );
         assert_eq!(
-            make_payload(Kind::Secret, &data(), &items, 0o644, false).unwrap_err(),
+            make_payload(Kind::Secret, &data(), &items, 0o644, false)
+                .unwrap_err()
+                .to_string(),
             "references non-existent secret key: zz"
         );
         assert!(

@@ -37,8 +37,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::PodVolume;
 use super::configmap_secret::{self, Kind};
+use super::{FsError, PodVolume};
 use crate::csi::metrics::VolumeStats;
 use crate::csi::nodeinfo::hex;
 use crate::csi::{CsiDrivers, Driver, NodeCap};
@@ -195,6 +195,121 @@ fn secret_ref(r: &Option<SecretReference>, default_ns: &str) -> Option<(String, 
     })
 }
 
+/// Why a persistentVolumeClaim, ephemeral or csi volume cannot be resolved, set up or torn
+/// down; worded as upstream's csi plugin and volume manager.
+#[derive(Debug, thiserror::Error)]
+pub enum CsiVolumeError {
+    #[error("persistentvolume {0} has no spec")]
+    NoSpec(String),
+    #[error(
+        "persistentvolume {0} has a volume source k1s cannot mount (only csi, hostPath and local)"
+    )]
+    UnsupportedSource(String),
+    #[error("getting {resource} {name}: {source}")]
+    Get {
+        resource: String,
+        name: String,
+        source: k1s_api::client::ClientError,
+    },
+    #[error("persistentvolumeclaim \"{0}\" not found")]
+    ClaimNotFound(String),
+    #[error("decoding the claim: {0}")]
+    DecodeClaim(#[source] serde_json::Error),
+    #[error(
+        "PVC {namespace}/{claim} has non-bound phase (\"{phase}\") or empty pvc.Spec.VolumeName (\"{volume}\")"
+    )]
+    ClaimNotBound {
+        namespace: String,
+        claim: String,
+        phase: String,
+        volume: String,
+    },
+    #[error("persistentvolume \"{0}\" not found")]
+    VolumeNotFound(String),
+    #[error("decoding the volume: {0}")]
+    DecodeVolume(#[source] serde_json::Error),
+    #[error("persistentvolume {volume} is not bound to claim {namespace}/{claim}")]
+    BoundElsewhere {
+        volume: String,
+        namespace: String,
+        claim: String,
+    },
+    /// The claim of a generic ephemeral volume is not controlled by the pod.
+    #[error("PVC {namespace}/{claim} was not created for pod {namespace}/{pod} (pod is not owner)")]
+    NotOwner {
+        namespace: String,
+        claim: String,
+        pod: String,
+    },
+    /// A stage, publish or expand secret.
+    #[error(transparent)]
+    Secret(#[from] super::configmap_secret::ConfigMapSecretError),
+    #[error(
+        "volume {handle} of driver {driver} is not attached yet: waiting for VolumeAttachment {attachment}"
+    )]
+    NoAttachment {
+        handle: String,
+        driver: String,
+        attachment: String,
+    },
+    #[error(
+        "volume {handle} of driver {driver} is not attached yet: VolumeAttachment {attachment} has attached=false{}",
+        attach_error_suffix(.attach_error.as_deref())
+    )]
+    NotAttached {
+        handle: String,
+        driver: String,
+        attachment: String,
+        /// The VolumeAttachment's `status.attachError.message`.
+        attach_error: Option<String>,
+    },
+    #[error("kubernetes.io/csi: driver name {0} not found in the list of registered CSI drivers")]
+    DriverNotFound(String),
+    #[error("volume {volume} is already published with handle {handle} of driver {driver}")]
+    AlreadyPublished {
+        volume: String,
+        handle: String,
+        driver: String,
+    },
+    #[error("volume mode \"Ephemeral\" not supported by driver {driver} (only supports {modes:?})")]
+    EphemeralUnsupported { driver: String, modes: Vec<String> },
+    /// NodePublishVolume or NodeUnpublishVolume.
+    #[error("rpc error: {0}")]
+    Rpc(#[source] k1s_csi::CsiError),
+    #[error("rpc error: NodeStageVolume: {0}")]
+    Stage(#[source] k1s_csi::CsiError),
+    #[error("rpc error: NodeUnstageVolume: {0}")]
+    Unstage(#[source] k1s_csi::CsiError),
+    #[error("cannot unstage volume {handle}: driver {driver} is not registered")]
+    UnstageNoDriver { handle: String, driver: String },
+    /// A `vol_data.json` that does not encode.
+    #[error(transparent)]
+    Encode(serde_json::Error),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// Reading a file or directory while applying the fsGroup.
+    #[error("{}: {source}", path.display())]
+    Ownership {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    ReadDir(std::io::Error),
+    #[error("chown {}: {source}", path.display())]
+    Chown {
+        path: PathBuf,
+        source: nix::errno::Errno,
+    },
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
+fn attach_error_suffix(message: Option<&str>) -> String {
+    message
+        .map(|m| format!(": attach error: {m}"))
+        .unwrap_or_default()
+}
+
 fn quantity_bytes(
     q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
 ) -> Option<i64> {
@@ -207,12 +322,11 @@ pub fn resolve_pv(
     pv: &PersistentVolume,
     claim: &PersistentVolumeClaim,
     claim_read_only: bool,
-) -> Result<Resolved, String> {
+) -> Result<Resolved, CsiVolumeError> {
     let pv_name = pv.metadata.name.clone().unwrap_or_default();
-    let spec = pv
-        .spec
-        .as_ref()
-        .ok_or_else(|| format!("persistentvolume {pv_name} has no spec"))?;
+    let Some(spec) = pv.spec.as_ref() else {
+        return Err(CsiVolumeError::NoSpec(pv_name));
+    };
     if let Some(hp) = &spec.host_path {
         return Ok(Resolved::Path {
             path: PathBuf::from(&hp.path),
@@ -226,9 +340,7 @@ pub fn resolve_pv(
         });
     }
     let Some(csi) = &spec.csi else {
-        return Err(format!(
-            "persistentvolume {pv_name} has a volume source k1s cannot mount (only csi, hostPath and local)"
-        ));
+        return Err(CsiVolumeError::UnsupportedSource(pv_name));
     };
     let modes = spec.access_modes.clone().unwrap_or_default();
     let claim_ns = claim.metadata.namespace.clone().unwrap_or_default();
@@ -298,13 +410,14 @@ fn read_vol_data(path: &Path) -> Option<VolData> {
     serde_json::from_slice(&text).ok()
 }
 
-fn write_vol_data(dir: &Path, data: &VolData) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+fn write_vol_data(dir: &Path, data: &VolData) -> Result<(), CsiVolumeError> {
+    std::fs::create_dir_all(dir).map_err(FsError::at("creating", dir))?;
     let path = dir.join(VOL_DATA);
     let tmp = dir.join(format!(".{VOL_DATA}.tmp"));
-    let body = serde_json::to_vec(data).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, body).map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("writing {}: {e}", path.display()))
+    let body = serde_json::to_vec(data).map_err(CsiVolumeError::Encode)?;
+    std::fs::write(&tmp, body).map_err(FsError::at("writing", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(FsError::at("writing", &path))?;
+    Ok(())
 }
 
 impl CsiVolumes {
@@ -427,11 +540,15 @@ impl CsiVolumes {
         (staged, published)
     }
 
-    async fn get(&self, r: &ResourceRef, name: &str) -> Result<Option<Value>, String> {
+    async fn get(&self, r: &ResourceRef, name: &str) -> Result<Option<Value>, CsiVolumeError> {
         match self.client.get(r, name).await {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(format!("getting {} {name}: {e}", r.resource)),
+            Err(source) => Err(CsiVolumeError::Get {
+                resource: r.resource.to_string(),
+                name: name.to_string(),
+                source,
+            }),
         }
     }
 
@@ -440,14 +557,14 @@ impl CsiVolumes {
         &self,
         ns: &str,
         claim_name: &str,
-    ) -> Result<(PersistentVolumeClaim, PersistentVolume), String> {
+    ) -> Result<(PersistentVolumeClaim, PersistentVolume), CsiVolumeError> {
         let pvcs = ResourceRef::new("", "v1", "persistentvolumeclaims", Some(ns));
         let pvc = self
             .get(&pvcs, claim_name)
             .await?
-            .ok_or_else(|| format!("persistentvolumeclaim \"{claim_name}\" not found"))?;
+            .ok_or_else(|| CsiVolumeError::ClaimNotFound(claim_name.to_string()))?;
         let pvc: PersistentVolumeClaim =
-            serde_json::from_value(pvc).map_err(|e| format!("decoding the claim: {e}"))?;
+            serde_json::from_value(pvc).map_err(CsiVolumeError::DecodeClaim)?;
         let phase = pvc
             .status
             .as_ref()
@@ -459,17 +576,20 @@ impl CsiVolumes {
             .and_then(|s| s.volume_name.clone())
             .unwrap_or_default();
         if phase != "Bound" || volume_name.is_empty() {
-            return Err(format!(
-                "PVC {ns}/{claim_name} has non-bound phase (\"{phase}\") or empty pvc.Spec.VolumeName (\"{volume_name}\")"
-            ));
+            return Err(CsiVolumeError::ClaimNotBound {
+                namespace: ns.to_string(),
+                claim: claim_name.to_string(),
+                phase,
+                volume: volume_name,
+            });
         }
         let pvs = ResourceRef::new("", "v1", "persistentvolumes", None);
         let pv = self
             .get(&pvs, &volume_name)
             .await?
-            .ok_or_else(|| format!("persistentvolume \"{volume_name}\" not found"))?;
+            .ok_or_else(|| CsiVolumeError::VolumeNotFound(volume_name.clone()))?;
         let pv: PersistentVolume =
-            serde_json::from_value(pv).map_err(|e| format!("decoding the volume: {e}"))?;
+            serde_json::from_value(pv).map_err(CsiVolumeError::DecodeVolume)?;
         let claim_ref = pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref());
         let bound_here = claim_ref.is_some_and(|r| {
             r.name.as_deref() == Some(claim_name)
@@ -477,15 +597,21 @@ impl CsiVolumes {
                 && (r.uid.is_none() || r.uid == pvc.metadata.uid)
         });
         if !bound_here {
-            return Err(format!(
-                "persistentvolume {volume_name} is not bound to claim {ns}/{claim_name}"
-            ));
+            return Err(CsiVolumeError::BoundElsewhere {
+                volume: volume_name,
+                namespace: ns.to_string(),
+                claim: claim_name.to_string(),
+            });
         }
         Ok((pvc, pv))
     }
 
     /// What a pod volume of a kind handled here resolves to; `None` for other kinds.
-    pub async fn resolve(&self, pod: &Pod, vol: &Volume) -> Option<Result<Resolved, String>> {
+    pub async fn resolve(
+        &self,
+        pod: &Pod,
+        vol: &Volume,
+    ) -> Option<Result<Resolved, CsiVolumeError>> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
         if let Some(src) = &vol.persistent_volume_claim {
             let read_only = src.read_only.unwrap_or(false);
@@ -503,16 +629,15 @@ impl CsiVolumes {
             return Some(
                 async {
                     let (pvc, pv) = self.claim_and_pv(ns, &claim_name).await?;
-                    let owned = pvc
-                        .metadata
-                        .owner_references
-                        .iter()
-                        .flatten()
-                        .any(|o| o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref());
+                    let owned = pvc.metadata.owner_references.iter().flatten().any(|o| {
+                        o.controller == Some(true) && Some(&o.uid) == pod.metadata.uid.as_ref()
+                    });
                     if !owned {
-                        return Err(format!(
-                            "PVC {ns}/{claim_name} was not created for pod {ns}/{pod_name} (pod is not owner)"
-                        ));
+                        return Err(CsiVolumeError::NotOwner {
+                            namespace: ns.to_string(),
+                            claim: claim_name.clone(),
+                            pod: pod_name.to_string(),
+                        });
                     }
                     resolve_pv(&pv, &pvc, false)
                 }
@@ -543,7 +668,7 @@ impl CsiVolumes {
         None
     }
 
-    async fn policy(&self, driver: &str) -> Result<DriverPolicy, String> {
+    async fn policy(&self, driver: &str) -> Result<DriverPolicy, CsiVolumeError> {
         let r = ResourceRef::new("storage.k8s.io", "v1", "csidrivers", None);
         Ok(self
             .get(&r, driver)
@@ -555,7 +680,7 @@ impl CsiVolumes {
     async fn secrets(
         &self,
         r: &Option<(String, String)>,
-    ) -> Result<HashMap<String, String>, String> {
+    ) -> Result<HashMap<String, String>, CsiVolumeError> {
         let Some((ns, name)) = r else {
             return Ok(HashMap::new());
         };
@@ -569,24 +694,25 @@ impl CsiVolumes {
     }
 
     /// The publish context from the VolumeAttachment, or why the pod must wait.
-    async fn attachment(&self, spec: &CsiSpec) -> Result<HashMap<String, String>, String> {
+    async fn attachment(&self, spec: &CsiSpec) -> Result<HashMap<String, String>, CsiVolumeError> {
         let name = attachment_name(&spec.handle, &spec.driver, self.node_name());
         let r = ResourceRef::new("storage.k8s.io", "v1", "volumeattachments", None);
         let Some(va) = self.get(&r, &name).await? else {
-            return Err(format!(
-                "volume {} of driver {} is not attached yet: waiting for VolumeAttachment {name}",
-                spec.handle, spec.driver
-            ));
+            return Err(CsiVolumeError::NoAttachment {
+                handle: spec.handle.clone(),
+                driver: spec.driver.clone(),
+                attachment: name,
+            });
         };
         if va["status"]["attached"].as_bool() != Some(true) {
-            let why = va["status"]["attachError"]["message"]
-                .as_str()
-                .map(|m| format!(": attach error: {m}"))
-                .unwrap_or_default();
-            return Err(format!(
-                "volume {} of driver {} is not attached yet: VolumeAttachment {name} has attached=false{why}",
-                spec.handle, spec.driver
-            ));
+            return Err(CsiVolumeError::NotAttached {
+                handle: spec.handle.clone(),
+                driver: spec.driver.clone(),
+                attachment: name,
+                attach_error: va["status"]["attachError"]["message"]
+                    .as_str()
+                    .map(str::to_string),
+            });
         }
         Ok(va["status"]["attachmentMetadata"]
             .as_object()
@@ -598,10 +724,10 @@ impl CsiVolumes {
             .unwrap_or_default())
     }
 
-    fn driver(&self, name: &str) -> Result<Driver, String> {
-        self.drivers.get(name).ok_or_else(|| {
-            format!("kubernetes.io/csi: driver name {name} not found in the list of registered CSI drivers")
-        })
+    fn driver(&self, name: &str) -> Result<Driver, CsiVolumeError> {
+        self.drivers
+            .get(name)
+            .ok_or_else(|| CsiVolumeError::DriverNotFound(name.to_string()))
     }
 
     /// Sets up a CSI volume of `pod` (idempotent) and returns where it is.
@@ -611,7 +737,7 @@ impl CsiVolumes {
         vol: &Volume,
         spec: &CsiSpec,
         fs_group: Option<u32>,
-    ) -> Result<PodVolume, String> {
+    ) -> Result<PodVolume, CsiVolumeError> {
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         let target = self.target_path(uid, &vol.name);
         let key = (uid.to_string(), vol.name.clone());
@@ -639,17 +765,18 @@ impl CsiVolumes {
                 self.maybe_expand(&driver, spec, &d, &target).await;
                 return Ok(done);
             }
-            return Err(format!(
-                "volume {} is already published with handle {} of driver {}",
-                vol.name, d.volume_handle, d.driver_name
-            ));
+            return Err(CsiVolumeError::AlreadyPublished {
+                volume: vol.name.clone(),
+                handle: d.volume_handle,
+                driver: d.driver_name,
+            });
         }
         let policy = self.policy(&spec.driver).await?;
         if spec.ephemeral && !policy.lifecycle_modes.iter().any(|m| m == "Ephemeral") {
-            return Err(format!(
-                "volume mode \"Ephemeral\" not supported by driver {} (only supports {:?})",
-                spec.driver, policy.lifecycle_modes
-            ));
+            return Err(CsiVolumeError::EphemeralUnsupported {
+                driver: spec.driver.clone(),
+                modes: policy.lifecycle_modes.clone(),
+            });
         }
         let publish_context = if policy.attach_required && !spec.ephemeral {
             self.attachment(spec).await?
@@ -711,7 +838,7 @@ impl CsiVolumes {
             } else {
                 self.state().uncertain_publish.insert(key.clone());
             }
-            return Err(format!("rpc error: {e}"));
+            return Err(CsiVolumeError::Rpc(e));
         }
         self.state().uncertain_publish.remove(&key);
         if let Some(gid) = fs_group
@@ -720,9 +847,7 @@ impl CsiVolumes {
             && applies_fs_group(&policy, spec)
         {
             let t = target.clone();
-            tokio::task::spawn_blocking(move || set_ownership(&t, gid))
-                .await
-                .map_err(|e| e.to_string())??;
+            tokio::task::spawn_blocking(move || set_ownership(&t, gid)).await??;
         }
         tracing::info!(pod_uid = uid, volume = %vol.name, driver = %spec.driver, "CSI volume published");
         Ok(done)
@@ -734,7 +859,7 @@ impl CsiVolumes {
         spec: &CsiSpec,
         staging: &Path,
         publish_context: &HashMap<String, String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CsiVolumeError> {
         let key = (spec.driver.clone(), spec.handle.clone());
         {
             let s = self.state();
@@ -755,8 +880,7 @@ impl CsiVolumes {
             },
         )?;
         if !spec.block {
-            std::fs::create_dir_all(staging)
-                .map_err(|e| format!("creating {}: {e}", staging.display()))?;
+            std::fs::create_dir_all(staging).map_err(FsError::at("creating", staging))?;
         }
         let req = NodeStageVolumeRequest {
             volume_id: spec.handle.clone(),
@@ -777,7 +901,7 @@ impl CsiVolumes {
             } else {
                 self.state().uncertain_stage.insert(key.clone());
             }
-            return Err(format!("rpc error: NodeStageVolume: {e}"));
+            return Err(CsiVolumeError::Stage(e));
         }
         self.state().uncertain_stage.remove(&key);
         Ok(())
@@ -858,7 +982,7 @@ impl CsiVolumes {
 
     /// Unpublishes every CSI volume of the pod (from what is on disk, so it works after a
     /// restart too), then unstages volumes no other pod uses.
-    pub async fn teardown(&self, pod_uid: &str) -> Result<(), String> {
+    pub async fn teardown(&self, pod_uid: &str) -> Result<(), CsiVolumeError> {
         let dir = self.pods_dir.join(pod_uid).join("volumes").join(CSI_DIR);
         let _ops = self.ops.lock().await;
         let mut first = None;
@@ -876,14 +1000,19 @@ impl CsiVolumes {
         self.unstage_unused_locked().await
     }
 
-    async fn unpublish(&self, pod_uid: &str, vol_dir: &Path, data: &VolData) -> Result<(), String> {
+    async fn unpublish(
+        &self,
+        pod_uid: &str,
+        vol_dir: &Path,
+        data: &VolData,
+    ) -> Result<(), CsiVolumeError> {
         let driver = self.driver(&data.driver_name)?;
         let target = vol_dir.join("mount");
         driver
             .plugin
             .node_unpublish(&data.volume_handle, &target.display().to_string())
             .await
-            .map_err(|e| format!("rpc error: {e}"))?;
+            .map_err(CsiVolumeError::Rpc)?;
         // The plugin removes the target; anything left that is not a mount goes with the
         // volumes directory.
         let _ = std::fs::remove_file(vol_dir.join(VOL_DATA));
@@ -901,12 +1030,12 @@ impl CsiVolumes {
     }
 
     /// NodeUnstageVolume for every staged volume without a user on this node.
-    pub async fn unstage_unused(&self) -> Result<(), String> {
+    pub async fn unstage_unused(&self) -> Result<(), CsiVolumeError> {
         let _ops = self.ops.lock().await;
         self.unstage_unused_locked().await
     }
 
-    async fn unstage_unused_locked(&self) -> Result<(), String> {
+    async fn unstage_unused_locked(&self) -> Result<(), CsiVolumeError> {
         let unused: Vec<((String, String), PathBuf)> = {
             let s = self.state();
             s.staged
@@ -918,9 +1047,10 @@ impl CsiVolumes {
         let mut first = None;
         for ((driver_name, handle), staging) in unused {
             let Some(driver) = self.drivers.get(&driver_name) else {
-                first.get_or_insert(format!(
-                    "cannot unstage volume {handle}: driver {driver_name} is not registered"
-                ));
+                first.get_or_insert(CsiVolumeError::UnstageNoDriver {
+                    handle,
+                    driver: driver_name,
+                });
                 continue;
             };
             match driver
@@ -942,7 +1072,7 @@ impl CsiVolumes {
                     tracing::info!(driver = %driver_name, volume = %handle, "CSI volume unstaged");
                 }
                 Err(e) => {
-                    first.get_or_insert(format!("rpc error: NodeUnstageVolume: {e}"));
+                    first.get_or_insert(CsiVolumeError::Unstage(e));
                 }
             }
         }
@@ -1030,11 +1160,15 @@ fn pod_info(pod: &Pod, ephemeral: bool) -> Vec<(String, String)> {
 
 /// Group `gid` and group read/write (setgid on directories) on everything under `root`,
 /// as upstream's SetVolumeOwnership. Symlinks are not followed.
-fn set_ownership(root: &Path, gid: u32) -> Result<(), String> {
+fn set_ownership(root: &Path, gid: u32) -> Result<(), CsiVolumeError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let ownership = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CsiVolumeError::Ownership { path, source }
+    };
     let mut stack = vec![root.to_path_buf()];
     while let Some(p) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let meta = std::fs::symlink_metadata(&p).map_err(ownership(&p))?;
         if meta.file_type().is_symlink() {
             continue;
         }
@@ -1045,16 +1179,19 @@ fn set_ownership(root: &Path, gid: u32) -> Result<(), String> {
             Some(nix::unistd::Gid::from_raw(gid)),
             nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
         )
-        .map_err(|e| format!("chown {}: {e}", p.display()))?;
+        .map_err(|source| CsiVolumeError::Chown {
+            path: p.clone(),
+            source,
+        })?;
         let mut mode = meta.mode() & 0o7777 | 0o060;
         if meta.is_dir() {
             mode |= 0o2010;
-            for e in std::fs::read_dir(&p).map_err(|e| format!("{}: {e}", p.display()))? {
-                stack.push(e.map_err(|e| e.to_string())?.path());
+            for e in std::fs::read_dir(&p).map_err(ownership(&p))? {
+                stack.push(e.map_err(CsiVolumeError::ReadDir)?.path());
             }
         }
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("chmod {}: {e}", p.display()))?;
+            .map_err(FsError::at("chmod", &p))?;
     }
     Ok(())
 }
@@ -1256,7 +1393,7 @@ mod tests {
         json!({"name": "data", "persistentVolumeClaim": {"claimName": "data"}})
     }
 
-    async fn setup(env: &Env, pod: &Pod) -> Result<PodVolume, String> {
+    async fn setup(env: &Env, pod: &Pod) -> Result<PodVolume, CsiVolumeError> {
         let vol = &pod.spec.as_ref().unwrap().volumes.as_ref().unwrap()[0];
         match env.csi.resolve(pod, vol).await.expect("handled here")? {
             Resolved::Csi(spec) => env.csi.setup(pod, vol, &spec, None).await,
@@ -1441,7 +1578,7 @@ mod tests {
         let va = attachment_name("vol-1", DRIVER, "n1");
         assert_eq!(va.len(), 4 + 64);
         let err = setup(&env, &a).await.unwrap_err();
-        assert!(err.contains(&va), "{err}");
+        assert!(err.to_string().contains(&va), "{err}");
         env.client.put(
             "volumeattachments",
             "",
@@ -1449,7 +1586,13 @@ mod tests {
                    "attachError": {"message": "boom"}}}),
         );
         let err = setup(&env, &a).await.unwrap_err();
-        assert!(err.contains("boom"), "{err}");
+        assert!(matches!(err, CsiVolumeError::NotAttached { .. }), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "volume vol-1 of driver {DRIVER} is not attached yet: VolumeAttachment {va} has attached=false: attach error: boom"
+            )
+        );
         assert!(env.plugin.calls().is_empty());
         env.client.put(
             "volumeattachments",
@@ -1497,12 +1640,20 @@ mod tests {
                    "status": {"phase": "Pending"}}),
         );
         let err = setup(&env, &pod("a", pvc_volume())).await.unwrap_err();
-        assert!(err.contains("non-bound phase (\"Pending\")"), "{err}");
+        assert!(
+            matches!(err, CsiVolumeError::ClaimNotBound { .. }),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "PVC ns/data has non-bound phase (\"Pending\") or empty pvc.Spec.VolumeName (\"\")"
+        );
         claim(&env, Some(json!({"attachRequired": false})));
         env.csi.drivers().remove(DRIVER);
         let err = setup(&env, &pod("a", pvc_volume())).await.unwrap_err();
         assert!(
-            err.contains("not found in the list of registered CSI drivers"),
+            err.to_string()
+                .contains("not found in the list of registered CSI drivers"),
             "{err}"
         );
     }
@@ -1518,7 +1669,10 @@ mod tests {
             json!({"metadata": {"name": DRIVER}, "spec": {"volumeLifecycleModes": ["Persistent"]}}),
         );
         let err = setup(&env, &pod("a", inline.clone())).await.unwrap_err();
-        assert!(err.contains("\"Ephemeral\" not supported"), "{err}");
+        assert!(
+            err.to_string().contains("\"Ephemeral\" not supported"),
+            "{err}"
+        );
         env.client.put(
             "csidrivers",
             "",
@@ -1564,7 +1718,8 @@ mod tests {
         );
         let vol = json!({"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}});
         let err = setup(&env, &pod("a", vol.clone())).await.unwrap_err();
-        assert!(err.contains("pod is not owner"), "{err}");
+        assert!(matches!(err, CsiVolumeError::NotOwner { .. }), "{err:?}");
+        assert!(err.to_string().contains("pod is not owner"), "{err}");
         env.client.put("persistentvolumeclaims", "ns", claim("a"));
         setup(&env, &pod("a", vol)).await.unwrap();
         assert_eq!(env.plugin.calls(), ["publish vol-2 a"]);

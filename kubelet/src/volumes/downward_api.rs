@@ -17,6 +17,31 @@ use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, Pod, Resource
 use super::atomic_writer::{FileProjection, Payload};
 use super::configmap_secret::file_mode;
 
+/// Why a pod field or container resource cannot be read (upstream's messages).
+#[derive(Debug, thiserror::Error)]
+pub enum DownwardApiError {
+    #[error("downwardAPI item {0:?} has neither fieldRef nor resourceFieldRef")]
+    NoSource(String),
+    #[error("unsupported fieldPath: {0}")]
+    UnsupportedFieldPath(String),
+    #[error("container {0} not found")]
+    ContainerNotFound(String),
+    /// A divisor or a container's quantity (`what`: `divisor`, `cpu`, ...) does not parse.
+    #[error("invalid {what} {quantity:?}: {source}")]
+    Quantity {
+        what: String,
+        quantity: String,
+        source: k1s_api::quantity::QuantityError,
+    },
+    #[error("unsupported container resource : {0}")]
+    UnsupportedResource(String),
+    #[error("invalid divisor for {0}: must be positive")]
+    NonPositiveDivisor(String),
+    /// Several items failed (upstream's aggregate: `[a, b]`).
+    #[error("[{}]", super::join(.0))]
+    Many(Vec<DownwardApiError>),
+}
+
 /// The files of a downwardAPI volume or projection; `allocatable` is the node's, for the
 /// limits a container does not set.
 pub(crate) fn make_payload(
@@ -24,7 +49,7 @@ pub(crate) fn make_payload(
     items: &[DownwardAPIVolumeFile],
     default_mode: i32,
     allocatable: &ResourceList,
-) -> Result<Payload, String> {
+) -> Result<Payload, DownwardApiError> {
     let mut payload = Payload::new();
     let mut errors = Vec::new();
     for item in items {
@@ -33,10 +58,7 @@ pub(crate) fn make_payload(
         } else if let Some(r) = &item.resource_field_ref {
             resource_value(pod, r, allocatable)
         } else {
-            Err(format!(
-                "downwardAPI item {:?} has neither fieldRef nor resourceFieldRef",
-                item.path
-            ))
+            Err(DownwardApiError::NoSource(item.path.clone()))
         };
         match value {
             Ok(v) => {
@@ -54,12 +76,12 @@ pub(crate) fn make_payload(
     match errors.len() {
         0 => Ok(payload),
         1 => Err(errors.remove(0)),
-        _ => Err(format!("[{}]", errors.join(", "))),
+        _ => Err(DownwardApiError::Many(errors)),
     }
 }
 
 /// A pod field, as upstream's `fieldpath.ExtractFieldPathAsString`.
-pub(crate) fn field_value(pod: &Pod, path: &str) -> Result<String, String> {
+pub(crate) fn field_value(pod: &Pod, path: &str) -> Result<String, DownwardApiError> {
     let meta = &pod.metadata;
     let empty = BTreeMap::new();
     let labels = meta.labels.as_ref().unwrap_or(&empty);
@@ -68,7 +90,7 @@ pub(crate) fn field_value(pod: &Pod, path: &str) -> Result<String, String> {
         let m = match map {
             "metadata.labels" => labels,
             "metadata.annotations" => annotations,
-            _ => return Err(format!("unsupported fieldPath: {path}")),
+            _ => return Err(DownwardApiError::UnsupportedFieldPath(path.to_string())),
         };
         return Ok(m.get(key).cloned().unwrap_or_default());
     }
@@ -78,7 +100,7 @@ pub(crate) fn field_value(pod: &Pod, path: &str) -> Result<String, String> {
         "metadata.uid" => meta.uid.clone().unwrap_or_default(),
         "metadata.labels" => format_map(labels),
         "metadata.annotations" => format_map(annotations),
-        _ => return Err(format!("unsupported fieldPath: {path}")),
+        _ => return Err(DownwardApiError::UnsupportedFieldPath(path.to_string())),
     })
 }
 
@@ -138,8 +160,12 @@ fn find_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a Container> {
         .find(|c| c.name == name)
 }
 
-fn parse(q: &str, what: &str) -> Result<Quantity, String> {
-    Quantity::parse(q).map_err(|e| format!("invalid {what} {q:?}: {e}"))
+fn parse(q: &str, what: &str) -> Result<Quantity, DownwardApiError> {
+    Quantity::parse(q).map_err(|source| DownwardApiError::Quantity {
+        what: what.to_string(),
+        quantity: q.to_string(),
+        source,
+    })
 }
 
 /// The limits that default to the node's allocatable when a container leaves them unset or
@@ -178,10 +204,10 @@ pub(crate) fn resource_value(
     pod: &Pod,
     r: &ResourceFieldSelector,
     allocatable: &ResourceList,
-) -> Result<String, String> {
+) -> Result<String, DownwardApiError> {
     let name = r.container_name.as_deref().unwrap_or_default();
-    let container =
-        find_container(pod, name).ok_or_else(|| format!("container {name} not found"))?;
+    let container = find_container(pod, name)
+        .ok_or_else(|| DownwardApiError::ContainerNotFound(name.to_string()))?;
     container_resource_value(
         container,
         &r.resource,
@@ -198,7 +224,7 @@ pub(crate) fn container_resource_value(
     resource: &str,
     divisor: Option<&str>,
     allocatable: &ResourceList,
-) -> Result<String, String> {
+) -> Result<String, DownwardApiError> {
     // No divisor, or a zero one (client-go sends its zero Quantity, "0", when none is
     // set), means 1, as upstream's kubelet reads it.
     let divisor = match divisor {
@@ -221,10 +247,10 @@ pub(crate) fn container_resource_value(
             n,
         )
     } else {
-        return Err(format!("unsupported container resource : {resource}"));
+        return Err(DownwardApiError::UnsupportedResource(resource.to_string()));
     };
     if !matches!(name, "cpu" | "memory" | "ephemeral-storage") && !name.starts_with("hugepages-") {
-        return Err(format!("unsupported container resource : {resource}"));
+        return Err(DownwardApiError::UnsupportedResource(resource.to_string()));
     }
     let mut value = match list.and_then(|l| l.get(name)) {
         Some(q) => parse(&q.0, name)?,
@@ -241,7 +267,7 @@ pub(crate) fn container_resource_value(
         (value.value(), divisor.value())
     };
     if d <= 0 {
-        return Err(format!("invalid divisor for {resource}: must be positive"));
+        return Err(DownwardApiError::NonPositiveDivisor(resource.to_string()));
     }
     let (v, d) = (i128::from(v), i128::from(d));
     // Ceiling division, as upstream's math.Ceil on the quotient.
@@ -320,14 +346,22 @@ mod tests {
         assert_eq!(field_value(&p, "metadata.annotations").unwrap(), "");
         assert_eq!(field_value(&p, "metadata.labels['zone']").unwrap(), "a");
         assert_eq!(field_value(&p, "metadata.uid").unwrap(), "u-1");
+        let e = field_value(&p, "spec.nodeName").unwrap_err();
+        assert!(
+            matches!(e, DownwardApiError::UnsupportedFieldPath(_)),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "unsupported fieldPath: spec.nodeName");
         assert_eq!(
-            field_value(&p, "spec.nodeName").unwrap_err(),
-            "unsupported fieldPath: spec.nodeName"
+            field_value(&p, "metadata.owner['x']")
+                .unwrap_err()
+                .to_string(),
+            "unsupported fieldPath: metadata.owner['x']"
         );
     }
 
     fn value_of(p: &Pod, r: &ResourceFieldSelector) -> Result<String, String> {
-        resource_value(p, r, &ResourceList::new())
+        resource_value(p, r, &ResourceList::new()).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -378,6 +412,54 @@ mod tests {
         assert_eq!(payload["name"].data, b"web");
         assert_eq!(payload["name"].mode, 0o600);
         assert_eq!(payload["ns"].mode, 0o644);
+    }
+
+    #[test]
+    fn bad_items_and_resources() {
+        let p = pod();
+        let mut none = field("x", "metadata.name");
+        none.field_ref = None;
+        let e = make_payload(&p, &[none.clone()], 0o644, &ResourceList::new()).unwrap_err();
+        assert!(matches!(e, DownwardApiError::NoSource(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "downwardAPI item \"x\" has neither fieldRef nor resourceFieldRef"
+        );
+        // Several failures: one aggregate, in item order.
+        let e = make_payload(
+            &p,
+            &[none, field("y", "spec.nodeName")],
+            0o644,
+            &ResourceList::new(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, DownwardApiError::Many(v) if v.len() == 2),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "[downwardAPI item \"x\" has neither fieldRef nor resourceFieldRef, unsupported fieldPath: spec.nodeName]"
+        );
+        assert_eq!(
+            value_of(&p, &res("limits.pods", None)).unwrap_err(),
+            "unsupported container resource : limits.pods"
+        );
+        assert_eq!(
+            value_of(&p, &res("status.cpu", None)).unwrap_err(),
+            "unsupported container resource : status.cpu"
+        );
+        assert_eq!(
+            value_of(&p, &res("limits.cpu", Some("-1"))).unwrap_err(),
+            "invalid divisor for limits.cpu: must be positive"
+        );
+        let e =
+            resource_value(&p, &res("limits.cpu", Some("lots")), &ResourceList::new()).unwrap_err();
+        assert!(matches!(e, DownwardApiError::Quantity { .. }), "{e:?}");
+        assert!(
+            e.to_string().starts_with("invalid divisor \"lots\": "),
+            "{e}"
+        );
     }
 
     /// Issue #29: limits a container does not set read the node's allocatable, CPU in the

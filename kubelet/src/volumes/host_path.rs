@@ -6,26 +6,66 @@ use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::HostPathVolumeSource;
 
+/// Why a hostPath volume was refused; the type check messages are upstream's.
+#[derive(Debug, thiserror::Error)]
+pub enum HostPathError {
+    #[error("hostPath {0:?} is not an absolute path")]
+    NotAbsolute(String),
+    #[error("hostPath {0:?} must not contain '..'")]
+    ParentDir(String),
+    /// A missing path of no type could not be created as a directory.
+    #[error("creating hostPath directory {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("hostPath type check failed: could not create directory {}: {source}", path.display())]
+    CreateDirectory {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("hostPath type check failed: could not create file {}: {source}", path.display())]
+    CreateFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The path is not of the `type` (`what`: "a directory", "a socket file", ...).
+    #[error("hostPath type check failed: {} is not {what}", path.display())]
+    WrongType { path: PathBuf, what: &'static str },
+    #[error("{0} is an invalid volume type")]
+    InvalidType(String),
+}
+
 /// Checks (and for the `*OrCreate` types, creates) the host path; returns it.
-pub(crate) fn setup(src: &HostPathVolumeSource) -> Result<PathBuf, String> {
+pub(crate) fn setup(src: &HostPathVolumeSource) -> Result<PathBuf, HostPathError> {
     let path = Path::new(&src.path);
     if !path.is_absolute() {
-        return Err(format!("hostPath {:?} is not an absolute path", src.path));
+        return Err(HostPathError::NotAbsolute(src.path.clone()));
     }
     if path.components().any(|c| c == Component::ParentDir) {
-        return Err(format!("hostPath {:?} must not contain '..'", src.path));
+        return Err(HostPathError::ParentDir(src.path.clone()));
     }
     check_type(path, src.type_.as_deref().unwrap_or_default())?;
     Ok(path.to_path_buf())
 }
 
 /// Upstream's `checkTypeInternal`, with its messages.
-pub(crate) fn check_type(path: &Path, kind: &str) -> Result<(), String> {
-    let p = path.display();
+pub(crate) fn check_type(path: &Path, kind: &str) -> Result<(), HostPathError> {
+    let owned = || path.to_path_buf();
     // Like Go's os.Stat: symlinks are followed.
     let meta = std::fs::metadata(path).ok();
     let ft = meta.as_ref().map(|m| m.file_type());
     let is = |f: fn(&std::fs::FileType) -> bool| ft.as_ref().is_some_and(f);
+    let must_be = |ok: bool, what: &'static str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(HostPathError::WrongType {
+                path: owned(),
+                what,
+            })
+        }
+    };
     match kind {
         // No check; a missing path becomes a directory when the container is created, as
         // containerd's CRI plugin does.
@@ -34,25 +74,21 @@ pub(crate) fn check_type(path: &Path, kind: &str) -> Result<(), String> {
                 .recursive(true)
                 .mode(0o755)
                 .create(path)
-                .map_err(|e| format!("creating hostPath directory {p}: {e}"))
+                .map_err(|source| HostPathError::Create {
+                    path: owned(),
+                    source,
+                })
         }
         "" => Ok(()),
         "DirectoryOrCreate" if meta.is_none() => std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)
             .create(path)
-            .map_err(|e| {
-                format!("hostPath type check failed: could not create directory {p}: {e}")
+            .map_err(|source| HostPathError::CreateDirectory {
+                path: owned(),
+                source,
             }),
-        "DirectoryOrCreate" | "Directory" => {
-            if is(|t| t.is_dir()) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "hostPath type check failed: {p} is not a directory"
-                ))
-            }
-        }
+        "DirectoryOrCreate" | "Directory" => must_be(is(|t| t.is_dir()), "a directory"),
         "FileOrCreate" if meta.is_none() => std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -60,42 +96,15 @@ pub(crate) fn check_type(path: &Path, kind: &str) -> Result<(), String> {
             .mode(0o644)
             .open(path)
             .map(drop)
-            .map_err(|e| format!("hostPath type check failed: could not create file {p}: {e}")),
-        "FileOrCreate" | "File" => {
-            if is(|t| t.is_file()) {
-                Ok(())
-            } else {
-                Err(format!("hostPath type check failed: {p} is not a file"))
-            }
-        }
-        "Socket" => {
-            if is(|t| t.is_socket()) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "hostPath type check failed: {p} is not a socket file"
-                ))
-            }
-        }
-        "CharDevice" => {
-            if is(|t| t.is_char_device()) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "hostPath type check failed: {p} is not a character device"
-                ))
-            }
-        }
-        "BlockDevice" => {
-            if is(|t| t.is_block_device()) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "hostPath type check failed: {p} is not a block device"
-                ))
-            }
-        }
-        other => Err(format!("{other} is an invalid volume type")),
+            .map_err(|source| HostPathError::CreateFile {
+                path: owned(),
+                source,
+            }),
+        "FileOrCreate" | "File" => must_be(is(|t| t.is_file()), "a file"),
+        "Socket" => must_be(is(|t| t.is_socket()), "a socket file"),
+        "CharDevice" => must_be(is(|t| t.is_char_device()), "a character device"),
+        "BlockDevice" => must_be(is(|t| t.is_block_device()), "a block device"),
+        other => Err(HostPathError::InvalidType(other.to_string())),
     }
 }
 
@@ -148,20 +157,28 @@ mod tests {
             (&dir, "Weird", "Weird is an invalid volume type"),
         ];
         for (p, kind, want) in bad {
-            let e = setup(&src(p, kind)).unwrap_err();
+            let e = setup(&src(p, kind)).unwrap_err().to_string();
             assert!(e.contains(want), "{kind} {}: {e}", p.display());
             if *kind != "Weird" {
                 assert!(e.starts_with("hostPath type check failed: "), "{e}");
             }
         }
         assert_eq!(
-            setup(&src(&file, "Directory")).unwrap_err(),
+            setup(&src(&file, "Directory")).unwrap_err().to_string(),
             format!(
                 "hostPath type check failed: {} is not a directory",
                 file.display()
             )
         );
-        assert!(setup(&src(Path::new("rel/path"), "")).is_err());
+        let e = setup(&src(Path::new("rel/path"), "")).unwrap_err();
+        assert!(matches!(e, HostPathError::NotAbsolute(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "hostPath \"rel/path\" is not an absolute path"
+        );
+        let e = setup(&src(Path::new("/a/../b"), "")).unwrap_err();
+        assert!(matches!(e, HostPathError::ParentDir(_)), "{e:?}");
+        assert_eq!(e.to_string(), "hostPath \"/a/../b\" must not contain '..'");
         // No type: a missing path becomes a directory.
         setup(&src(&missing, "")).unwrap();
         assert!(missing.is_dir());
@@ -180,6 +197,7 @@ mod tests {
         assert_eq!(mode & !0o022, 0o644 & !0o022);
         // The parent of a FileOrCreate must exist.
         let e = setup(&src(&d.path().join("no/f"), "FileOrCreate")).unwrap_err();
-        assert!(e.contains("could not create file"), "{e}");
+        assert!(matches!(e, HostPathError::CreateFile { .. }), "{e:?}");
+        assert!(e.to_string().contains("could not create file"), "{e}");
     }
 }

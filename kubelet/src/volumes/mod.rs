@@ -4,7 +4,8 @@
 //! gone. As upstream, volumes live in `PODS_DIR/<pod-uid>/volumes/<plugin>/<volume-name>`.
 //!
 //! One file per concern:
-//! - `mod.rs` (this file): [`VolumeManager`], [`PodVolumes`], [`VolumeError`],
+//! - `mod.rs` (this file): [`VolumeManager`], [`PodVolumes`], [`VolumeError`] and the causes
+//!   it carries ([`SetUpError`], [`TearDownError`], [`VolumeMountError`], [`FsError`]),
 //!   [`container_mounts`], teardown;
 //! - `empty_dir.rs`: emptyDir (disk or tmpfs), and the directories of the other plugins;
 //! - `host_path.rs`: hostPath and its `type` checks;
@@ -16,6 +17,9 @@
 //! - `mounts.rs`: tmpfs mounts and `/proc/self/mountinfo`;
 //! - `csi.rs`: persistentVolumeClaim (csi, hostPath and local PVs), generic ephemeral and
 //!   inline csi volumes through the registered CSI drivers, and their actual state.
+//!
+//! Each file has its error enum (`HostPathError`, `SubPathError`, `CsiVolumeError`, ...);
+//! their messages are the ones upstream's kubelet puts in events, so they are shown verbatim.
 //!
 //! Supported: emptyDir, hostPath, configMap, secret, downwardAPI, projected,
 //! persistentVolumeClaim, ephemeral, csi. Other types (nfs, ...) fail with
@@ -38,7 +42,16 @@ mod subpath;
 #[cfg(test)]
 mod tests;
 
+pub use atomic_writer::AtomicWriteError;
+pub use configmap_secret::ConfigMapSecretError;
+pub use csi::CsiVolumeError;
+pub use downward_api::DownwardApiError;
 pub(crate) use downward_api::{container_resource_value, needs_node_allocatable};
+pub use empty_dir::EmptyDirError;
+pub use host_path::HostPathError;
+pub use mounts::MountError;
+pub use projected::ProjectedError;
+pub use subpath::SubPathError;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -85,10 +98,14 @@ pub const DOWNWARD_API: &str = "kubernetes.io~downward-api";
 
 /// Why a volume could not be set up, mounted or torn down; worded as upstream's kubelet
 /// events (`kubectl describe`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum VolumeError {
     #[error("MountVolume.SetUp failed for volume \"{volume}\" : {cause}")]
-    SetUp { volume: String, cause: String },
+    SetUp {
+        volume: String,
+        #[source]
+        cause: Box<SetUpError>,
+    },
     #[error(
         "MountVolume.SetUp failed for volume \"{volume}\" : volume type {kind} is not supported by k1s yet"
     )]
@@ -98,12 +115,132 @@ pub enum VolumeError {
     Mount {
         container: String,
         volume: String,
-        cause: String,
+        #[source]
+        cause: Box<VolumeMountError>,
     },
     #[error("UnmountVolume.TearDown failed for pod \"{pod_uid}\" : {cause}")]
-    TearDown { pod_uid: String, cause: String },
+    TearDown {
+        pod_uid: String,
+        #[source]
+        cause: Box<TearDownError>,
+    },
     #[error("invalid pod: {0}")]
     InvalidPod(String),
+}
+
+/// A file system call of the volume manager that failed: `{op} {path}: {source}`, `op` being
+/// `reading`, `creating`, `chmod`, `chown`, `writing`, `removing`, ...
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {}: {source}", path.display())]
+pub struct FsError {
+    pub op: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl FsError {
+    pub(crate) fn new(op: &'static str, path: &Path, source: std::io::Error) -> Self {
+        Self {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// For `map_err`: the error of `op` on `path`.
+    pub(crate) fn at(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self { op, path, source }
+    }
+}
+
+/// Errors joined as upstream's aggregate (`a, b`), inside the brackets of a `Many` variant.
+fn join<E: std::fmt::Display>(errors: &[E]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why one volume could not be set up (the cause of [`VolumeError::SetUp`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SetUpError {
+    #[error("invalid volume name {0:?}")]
+    InvalidName(String),
+    #[error(transparent)]
+    HostPath(#[from] HostPathError),
+    #[error(transparent)]
+    ConfigMapSecret(#[from] ConfigMapSecretError),
+    #[error(transparent)]
+    DownwardApi(#[from] DownwardApiError),
+    #[error(transparent)]
+    Projected(#[from] ProjectedError),
+    #[error(transparent)]
+    EmptyDir(#[from] EmptyDirError),
+    #[error(transparent)]
+    Mount(#[from] MountError),
+    #[error(transparent)]
+    Write(#[from] AtomicWriteError),
+    #[error(transparent)]
+    Csi(#[from] CsiVolumeError),
+}
+
+/// Why a pod's volumes could not be torn down (the cause of [`VolumeError::TearDown`]).
+#[derive(Debug, thiserror::Error)]
+pub enum TearDownError {
+    #[error("invalid pod uid {0:?}")]
+    InvalidPodUid(String),
+    #[error(transparent)]
+    Csi(#[from] CsiVolumeError),
+    #[error("teardown task: {0}")]
+    Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    #[error("reading mounts: {0}")]
+    ReadMounts(#[source] std::io::Error),
+    #[error(transparent)]
+    Unmount(#[from] MountError),
+    /// A mount below the volumes directory that is not one of ours (a tmpfs).
+    #[error(
+        "{} is a {fs_type} mount, not made by the volume manager; refusing to remove {}",
+        mount_point.display(),
+        dir.display()
+    )]
+    ForeignMount {
+        mount_point: PathBuf,
+        fs_type: String,
+        dir: PathBuf,
+    },
+    #[error(
+        "{} is still a mount point; refusing to remove {}",
+        mount_point.display(),
+        dir.display()
+    )]
+    StillMounted { mount_point: PathBuf, dir: PathBuf },
+}
+
+/// Why a volumeMount or volumeDevice of a container cannot be made (the cause of
+/// [`VolumeError::Mount`]).
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeMountError {
+    #[error("cannot find volume {volume:?} to mount into container {container:?}")]
+    NoVolume { volume: String, container: String },
+    #[error("cannot find volume {volume:?} to map into container {container:?}")]
+    NoDevice { volume: String, container: String },
+    /// A subPathExpr names variables the container does not have (or has empty).
+    #[error(
+        "failed to prepare subPath for volumeMount {volume:?} of container {container:?}: missing value for {}",
+        missing.join(", ")
+    )]
+    MissingVariables {
+        volume: String,
+        container: String,
+        missing: Vec<String>,
+    },
+    #[error(transparent)]
+    SubPath(#[from] SubPathError),
 }
 
 impl VolumeError {
@@ -267,12 +404,8 @@ impl VolumeManager {
         now: Instant,
     ) -> Result<PodVolume, VolumeError> {
         let name = &vol.name;
-        let fail = |cause: String| VolumeError::SetUp {
-            volume: name.clone(),
-            cause,
-        };
         if !safe_component(name) {
-            return Err(fail(format!("invalid volume name {name:?}")));
+            return Err(set_up_failed(name)(SetUpError::InvalidName(name.clone())));
         }
         let dir = |plugin: &str| self.volumes_dir(ctx.uid).join(plugin).join(name);
         let client = self.client.as_ref();
@@ -283,7 +416,7 @@ impl VolumeManager {
         };
 
         if let Some(hp) = &vol.host_path {
-            let path = host_path::setup(hp).map_err(fail)?;
+            let path = host_path::setup(hp).map_err(set_up_failed(name))?;
             return Ok(PodVolume {
                 path,
                 read_only: false,
@@ -295,7 +428,7 @@ impl VolumeManager {
             let data =
                 configmap_secret::fetch(client, Kind::ConfigMap, ctx.namespace, &cm.name, optional)
                     .await
-                    .map_err(fail)?;
+                    .map_err(set_up_failed(name))?;
             let payload = configmap_secret::make_payload(
                 Kind::ConfigMap,
                 &data.unwrap_or_default(),
@@ -303,9 +436,9 @@ impl VolumeManager {
                 file_mode(cm.default_mode, DEFAULT_MODE),
                 optional,
             )
-            .map_err(fail)?;
+            .map_err(set_up_failed(name))?;
             let d = dir(CONFIGMAP);
-            write_volume(&d, &payload, false, ctx.fs_group).map_err(fail)?;
+            write_volume(&d, &payload, false, ctx.fs_group).map_err(set_up_failed(name))?;
             return Ok(written(d));
         }
         if let Some(s) = &vol.secret {
@@ -314,7 +447,7 @@ impl VolumeManager {
             let data =
                 configmap_secret::fetch(client, Kind::Secret, ctx.namespace, secret_name, optional)
                     .await
-                    .map_err(fail)?;
+                    .map_err(set_up_failed(name))?;
             let payload = configmap_secret::make_payload(
                 Kind::Secret,
                 &data.unwrap_or_default(),
@@ -322,9 +455,9 @@ impl VolumeManager {
                 file_mode(s.default_mode, DEFAULT_MODE),
                 optional,
             )
-            .map_err(fail)?;
+            .map_err(set_up_failed(name))?;
             let d = dir(SECRET);
-            write_volume(&d, &payload, true, ctx.fs_group).map_err(fail)?;
+            write_volume(&d, &payload, true, ctx.fs_group).map_err(set_up_failed(name))?;
             return Ok(written(d));
         }
         if let Some(dapi) = &vol.downward_api {
@@ -334,21 +467,21 @@ impl VolumeManager {
                 dapi.default_mode.unwrap_or(DEFAULT_MODE),
                 &ctx.node_allocatable,
             )
-            .map_err(fail)?;
+            .map_err(set_up_failed(name))?;
             let d = dir(DOWNWARD_API);
-            write_volume(&d, &payload, false, ctx.fs_group).map_err(fail)?;
+            write_volume(&d, &payload, false, ctx.fs_group).map_err(set_up_failed(name))?;
             return Ok(written(d));
         }
         if let Some(p) = &vol.projected {
             let payload = projected::make_payload(client, &self.tokens, ctx, p, now)
                 .await
-                .map_err(fail)?;
+                .map_err(set_up_failed(name))?;
             let d = dir(PROJECTED);
-            write_volume(&d, &payload, true, ctx.fs_group).map_err(fail)?;
+            write_volume(&d, &payload, true, ctx.fs_group).map_err(set_up_failed(name))?;
             return Ok(written(d));
         }
         if let Some(resolved) = self.csi.resolve(ctx.pod, vol).await {
-            return match resolved.map_err(fail)? {
+            return match resolved.map_err(set_up_failed(name))? {
                 csi::Resolved::Path { path, read_only } => Ok(PodVolume {
                     path,
                     read_only,
@@ -358,18 +491,18 @@ impl VolumeManager {
                     .csi
                     .setup(ctx.pod, vol, &spec, ctx.fs_group)
                     .await
-                    .map_err(fail),
+                    .map_err(set_up_failed(name)),
             };
         }
         let other = volume_kind(vol);
         // A volume without a source is an emptyDir (the API's default).
         if vol.empty_dir.is_some() || other == "unknown" {
             let ed = vol.empty_dir.clone().unwrap_or_default();
-            let medium = empty_dir::medium(ed.medium.as_deref()).map_err(fail)?;
+            let medium = empty_dir::medium(ed.medium.as_deref()).map_err(set_up_failed(name))?;
             let size = empty_dir::size_limit(ed.size_limit.as_ref().map(|q| q.0.as_str()))
-                .map_err(fail)?;
+                .map_err(set_up_failed(name))?;
             let d = dir(EMPTY_DIR);
-            empty_dir::setup(&d, medium, size, ctx.fs_group).map_err(fail)?;
+            empty_dir::setup(&d, medium, size, ctx.fs_group).map_err(set_up_failed(name))?;
             return Ok(PodVolume {
                 path: d,
                 read_only: false,
@@ -390,12 +523,10 @@ impl VolumeManager {
     /// used in place and never under it; nothing is removed while anything below is still a
     /// mount point, and symlinks are removed, never followed.
     pub async fn teardown(&self, pod_uid: &str) -> Result<(), VolumeError> {
-        let fail = |cause: String| VolumeError::TearDown {
-            pod_uid: pod_uid.to_string(),
-            cause,
-        };
         if !safe_component(pod_uid) {
-            return Err(fail(format!("invalid pod uid {pod_uid:?}")));
+            return Err(tear_down_failed(pod_uid)(TearDownError::InvalidPodUid(
+                pod_uid.to_string(),
+            )));
         }
         self.tokens.forget(pod_uid);
         // CSI volumes first: once unpublished, nothing below is a mount of theirs.
@@ -405,13 +536,13 @@ impl VolumeManager {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(pod_uid.to_string());
-            return Err(fail(e));
+            return Err(tear_down_failed(pod_uid)(e));
         }
         let dir = self.volumes_dir(pod_uid);
         let result = tokio::task::spawn_blocking(move || remove_volumes_dir(&dir))
             .await
-            .map_err(|e| fail(format!("teardown task: {e}")))?
-            .map_err(fail);
+            .map_err(tear_down_failed(pod_uid))?
+            .map_err(tear_down_failed(pod_uid));
         self.pending_teardown
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -438,6 +569,22 @@ impl VolumeManager {
     }
 }
 
+/// For `map_err`: a [`VolumeError::SetUp`] of `volume`.
+fn set_up_failed<E: Into<SetUpError>>(volume: &str) -> impl FnOnce(E) -> VolumeError + '_ {
+    move |e| VolumeError::SetUp {
+        volume: volume.to_string(),
+        cause: Box::new(e.into()),
+    }
+}
+
+/// For `map_err`: a [`VolumeError::TearDown`] of the pod `pod_uid`.
+fn tear_down_failed<E: Into<TearDownError>>(pod_uid: &str) -> impl FnOnce(E) -> VolumeError + '_ {
+    move |e| VolumeError::TearDown {
+        pod_uid: pod_uid.to_string(),
+        cause: Box::new(e.into()),
+    }
+}
+
 /// The directory of an atomic-writer volume (on a tmpfs for secrets and projected volumes),
 /// then the payload.
 fn write_volume(
@@ -445,51 +592,52 @@ fn write_volume(
     payload: &atomic_writer::Payload,
     tmpfs: bool,
     gid: Option<u32>,
-) -> Result<(), String> {
+) -> Result<(), SetUpError> {
     empty_dir::ensure_dir(dir, 0o777)?;
     if tmpfs {
         mounts::ensure_tmpfs(dir, None)?;
     }
-    atomic_writer::write(dir, payload, gid).map(drop)
+    atomic_writer::write(dir, payload, gid)?;
+    Ok(())
 }
 
-fn remove_volumes_dir(dir: &Path) -> Result<(), String> {
+fn remove_volumes_dir(dir: &Path) -> Result<(), TearDownError> {
     let meta = match std::fs::symlink_metadata(dir) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(format!("reading {}: {e}", dir.display())),
+        Err(e) => return Err(FsError::new("reading", dir, e).into()),
     };
     if !meta.is_dir() {
         // Never ours to follow: remove the entry itself.
-        return std::fs::remove_file(dir).map_err(|e| format!("removing {}: {e}", dir.display()));
+        std::fs::remove_file(dir).map_err(FsError::at("removing", dir))?;
+        return Ok(());
     }
     for _ in 0..3 {
-        let below = mounts::mounts_under(dir).map_err(|e| format!("reading mounts: {e}"))?;
+        let below = mounts::mounts_under(dir).map_err(TearDownError::ReadMounts)?;
         if below.is_empty() {
             break;
         }
-        for m in &below {
+        for m in below {
             if m.fs_type != "tmpfs" {
-                return Err(format!(
-                    "{} is a {} mount, not made by the volume manager; refusing to remove {}",
-                    m.mount_point.display(),
-                    m.fs_type,
-                    dir.display()
-                ));
+                return Err(TearDownError::ForeignMount {
+                    mount_point: m.mount_point,
+                    fs_type: m.fs_type,
+                    dir: dir.to_path_buf(),
+                });
             }
             mounts::unmount(&m.mount_point)?;
         }
     }
-    let left = mounts::mounts_under(dir).map_err(|e| format!("reading mounts: {e}"))?;
-    if let Some(m) = left.first() {
-        return Err(format!(
-            "{} is still a mount point; refusing to remove {}",
-            m.mount_point.display(),
-            dir.display()
-        ));
+    let left = mounts::mounts_under(dir).map_err(TearDownError::ReadMounts)?;
+    if let Some(m) = left.into_iter().next() {
+        return Err(TearDownError::StillMounted {
+            mount_point: m.mount_point,
+            dir: dir.to_path_buf(),
+        });
     }
     // std's remove_dir_all never follows symlinks (it unlinks them).
-    std::fs::remove_dir_all(dir).map_err(|e| format!("removing {}: {e}", dir.display()))
+    std::fs::remove_dir_all(dir).map_err(FsError::at("removing", dir))?;
+    Ok(())
 }
 
 /// The container's environment with literal values and pod field references, for
@@ -553,16 +701,16 @@ pub fn container_mounts(
     let mut env = None;
     let mut out = Vec::new();
     for vm in container.volume_mounts.iter().flatten() {
-        let err = |cause: String| VolumeError::Mount {
+        let err = |cause: VolumeMountError| VolumeError::Mount {
             container: container.name.clone(),
             volume: vm.name.clone(),
-            cause,
+            cause: Box::new(cause),
         };
         let v = volumes.get(&vm.name).ok_or_else(|| {
-            err(format!(
-                "cannot find volume {:?} to mount into container {:?}",
-                vm.name, container.name
-            ))
+            err(VolumeMountError::NoVolume {
+                volume: vm.name.clone(),
+                container: container.name.clone(),
+            })
         })?;
         let sub_path = match (
             vm.sub_path.as_deref().filter(|s| !s.is_empty()),
@@ -573,19 +721,18 @@ pub fn container_mounts(
                 let env = env.get_or_insert_with(|| container_env(pod, container));
                 let (expanded, missing) = subpath::expand(expr, env);
                 if !missing.is_empty() {
-                    return Err(err(format!(
-                        "failed to prepare subPath for volumeMount {:?} of container {:?}: missing value for {}",
-                        vm.name,
-                        container.name,
-                        missing.join(", ")
-                    )));
+                    return Err(err(VolumeMountError::MissingVariables {
+                        volume: vm.name.clone(),
+                        container: container.name.clone(),
+                        missing,
+                    }));
                 }
                 Some(expanded)
             }
             (None, None) => None,
         };
         let source = match &sub_path {
-            Some(s) => subpath::resolve(&v.path, s).map_err(err)?,
+            Some(s) => subpath::resolve(&v.path, s).map_err(|e| err(e.into()))?,
             None => v.path.clone(),
         };
         let read_only = vm.read_only.unwrap_or(false) || v.read_only;
@@ -599,10 +746,10 @@ pub fn container_mounts(
         let v = volumes.get(&vd.name).ok_or_else(|| VolumeError::Mount {
             container: container.name.clone(),
             volume: vd.name.clone(),
-            cause: format!(
-                "cannot find volume {:?} to map into container {:?}",
-                vd.name, container.name
-            ),
+            cause: Box::new(VolumeMountError::NoDevice {
+                volume: vd.name.clone(),
+                container: container.name.clone(),
+            }),
         })?;
         let mut m = Mount::bind(&v.path, &vd.device_path, v.read_only);
         m.file = true;

@@ -5,7 +5,23 @@
 
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
+
+/// A tmpfs mount or an unmount that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// `/proc/self/mountinfo` (or the path to look up in it) could not be read.
+    #[error("reading mounts of {}: {source}", path.display())]
+    ReadMounts {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("mount -t tmpfs on {}: {source}", path.display())]
+    Tmpfs { path: PathBuf, source: Errno },
+    #[error("umount {}: {source}", path.display())]
+    Unmount { path: PathBuf, source: Errno },
+}
 
 /// One line of `/proc/self/mountinfo`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,9 +78,11 @@ pub(crate) fn mounts_under(dir: &Path) -> std::io::Result<Vec<MountEntry>> {
 }
 
 /// Mounts a tmpfs at `dir` unless one already is there. `size` in bytes, if any.
-pub(crate) fn ensure_tmpfs(dir: &Path, size: Option<i64>) -> Result<bool, String> {
-    let current =
-        mounted_fs_type(dir).map_err(|e| format!("reading mounts of {}: {e}", dir.display()))?;
+pub(crate) fn ensure_tmpfs(dir: &Path, size: Option<i64>) -> Result<bool, MountError> {
+    let current = mounted_fs_type(dir).map_err(|source| MountError::ReadMounts {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     if current.as_deref() == Some("tmpfs") {
         return Ok(false);
     }
@@ -76,14 +94,21 @@ pub(crate) fn ensure_tmpfs(dir: &Path, size: Option<i64>) -> Result<bool, String
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         data.as_deref(),
     )
-    .map_err(|e| format!("mount -t tmpfs on {}: {e}", dir.display()))?;
+    .map_err(|source| MountError::Tmpfs {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     Ok(true)
 }
 
 /// Lazily unmounts `path` (`umount2(MNT_DETACH)`, as upstream's kubelet does).
-pub(crate) fn unmount(path: &Path) -> Result<(), String> {
-    umount2(path, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW)
-        .map_err(|e| format!("umount {}: {e}", path.display()))
+pub(crate) fn unmount(path: &Path) -> Result<(), MountError> {
+    umount2(path, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW).map_err(|source| {
+        MountError::Unmount {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// Whether this process may mount (tests skip tmpfs checks without it).

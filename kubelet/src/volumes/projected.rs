@@ -14,13 +14,31 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use k1s_api::client::{Client, ResourceRef};
+use k1s_api::client::{Client, ClientError, ResourceRef};
 use k8s_openapi::api::core::v1::{Pod, ProjectedVolumeSource, ServiceAccountTokenProjection};
 use serde_json::json;
 
 use super::atomic_writer::{FileProjection, Payload};
 use super::configmap_secret::{self, DEFAULT_MODE, Kind, file_mode};
-use super::downward_api;
+use super::downward_api::{self, DownwardApiError};
+
+/// Why a projected volume has no payload.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectedError {
+    #[error(transparent)]
+    Object(#[from] configmap_secret::ConfigMapSecretError),
+    #[error(transparent)]
+    DownwardApi(#[from] DownwardApiError),
+    #[error("failed to fetch token: {0}")]
+    TokenRequest(#[source] ClientError),
+    #[error("failed to fetch token: the TokenRequest answer has no status.token")]
+    NoToken,
+    #[error("projected clusterTrustBundle sources are not supported by k1s")]
+    ClusterTrustBundle,
+    /// Several sources failed (upstream's aggregate: `[a, b]`).
+    #[error("[{}]", super::join(.0))]
+    Many(Vec<ProjectedError>),
+}
 
 /// Upstream's default `expirationSeconds` of a token projection.
 pub(crate) const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -103,7 +121,7 @@ pub(crate) async fn token(
     ctx: &PodCtx<'_>,
     src: &ServiceAccountTokenProjection,
     now: Instant,
-) -> Result<String, String> {
+) -> Result<String, ProjectedError> {
     let sa = ctx
         .pod
         .spec
@@ -136,11 +154,11 @@ pub(crate) async fn token(
     let answer = client
         .create_subresource(&r, sa, "token", body)
         .await
-        .map_err(|e| format!("failed to fetch token: {e}"))?;
+        .map_err(ProjectedError::TokenRequest)?;
     let token = answer["status"]["token"]
         .as_str()
         .filter(|t| !t.is_empty())
-        .ok_or("failed to fetch token: the TokenRequest answer has no status.token")?
+        .ok_or(ProjectedError::NoToken)?
         .to_string();
     // The server may have changed the lifetime; its expirationTimestamp is the truth.
     let lifetime = Duration::from_secs(
@@ -169,11 +187,11 @@ pub(crate) async fn token(
     Ok(token)
 }
 
-fn aggregate(mut errors: Vec<String>) -> Result<(), String> {
+fn aggregate(mut errors: Vec<ProjectedError>) -> Result<(), ProjectedError> {
     match errors.len() {
         0 => Ok(()),
         1 => Err(errors.remove(0)),
-        _ => Err(format!("[{}]", errors.join(", "))),
+        _ => Err(ProjectedError::Many(errors)),
     }
 }
 
@@ -184,7 +202,7 @@ pub(crate) async fn make_payload(
     ctx: &PodCtx<'_>,
     src: &ProjectedVolumeSource,
     now: Instant,
-) -> Result<Payload, String> {
+) -> Result<Payload, ProjectedError> {
     let default_mode = src.default_mode.unwrap_or(DEFAULT_MODE);
     let mut payload = Payload::new();
     let mut errors = Vec::new();
@@ -208,9 +226,9 @@ pub(crate) async fn make_payload(
                     optional,
                 ) {
                     Ok(p) => payload.extend(p),
-                    Err(e) => errors.push(e),
+                    Err(e) => errors.push(e.into()),
                 },
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.into()),
             }
         } else if let Some(s) = &source.secret {
             let optional = s.optional.unwrap_or(false);
@@ -225,9 +243,9 @@ pub(crate) async fn make_payload(
                     optional,
                 ) {
                     Ok(p) => payload.extend(p),
-                    Err(e) => errors.push(e),
+                    Err(e) => errors.push(e.into()),
                 },
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.into()),
             }
         } else if let Some(d) = &source.downward_api {
             match downward_api::make_payload(
@@ -237,7 +255,7 @@ pub(crate) async fn make_payload(
                 &ctx.node_allocatable,
             ) {
                 Ok(p) => payload.extend(p),
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.into()),
             }
         } else if let Some(t) = &source.service_account_token {
             // With an fsGroup the file is 0600 and the ownership change makes it 0640.
@@ -259,7 +277,7 @@ pub(crate) async fn make_payload(
                 Err(e) => errors.push(e),
             }
         } else if source.cluster_trust_bundle.is_some() {
-            errors.push("projected clusterTrustBundle sources are not supported by k1s".into());
+            errors.push(ProjectedError::ClusterTrustBundle);
         }
     }
     aggregate(errors)?;
@@ -269,6 +287,22 @@ pub(crate) async fn make_payload(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_failures_aggregate() {
+        assert!(aggregate(Vec::new()).is_ok());
+        let one = aggregate(vec![ProjectedError::NoToken]).unwrap_err();
+        assert!(matches!(one, ProjectedError::NoToken), "{one:?}");
+        let two = aggregate(vec![
+            ProjectedError::ClusterTrustBundle,
+            DownwardApiError::ContainerNotFound("c".into()).into(),
+        ])
+        .unwrap_err();
+        assert_eq!(
+            two.to_string(),
+            "[projected clusterTrustBundle sources are not supported by k1s, container c not found]"
+        );
+    }
 
     #[test]
     fn refresh_at_80_percent_or_a_day() {

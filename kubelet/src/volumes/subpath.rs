@@ -11,6 +11,35 @@ use std::collections::HashMap;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
+use super::FsError;
+
+/// Why a sub path was refused or could not be provisioned; the messages are upstream's.
+#[derive(Debug, thiserror::Error)]
+pub enum SubPathError {
+    #[error("error SubPath `{0}` must not be an absolute path")]
+    Absolute(String),
+    #[error("unable to provision SubPath `{0}`: must not contain '..'")]
+    ParentDir(String),
+    #[error("cannot resolve volume path {}: {source}", volume.display())]
+    VolumePath {
+        volume: PathBuf,
+        source: std::io::Error,
+    },
+    /// The sub path resolves (through a symlink, or a dangling one) outside the volume.
+    #[error("subpath {path:?} not within volume path {volume:?}")]
+    Outside { path: String, volume: String },
+    #[error("unable to provision SubPath `{sub_path}`: {} is not a directory", parent.display())]
+    NotADirectory { sub_path: String, parent: PathBuf },
+    #[error("unable to provision SubPath `{sub_path}`: creating {}: {source}", path.display())]
+    Create {
+        sub_path: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Fs(#[from] FsError),
+}
+
 /// Expands `$(VAR)` as upstream's `expansion.Expand`: `$$` is a literal `$`, an unknown
 /// variable stays as written. Also returns the names that were unknown or empty (upstream's
 /// `ExpandContainerVolumeMounts` refuses a subPathExpr with any).
@@ -61,35 +90,30 @@ pub(crate) fn expand(input: &str, env: &HashMap<String, String>) -> (String, Vec
 }
 
 /// Upstream's checks of a sub path, with its messages.
-pub(crate) fn check(sub_path: &str) -> Result<(), String> {
+pub(crate) fn check(sub_path: &str) -> Result<(), SubPathError> {
     if Path::new(sub_path).is_absolute() {
-        return Err(format!(
-            "error SubPath `{sub_path}` must not be an absolute path"
-        ));
+        return Err(SubPathError::Absolute(sub_path.to_string()));
     }
     if sub_path.split('/').any(|p| p == "..") {
-        return Err(format!(
-            "unable to provision SubPath `{sub_path}`: must not contain '..'"
-        ));
+        return Err(SubPathError::ParentDir(sub_path.to_string()));
     }
     Ok(())
 }
 
 /// Resolves `sub_path` inside `volume`, creating missing directories (with the volume
 /// directory's mode), and refuses any path whose resolution leaves the volume.
-pub(crate) fn resolve(volume: &Path, sub_path: &str) -> Result<PathBuf, String> {
+pub(crate) fn resolve(volume: &Path, sub_path: &str) -> Result<PathBuf, SubPathError> {
     check(sub_path)?;
-    let base = std::fs::canonicalize(volume)
-        .map_err(|e| format!("cannot resolve volume path {}: {e}", volume.display()))?;
-    let outside = || {
-        format!(
-            "subpath {:?} not within volume path {:?}",
-            volume.join(sub_path).display().to_string(),
-            volume.display().to_string()
-        )
+    let base = std::fs::canonicalize(volume).map_err(|source| SubPathError::VolumePath {
+        volume: volume.to_path_buf(),
+        source,
+    })?;
+    let outside = || SubPathError::Outside {
+        path: volume.join(sub_path).display().to_string(),
+        volume: volume.display().to_string(),
     };
     let mode = std::fs::metadata(&base)
-        .map_err(|e| format!("reading {}: {e}", base.display()))?
+        .map_err(FsError::at("reading", &base))?
         .permissions()
         .mode()
         & 0o7777;
@@ -112,22 +136,23 @@ pub(crate) fn resolve(volume: &Path, sub_path: &str) -> Result<PathBuf, String> 
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !cur.is_dir() {
-                    return Err(format!(
-                        "unable to provision SubPath `{sub_path}`: {} is not a directory",
-                        cur.display()
-                    ));
+                    return Err(SubPathError::NotADirectory {
+                        sub_path: sub_path.to_string(),
+                        parent: cur,
+                    });
                 }
                 match std::fs::DirBuilder::new().mode(mode & 0o777).create(&next) {
                     Ok(()) => {
                         std::fs::set_permissions(&next, std::fs::Permissions::from_mode(mode))
-                            .map_err(|e| format!("chmod {}: {e}", next.display()))?;
+                            .map_err(FsError::at("chmod", &next))?;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(e) => {
-                        return Err(format!(
-                            "unable to provision SubPath `{sub_path}`: creating {}: {e}",
-                            next.display()
-                        ));
+                    Err(source) => {
+                        return Err(SubPathError::Create {
+                            sub_path: sub_path.to_string(),
+                            path: next,
+                            source,
+                        });
                     }
                 }
                 // Created by us, but check again as the volume may be shared.
@@ -137,7 +162,7 @@ pub(crate) fn resolve(volume: &Path, sub_path: &str) -> Result<PathBuf, String> 
                 }
                 cur = real;
             }
-            Err(e) => return Err(format!("reading {}: {e}", next.display())),
+            Err(e) => return Err(FsError::new("reading", &next, e).into()),
         }
     }
     Ok(cur)
@@ -169,12 +194,16 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let vol = d.path().join("vol");
         std::fs::create_dir(&vol).unwrap();
+        let e = resolve(&vol, "/etc").unwrap_err();
+        assert!(matches!(e, SubPathError::Absolute(_)), "{e:?}");
         assert_eq!(
-            resolve(&vol, "/etc").unwrap_err(),
+            e.to_string(),
             "error SubPath `/etc` must not be an absolute path"
         );
+        let e = resolve(&vol, "a/../../x").unwrap_err();
+        assert!(matches!(e, SubPathError::ParentDir(_)), "{e:?}");
         assert_eq!(
-            resolve(&vol, "a/../../x").unwrap_err(),
+            e.to_string(),
             "unable to provision SubPath `a/../../x`: must not contain '..'"
         );
         // A symlink escaping the volume, absolute or relative, directly or as a parent.
@@ -183,7 +212,15 @@ mod tests {
         std::os::unix::fs::symlink("/nonexistent/x", vol.join("dangling")).unwrap();
         for sp in ["abs", "rel", "abs/passwd", "rel/vol", "dangling"] {
             let e = resolve(&vol, sp).unwrap_err();
-            assert!(e.contains("not within volume path"), "{sp}: {e}");
+            assert!(matches!(e, SubPathError::Outside { .. }), "{sp}: {e:?}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "subpath {:?} not within volume path {:?}",
+                    vol.join(sp).display().to_string(),
+                    vol.display().to_string()
+                )
+            );
         }
         assert!(!d.path().join("x").exists());
     }
@@ -207,6 +244,7 @@ mod tests {
         let f = resolve(&vol, "key").unwrap();
         assert_eq!(f, std::fs::canonicalize(vol.join("..data/key")).unwrap());
         // Below a file: refused.
-        assert!(resolve(&vol, "key/x").is_err());
+        let e = resolve(&vol, "key/x").unwrap_err();
+        assert!(matches!(e, SubPathError::Fs(_)), "{e:?}");
     }
 }
