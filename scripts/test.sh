@@ -21,6 +21,20 @@ export RUST_BACKTRACE="${RUST_BACKTRACE_TESTS:-0}"
 cargo build -p k1s --no-default-features --locked
 cp target/debug/k1s target/debug/k1s-node
 export K1S_AGENT_BIN="$PWD/target/debug/k1s-node"
+# The tests' kubelets share the pod network's iptables chains (kubelet/src/network/firewall.rs);
+# each test removes its own rules, and once no test runs the chains they leave empty go too.
+remove_empty_chains() {
+  command -v iptables >/dev/null 2>&1 || return 0
+  local table parent chain
+  for spec in filter:FORWARD:K1S-FORWARD nat:POSTROUTING:K1S-POSTROUTING; do
+    IFS=: read -r table parent chain <<<"$spec"
+    if [ "$(iptables -t "$table" -S "$chain" 2>/dev/null | wc -l)" = 1 ]; then
+      iptables -t "$table" -D "$parent" -j "$chain" 2>/dev/null || true
+      iptables -t "$table" -X "$chain" 2>/dev/null || true
+    fi
+  done
+}
+trap remove_empty_chains EXIT
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
 else
