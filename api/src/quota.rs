@@ -19,11 +19,70 @@
 //! Not modelled (off by default in v1.33): pod-level resources, in-place resize usage, and the
 //! `VolumeAttributesClass` PVC scope.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::quantity::{Format, Quantity, ResourceList};
 use crate::resource::{self, Options, QosClass, SpecJson, is_extended_resource};
 use serde_json::Value;
+
+/// Why a write does not fit a quota, with upstream's ResourceQuota admission messages.
+/// The API server wraps one as `<resource> "<name>" is forbidden: <message>` (403).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaError {
+    /// A container leaves unset a resource the quota constrains.
+    #[error("failed quota: {name}: {source}")]
+    Constraints {
+        name: String,
+        #[source]
+        source: MissingConstraints,
+    },
+    /// `status.used` has no figure for some resource the write would be charged.
+    #[error("status unknown for quota: {name}, resources: {}", .resources.join(","))]
+    StatusUnknown {
+        name: String,
+        /// Sorted.
+        resources: Vec<String>,
+    },
+    /// The object's usage came out negative.
+    #[error("quota usage is negative for resource(s): {}", .resources.join(","))]
+    NegativeUsage { resources: Vec<String> },
+    /// The write would take usage over `status.hard`; each field is `name=quantity,...`,
+    /// restricted to the exceeded resources.
+    #[error("exceeded quota: {name}, requested: {requested}, used: {used}, limited: {limited}")]
+    Exceeded {
+        name: String,
+        requested: String,
+        used: String,
+        limited: String,
+    },
+}
+
+/// The cpu/memory requests or limits that containers leave unset although a quota constrains
+/// them: resource name to the names of the containers missing it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("must specify {}", missing_list(.missing))]
+pub struct MissingConstraints {
+    pub missing: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// Upstream's `limits.cpu for: a,b; requests.memory for: a`.
+fn missing_list(missing: &BTreeMap<String, BTreeSet<String>>) -> String {
+    missing
+        .iter()
+        .map(|(r, names)| {
+            format!(
+                "{r} for: {}",
+                names
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
 
 /// The compute and count resources the pod evaluator tracks by exact name.
 pub const POD_RESOURCES: &[&str] = &[
@@ -380,13 +439,13 @@ const CONTAINER_CONSTRAINED: &[&str] = &[
 ];
 
 /// For pods: every container and init container must set the cpu/memory requests or limits
-/// that `required` (the quota's matching hard names) constrains. The error is upstream's
+/// that `required` (the quota's matching hard names) constrains. The error reads as upstream's
 /// `must specify limits.cpu for: a,b; requests.memory for: a`.
 pub fn constraints<S: AsRef<str>>(
     required: &[S],
     resource: &str,
     obj: &Value,
-) -> Result<(), String> {
+) -> Result<(), MissingConstraints> {
     if resource != "pods" {
         return Ok(());
     }
@@ -395,8 +454,7 @@ pub fn constraints<S: AsRef<str>>(
         .map(|s| -> &str { s.as_ref() })
         .filter(|r| CONTAINER_CONSTRAINED.contains(r))
         .collect();
-    let mut missing: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
-        Default::default();
+    let mut missing: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let spec = &obj["spec"];
     for c in list(&spec["containers"])
         .iter()
@@ -409,7 +467,7 @@ pub fn constraints<S: AsRef<str>>(
         for &r in &required {
             if !usage.contains(r) {
                 missing
-                    .entry(r)
+                    .entry(r.to_string())
                     .or_default()
                     .insert(c["name"].as_str().unwrap_or("").to_string());
             }
@@ -418,16 +476,7 @@ pub fn constraints<S: AsRef<str>>(
     if missing.is_empty() {
         return Ok(());
     }
-    let parts: Vec<String> = missing
-        .into_iter()
-        .map(|(r, names)| {
-            format!(
-                "{r} for: {}",
-                names.into_iter().collect::<Vec<_>>().join(",")
-            )
-        })
-        .collect();
-    Err(format!("must specify {}", parts.join("; ")))
+    Err(MissingConstraints { missing })
 }
 
 /// Whether upstream's quota admission evaluates this operation (`CREATE` or `UPDATE`):
@@ -442,10 +491,10 @@ pub fn handles(resource: &str, group: &str, operation: &str) -> bool {
 }
 
 /// Checks `delta` (the write's added usage) against one quota whose `status.hard` and
-/// `status.used` are set. Returns the new `status.used`, or upstream's message
-/// `exceeded quota: NAME, requested: pods=1, used: pods=2, limited: pods=2`.
+/// `status.used` are set. Returns the new `status.used`, or [`QuotaError::Exceeded`]
+/// (`exceeded quota: NAME, requested: pods=1, used: pods=2, limited: pods=2`).
 /// The caller wraps a message as `<resource> "<name>" is forbidden: <message>` (403).
-pub fn check(quota: &Value, delta: &ResourceList) -> Result<ResourceList, String> {
+pub fn check(quota: &Value, delta: &ResourceList) -> Result<ResourceList, QuotaError> {
     let name = quota["metadata"]["name"].as_str().unwrap_or("");
     let hard = lenient(&quota["status"]["hard"]);
     let used = lenient(&quota["status"]["used"]);
@@ -458,26 +507,27 @@ pub fn check(quota: &Value, delta: &ResourceList) -> Result<ResourceList, String
     if ok {
         return Ok(new_used);
     }
-    Err(format!(
-        "exceeded quota: {name}, requested: {}, used: {}, limited: {}",
-        requested.mask(&exceeded).to_pairs(),
-        used.mask(&exceeded).to_pairs(),
-        hard.mask(&exceeded).to_pairs()
-    ))
+    Err(QuotaError::Exceeded {
+        name: name.to_string(),
+        requested: requested.mask(&exceeded).to_pairs(),
+        used: used.mask(&exceeded).to_pairs(),
+        limited: hard.mask(&exceeded).to_pairs(),
+    })
 }
 
 /// The whole admission decision for one quota and one write of `obj` (`old` for an update):
 /// `Ok(None)` when the quota does not track the object or the write costs nothing under it,
-/// `Ok(Some(used))` with the quota's new `status.used`, or `Err` with upstream's message
-/// (`failed quota: ...`, `status unknown for quota: ...`, `quota usage is negative ...`,
-/// `exceeded quota: ...`). Evaluating several quotas: all must pass before any is updated.
+/// `Ok(Some(used))` with the quota's new `status.used`, or a [`QuotaError`] whose text is
+/// upstream's message (`failed quota: ...`, `status unknown for quota: ...`,
+/// `quota usage is negative ...`, `exceeded quota: ...`). Evaluating several quotas: all must
+/// pass before any is updated.
 pub fn admit(
     quota: &Value,
     resource: &str,
     group: &str,
     obj: &Value,
     old: Option<&Value>,
-) -> Result<Option<ResourceList>, String> {
+) -> Result<Option<ResourceList>, QuotaError> {
     admit_at(quota, resource, group, obj, old, now_unix())
 }
 
@@ -500,7 +550,7 @@ pub fn admit_at(
     obj: &Value,
     old: Option<&Value>,
     now: i64,
-) -> Result<Option<ResourceList>, String> {
+) -> Result<Option<ResourceList>, QuotaError> {
     if !matches(quota, resource, group, obj) {
         return Ok(None);
     }
@@ -509,27 +559,29 @@ pub fn admit_at(
     let used = lenient(&quota["status"]["used"]);
     let hard_names: Vec<&str> = hard.names().collect();
     let restricted = matching_resources(resource, group, &hard_names);
-    constraints(&restricted, resource, obj).map_err(|e| format!("failed quota: {name}: {e}"))?;
+    constraints(&restricted, resource, obj).map_err(|source| QuotaError::Constraints {
+        name: name.to_string(),
+        source,
+    })?;
     if restricted.iter().any(|r| !used.contains(r)) {
-        let mut names = restricted.clone();
-        names.sort();
-        return Err(format!(
-            "status unknown for quota: {name}, resources: {}",
-            names.join(",")
-        ));
+        let mut resources = restricted.clone();
+        resources.sort();
+        return Err(QuotaError::StatusUnknown {
+            name: name.to_string(),
+            resources,
+        });
     }
     let mut delta = usage_at(resource, group, obj, now);
-    let negative: Vec<&str> = delta
+    let negative: Vec<String> = delta
         .0
         .iter()
         .filter(|(_, q)| q.sign() < 0)
-        .map(|(k, _)| k.as_str())
+        .map(|(k, _)| k.clone())
         .collect();
     if !negative.is_empty() {
-        return Err(format!(
-            "quota usage is negative for resource(s): {}",
-            negative.join(",")
-        ));
+        return Err(QuotaError::NegativeUsage {
+            resources: negative,
+        });
     }
     // An update is charged the growth only; an old object without a resourceVersion is a
     // create-on-update and is charged in full.
@@ -792,16 +844,26 @@ mod tests {
             json!({"pods": "2", "requests.cpu": "1"}),
             json!({"pods": "2", "requests.cpu": "500m"}),
         );
+        let e = check(&q, &rl(json!({"pods": "1", "count/pods": "1"}))).unwrap_err();
         assert_eq!(
-            check(&q, &rl(json!({"pods": "1", "count/pods": "1"}))),
-            Err("exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2".to_string())
+            e,
+            QuotaError::Exceeded {
+                name: "q".into(),
+                requested: "pods=1".into(),
+                used: "pods=2".into(),
+                limited: "pods=2".into(),
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2"
         );
         assert_eq!(
             check(&q, &rl(json!({"requests.cpu": "500m"}))),
             Ok(rl(json!({"pods": "2", "requests.cpu": "1"})))
         );
         assert_eq!(
-            check(&q, &rl(json!({"requests.cpu": "600m", "pods": "1"}))),
+            check(&q, &rl(json!({"requests.cpu": "600m", "pods": "1"}))).map_err(|e| e.to_string()),
             Err("exceeded quota: q, requested: pods=1,requests.cpu=600m, used: pods=2,requests.cpu=500m, limited: pods=2,requests.cpu=1".to_string())
         );
     }
@@ -836,7 +898,7 @@ mod tests {
             ),
         ];
         for (i, (q, want)) in cases.into_iter().enumerate() {
-            let got = admit_at(&q, "pods", "", &p, None, 0);
+            let got = admit_at(&q, "pods", "", &p, None, 0).map_err(|e| e.to_string());
             let want = want.map(|o| o.map(rl)).map_err(String::from);
             assert_eq!(got, want, "case {i}");
         }
@@ -856,6 +918,58 @@ mod tests {
             Ok(None)
         );
         assert!(handles("services", "", "UPDATE") && !handles("pods", "", "UPDATE"));
+    }
+
+    #[test]
+    fn admit_error_variants() {
+        let p =
+            pod(json!([{"name": "a", "resources": {"requests": {"cpu": "100m"}}}, {"name": "b"}]));
+        let q = quota(
+            json!({"limits.cpu": "2", "requests.cpu": "2"}),
+            json!({"limits.cpu": "0", "requests.cpu": "0"}),
+        );
+        let Err(QuotaError::Constraints { name, source }) = admit_at(&q, "pods", "", &p, None, 0)
+        else {
+            panic!("expected Constraints");
+        };
+        assert_eq!(name, "q");
+        assert_eq!(
+            source.missing,
+            BTreeMap::from([
+                (
+                    "limits.cpu".to_string(),
+                    BTreeSet::from(["a".to_string(), "b".to_string()])
+                ),
+                (
+                    "requests.cpu".to_string(),
+                    BTreeSet::from(["b".to_string()])
+                ),
+            ])
+        );
+        assert_eq!(
+            source.to_string(),
+            "must specify limits.cpu for: a,b; requests.cpu for: b"
+        );
+        let q = quota(json!({"pods": "2", "count/pods": "2"}), json!({}));
+        let e = admit_at(&q, "pods", "", &p, None, 0).unwrap_err();
+        assert_eq!(
+            e,
+            QuotaError::StatusUnknown {
+                name: "q".into(),
+                resources: vec!["count/pods".into(), "pods".into()],
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "status unknown for quota: q, resources: count/pods,pods"
+        );
+        let e = QuotaError::NegativeUsage {
+            resources: vec!["pods".into(), "requests.cpu".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "quota usage is negative for resource(s): pods,requests.cpu"
+        );
     }
 
     #[test]

@@ -14,6 +14,19 @@ use serde_json::Value;
 
 use crate::client::ClientError;
 
+/// A log request's query that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogOptionsError {
+    /// `tailLines`, `sinceSeconds` or `limitBytes` is not an integer.
+    #[error("{key}: {value:?} is not an integer")]
+    NotAnInteger {
+        key: String,
+        value: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+}
+
 /// `PodLogOptions`, as the query of `GET .../pods/NAME/log` carries them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogOptions {
@@ -32,13 +45,19 @@ impl LogOptions {
     /// The options of a log request's query (`container`, `follow`, `previous`, `tailLines`,
     /// `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`); a number that does not parse
     /// is an error with a message for the user.
-    pub fn from_query(q: &std::collections::HashMap<String, String>) -> Result<Self, String> {
+    pub fn from_query(
+        q: &std::collections::HashMap<String, String>,
+    ) -> Result<Self, LogOptionsError> {
         let flag = |k: &str| q.get(k).is_some_and(|v| v == "true" || v == "1");
-        let int = |k: &str| -> Result<Option<i64>, String> {
+        let int = |k: &str| -> Result<Option<i64>, LogOptionsError> {
             q.get(k)
                 .map(|v| {
                     v.parse::<i64>()
-                        .map_err(|_| format!("{k}: {v:?} is not an integer"))
+                        .map_err(|source| LogOptionsError::NotAnInteger {
+                            key: k.to_string(),
+                            value: v.clone(),
+                            source,
+                        })
                 })
                 .transpose()
         };
@@ -149,5 +168,24 @@ pub fn not_served(node: &str, path: &str) -> ClientError {
         code: 503,
         reason: "ServiceUnavailable".into(),
         message: format!("the kubelet of node {node} does not serve {path}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_options_reject_non_integers() {
+        let q = std::collections::HashMap::from([
+            ("follow".to_string(), "true".to_string()),
+            ("tailLines".to_string(), "ten".to_string()),
+        ]);
+        let e = LogOptions::from_query(&q).unwrap_err();
+        let LogOptionsError::NotAnInteger { key, value, .. } = &e;
+        assert_eq!((key.as_str(), value.as_str()), ("tailLines", "ten"));
+        assert_eq!(e.to_string(), "tailLines: \"ten\" is not an integer");
+        let q = std::collections::HashMap::from([("limitBytes".to_string(), "7".to_string())]);
+        assert_eq!(LogOptions::from_query(&q).unwrap().limit_bytes, Some(7));
     }
 }

@@ -259,29 +259,44 @@ pub fn pv_matches_node(pv: &PersistentVolume, node: &Node) -> bool {
     }
 }
 
+/// Why a volume cannot serve the claim that names it, with upstream's reason texts
+/// (`checkVolumeSatisfyClaim`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VolumeMismatch {
+    #[error("the volume is marked for deletion {name:?}")]
+    MarkedForDeletion { name: String },
+    #[error("requested PV is too small")]
+    TooSmall,
+    #[error("storageClassName does not match")]
+    StorageClass,
+    #[error("incompatible volumeMode")]
+    VolumeMode,
+    #[error("incompatible accessMode")]
+    AccessMode,
+}
+
 /// Upstream's `checkVolumeSatisfyClaim`: whether a volume the claim names in
-/// `spec.volumeName` can serve it; the error is upstream's reason text.
+/// `spec.volumeName` can serve it.
 pub fn check_volume_satisfies_claim(
     pv: &PersistentVolume,
     pvc: &PersistentVolumeClaim,
-) -> Result<(), String> {
+) -> Result<(), VolumeMismatch> {
     if pv.metadata.deletion_timestamp.is_some() {
-        return Err(format!(
-            "the volume is marked for deletion {:?}",
-            pv.metadata.name.as_deref().unwrap_or("")
-        ));
+        return Err(VolumeMismatch::MarkedForDeletion {
+            name: pv.metadata.name.clone().unwrap_or_default(),
+        });
     }
     if pv_capacity(pv) < storage_request(pvc) {
-        return Err("requested PV is too small".into());
+        return Err(VolumeMismatch::TooSmall);
     }
     if volume_class(pv) != claim_class(pvc) {
-        return Err("storageClassName does not match".into());
+        return Err(VolumeMismatch::StorageClass);
     }
     if volume_mode_mismatch(pvc, pv) {
-        return Err("incompatible volumeMode".into());
+        return Err(VolumeMismatch::VolumeMode);
     }
     if !access_modes_satisfied(pvc, pv) {
-        return Err("incompatible accessMode".into());
+        return Err(VolumeMismatch::AccessMode);
     }
     Ok(())
 }
@@ -673,22 +688,30 @@ mod tests {
     #[test]
     fn requested_volume_checks() {
         let claim = pvc("2Gi", &[RWO]);
-        assert_eq!(
-            check_volume_satisfies_claim(&pv("a", "1Gi", &[RWO]), &claim),
-            Err("requested PV is too small".into())
-        );
-        assert_eq!(
-            check_volume_satisfies_claim(&pv("a", "2Gi", &[ROX]), &claim),
-            Err("incompatible accessMode".into())
-        );
+        let e = check_volume_satisfies_claim(&pv("a", "1Gi", &[RWO]), &claim).unwrap_err();
+        assert_eq!(e, VolumeMismatch::TooSmall);
+        assert_eq!(e.to_string(), "requested PV is too small");
+        let e = check_volume_satisfies_claim(&pv("a", "2Gi", &[ROX]), &claim).unwrap_err();
+        assert_eq!(e, VolumeMismatch::AccessMode);
+        assert_eq!(e.to_string(), "incompatible accessMode");
         let classed = with(pv("a", "2Gi", &[RWO]), |p| {
             p.spec.as_mut().unwrap().storage_class_name = Some("x".into())
         });
-        assert_eq!(
-            check_volume_satisfies_claim(&classed, &claim),
-            Err("storageClassName does not match".into())
-        );
+        let e = check_volume_satisfies_claim(&classed, &claim).unwrap_err();
+        assert_eq!(e, VolumeMismatch::StorageClass);
+        assert_eq!(e.to_string(), "storageClassName does not match");
         assert!(check_volume_satisfies_claim(&pv("a", "3Gi", &[RWO, ROX]), &claim).is_ok());
+        let deleted = with(pv("a", "3Gi", &[RWO]), |p| {
+            p.metadata.deletion_timestamp =
+                Some(serde_json::from_value(serde_json::json!("2024-01-01T00:00:00Z")).unwrap())
+        });
+        let e = check_volume_satisfies_claim(&deleted, &claim).unwrap_err();
+        assert_eq!(e, VolumeMismatch::MarkedForDeletion { name: "a".into() });
+        assert_eq!(e.to_string(), "the volume is marked for deletion \"a\"");
+        assert_eq!(
+            VolumeMismatch::VolumeMode.to_string(),
+            "incompatible volumeMode"
+        );
     }
 
     #[test]

@@ -149,10 +149,13 @@ impl ClaimSync {
             return Ok(());
         };
         if pv["spec"]["claimRef"].is_null() {
-            let fits = match (typed_volume(&pv), typed_claim(pvc)) {
-                (Ok(v), Ok(c)) => volume::check_volume_satisfies_claim(&v, &c),
-                (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
-            };
+            let fits: Result<(), Box<dyn std::error::Error + Send + Sync>> =
+                match (typed_volume(&pv), typed_claim(pvc)) {
+                    (Ok(v), Ok(c)) => {
+                        volume::check_volume_satisfies_claim(&v, &c).map_err(Into::into)
+                    }
+                    (Err(e), _) | (_, Err(e)) => Err(e.into()),
+                };
             if let Err(why) = fits {
                 let msg = format!("Cannot bind to requested volume {name:?}: {why}");
                 self.event(pvc, "Warning", "VolumeMismatch", &msg).await;

@@ -125,7 +125,8 @@ impl NodeApi {
                 let options = LogOptions {
                     container: Some((*container).to_string()),
                     follow: false,
-                    ..LogOptions::from_query(&q).map_err(crate::server::logs::bad_request)?
+                    ..LogOptions::from_query(&q)
+                        .map_err(|e| crate::server::logs::bad_request(e.to_string()))?
                 };
                 let mut stream = crate::server::logs::read(config, &pod, &options).await?;
                 let mut body = Vec::new();

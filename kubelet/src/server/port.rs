@@ -268,7 +268,7 @@ async fn handle(
             let q = pairs.into_iter().collect();
             let options = LogOptions {
                 container: Some((*container).to_owned()),
-                ..LogOptions::from_query(&q).map_err(Refusal::bad_request)?
+                ..LogOptions::from_query(&q).map_err(|e| Refusal::bad_request(e.to_string()))?
             };
             let stream = server
                 .streams

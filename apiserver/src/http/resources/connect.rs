@@ -85,7 +85,7 @@ pub(super) async fn pod_log(
 ) -> Result<Response<Body>, ApiError> {
     use k1s_api::streams::LogOptions;
     let pod = rest.get(res, Some(ns), name).await?;
-    let options = LogOptions::from_query(q).map_err(ApiError::bad_request)?;
+    let options = LogOptions::from_query(q).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
     if node.is_empty() {
         return Err(ApiError::bad_request(format!(
