@@ -70,13 +70,15 @@ impl KubeletDialer {
     }
 
     /// The kubelet of `node` (a Node object), or why it cannot be reached.
-    pub fn kubelet(&self, node: &Value) -> Result<Arc<dyn NodeStreams>, String> {
+    pub fn kubelet(&self, node: &Value) -> Result<Arc<dyn NodeStreams>, NoKubelet> {
         let name = node["metadata"]["name"].as_str().unwrap_or_default();
         let port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
             .as_u64()
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p > 0)
-            .ok_or_else(|| format!("node {name:?} has no kubelet port in its status"))?;
+            .ok_or_else(|| NoKubelet::Port {
+                node: name.to_owned(),
+            })?;
         let addresses = node["status"]["addresses"]
             .as_array()
             .map(Vec::as_slice)
@@ -89,7 +91,9 @@ impl KubeletDialer {
                     .filter(|a| a["type"] == *kind)
                     .find_map(|a| a["address"].as_str()?.parse::<IpAddr>().ok())
             })
-            .ok_or_else(|| format!("node {name:?} has no InternalIP address in its status"))?;
+            .ok_or_else(|| NoKubelet::Address {
+                node: name.to_owned(),
+            })?;
         Ok(Arc::new(RemoteKubelet {
             node: name.to_owned(),
             address,
@@ -97,6 +101,15 @@ impl KubeletDialer {
             tls: self.tls.clone(),
         }))
     }
+}
+
+/// Why a node's kubelet cannot be reached: its status lacks what dialling needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoKubelet {
+    #[error("node {node:?} has no kubelet port in its status")]
+    Port { node: String },
+    #[error("node {node:?} has no InternalIP address in its status")]
+    Address { node: String },
 }
 
 /// One remote kubelet.
@@ -544,13 +557,11 @@ impl NodeStreams for RemoteKubelet {
 }
 
 /// A whole body, up to [`MAX_BODY`].
-async fn collect(body: hyper::body::Incoming) -> Result<Vec<u8>, String> {
+async fn collect(
+    body: hyper::body::Incoming,
+) -> Result<Vec<u8>, Box<dyn std::error::Error + Send + Sync>> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
-    limited
-        .collect()
-        .await
-        .map(|b| b.to_bytes().to_vec())
-        .map_err(|e| e.to_string())
+    limited.collect().await.map(|b| b.to_bytes().to_vec())
 }
 
 #[cfg(test)]
@@ -597,10 +608,20 @@ mod tests {
         let node = json!({"metadata": {"name": "n"}, "status": {
             "addresses": [{"type": "Hostname", "address": "n"}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}});
-        assert!(dialer.kubelet(&node).err().unwrap().contains("InternalIP"));
+        let e = dialer.kubelet(&node).err().unwrap();
+        assert_eq!(e, NoKubelet::Address { node: "n".into() });
+        assert_eq!(
+            e.to_string(),
+            "node \"n\" has no InternalIP address in its status"
+        );
         let node = json!({"metadata": {"name": "n"}, "status": {
             "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}});
-        assert!(dialer.kubelet(&node).err().unwrap().contains("port"));
+        let e = dialer.kubelet(&node).err().unwrap();
+        assert_eq!(e, NoKubelet::Port { node: "n".into() });
+        assert_eq!(
+            e.to_string(),
+            "node \"n\" has no kubelet port in its status"
+        );
         let node = json!({"metadata": {"name": "n"}, "status": {
             "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}});

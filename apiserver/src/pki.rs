@@ -153,6 +153,40 @@ pub struct Pki {
     pub front_proxy: CertKeyPem,
 }
 
+/// What is wrong with a file that does not hold what it should ([`PkiError::Corrupt`]): the
+/// parser's error, or a sentence.
+pub type Reason = Box<dyn std::error::Error + Send + Sync>;
+
+/// A `--tls-san` (or the hostname) that is neither an IP address nor a DNS name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SanError {
+    #[error("empty")]
+    Empty,
+    #[error("longer than 253 characters")]
+    TooLong,
+    #[error("empty DNS label")]
+    EmptyLabel,
+    #[error("DNS label {0:?} is longer than 63 characters")]
+    LabelTooLong(String),
+    #[error("not an IP address, and {0:?} is not a DNS label (letters, digits, '-')")]
+    NotALabel(String),
+    #[error("DNS label {0:?} starts or ends with '-'")]
+    Hyphen(String),
+}
+
+/// A certificate k1s cannot read.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error(transparent)]
+    Parse(#[from] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("trailing data after the certificate")]
+    TrailingData,
+    #[error(transparent)]
+    SubjectAltName(#[from] x509_parser::error::X509Error),
+    #[error("bad IP in subjectAltName")]
+    SanIp,
+}
+
 /// Why the PKI could not be loaded, created or used.
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
@@ -175,7 +209,8 @@ pub enum PkiError {
         /// What it should hold.
         what: &'static str,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: Reason,
         /// What the operator can do about it.
         remedy: String,
     },
@@ -229,7 +264,8 @@ pub enum PkiError {
         /// The flag value.
         value: String,
         /// What is wrong with it.
-        reason: String,
+        #[source]
+        reason: SanError,
     },
     /// Key or certificate generation failed.
     #[error("cannot generate the {what}: {source}")]
@@ -393,7 +429,7 @@ impl Pki {
         let ca_key = KeyPair::from_pem(&self.ca.key_pem).map_err(|e| PkiError::Corrupt {
             path: self.ca.key_path.clone(),
             what: "CA private key",
-            reason: e.to_string(),
+            reason: e.into(),
             remedy: ca_remedy(&self.dir),
         })?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, ca_key).map_err(gen_err)?;
@@ -431,7 +467,7 @@ impl Pki {
         let verifier = self.client_cert_check()?.deferred_verifier();
         let chain = CertificateDer::pem_slice_iter(self.serving.cert_pem.as_bytes())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| corrupt_leaf_pem(&self.serving, true, e.to_string()))?;
+            .map_err(|e| corrupt_leaf_pem(&self.serving, true, e.into()))?;
         if chain.is_empty() {
             return Err(corrupt_leaf_pem(
                 &self.serving,
@@ -440,7 +476,7 @@ impl Pki {
             ));
         }
         let key = PrivateKeyDer::from_pem_slice(self.serving.key_pem.as_bytes())
-            .map_err(|e| corrupt_leaf_pem(&self.serving, false, e.to_string()))?;
+            .map_err(|e| corrupt_leaf_pem(&self.serving, false, e.into()))?;
         let tls_err = |source| PkiError::Tls {
             path: self.serving.cert_path.clone(),
             source,
@@ -534,10 +570,10 @@ impl fmt::Display for San {
 }
 
 /// An IP address (brackets allowed around IPv6) or a DNS name (`*.` allowed as the first label).
-fn parse_san(value: &str) -> Result<San, String> {
+fn parse_san(value: &str) -> Result<San, SanError> {
     let v = value.trim();
     if v.is_empty() {
-        return Err("empty".into());
+        return Err(SanError::Empty);
     }
     let unbracketed = v
         .strip_prefix('[')
@@ -548,28 +584,26 @@ fn parse_san(value: &str) -> Result<San, String> {
     }
     let name = v.strip_suffix('.').unwrap_or(v).to_ascii_lowercase();
     if name.len() > 253 {
-        return Err("longer than 253 characters".into());
+        return Err(SanError::TooLong);
     }
     for (i, label) in name.split('.').enumerate() {
         if label.is_empty() {
-            return Err("empty DNS label".into());
+            return Err(SanError::EmptyLabel);
         }
         if label == "*" && i == 0 && name.contains('.') {
             continue;
         }
         if label.len() > 63 {
-            return Err(format!("DNS label {label:?} is longer than 63 characters"));
+            return Err(SanError::LabelTooLong(label.to_owned()));
         }
         if !label
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         {
-            return Err(format!(
-                "not an IP address, and {label:?} is not a DNS label (letters, digits, '-')"
-            ));
+            return Err(SanError::NotALabel(label.to_owned()));
         }
         if label.starts_with('-') || label.ends_with('-') {
-            return Err(format!("DNS label {label:?} starts or ends with '-'"));
+            return Err(SanError::Hyphen(label.to_owned()));
         }
     }
     Ok(San::Dns(name))
@@ -738,7 +772,7 @@ fn load_ca(dir: &Path, kind: CaKind, now: Timestamp) -> Result<Ca, PkiError> {
     let (cert_file, key_file) = kind.files();
     let cert_path = dir.join(cert_file);
     let key_path = dir.join(key_file);
-    let corrupt = |path: &Path, what, reason: String| PkiError::Corrupt {
+    let corrupt = |path: &Path, what, reason: Reason| PkiError::Corrupt {
         path: path.to_owned(),
         what,
         reason,
@@ -747,11 +781,11 @@ fn load_ca(dir: &Path, kind: CaKind, now: Timestamp) -> Result<Ca, PkiError> {
     let key_pem = read_text(&key_path, "CA private key", || ca_remedy(dir))?;
     let cert_pem = read_text(&cert_path, "CA certificate", || ca_remedy(dir))?;
     tighten_key_mode(&key_path)?;
-    let key = KeyPair::from_pem(&key_pem)
-        .map_err(|e| corrupt(&key_path, "CA private key", e.to_string()))?;
+    let key =
+        KeyPair::from_pem(&key_pem).map_err(|e| corrupt(&key_path, "CA private key", e.into()))?;
     let der = CertificateDer::from_pem_slice(cert_pem.as_bytes())
-        .map_err(|e| corrupt(&cert_path, "CA certificate", e.to_string()))?;
-    let info = parse_cert(&der).map_err(|reason| corrupt(&cert_path, "CA certificate", reason))?;
+        .map_err(|e| corrupt(&cert_path, "CA certificate", e.into()))?;
+    let info = parse_cert(&der).map_err(|e| corrupt(&cert_path, "CA certificate", e.into()))?;
     if !info.is_ca {
         let reason = "it is not a CA certificate (basicConstraints cA is not set)".into();
         return Err(corrupt(&cert_path, "CA certificate", reason));
@@ -780,7 +814,7 @@ fn load_ca(dir: &Path, kind: CaKind, now: Timestamp) -> Result<Ca, PkiError> {
     // The issuer reproduces the CA's subject and key identifier, so issued certificates chain.
     let issuer = Issuer::from_ca_cert_der(&der, key).map_err(|e| {
         let reason = format!("k1s cannot sign with this CA: {e}");
-        corrupt(&cert_path, "CA certificate", reason)
+        corrupt(&cert_path, "CA certificate", reason.into())
     })?;
     let roots = root_store(&cert_path, &cert_pem)?;
     Ok(Ca {
@@ -833,7 +867,7 @@ fn leaf_remedy(cert: &Path, key: &Path) -> String {
     )
 }
 
-fn corrupt_leaf_pem(pem: &CertKeyPem, is_cert: bool, reason: String) -> PkiError {
+fn corrupt_leaf_pem(pem: &CertKeyPem, is_cert: bool, reason: Reason) -> PkiError {
     let (path, what) = if is_cert {
         (&pem.cert_path, "PEM certificate")
     } else {
@@ -962,17 +996,17 @@ fn renewal_reason(
     pem: &CertKeyPem,
     now: Timestamp,
 ) -> Result<Option<String>, PkiError> {
-    let corrupt = |path: &Path, what, reason: String| PkiError::Corrupt {
+    let corrupt = |path: &Path, what, reason: Reason| PkiError::Corrupt {
         path: path.to_owned(),
         what,
         reason,
         remedy: leaf_remedy(&pem.cert_path, &pem.key_path),
     };
     let key = KeyPair::from_pem(&pem.key_pem)
-        .map_err(|e| corrupt(&pem.key_path, "private key", e.to_string()))?;
+        .map_err(|e| corrupt(&pem.key_path, "private key", e.into()))?;
     let der = CertificateDer::from_pem_slice(pem.cert_pem.as_bytes())
-        .map_err(|e| corrupt(&pem.cert_path, kind.what(), e.to_string()))?;
-    let info = parse_cert(&der).map_err(|e| corrupt(&pem.cert_path, kind.what(), e))?;
+        .map_err(|e| corrupt(&pem.cert_path, kind.what(), e.into()))?;
+    let info = parse_cert(&der).map_err(|e| corrupt(&pem.cert_path, kind.what(), e.into()))?;
     if info.spki != key.subject_public_key_info() {
         return Ok(Some(
             "it does not match its private key (an interrupted renewal?)".into(),
@@ -1023,14 +1057,13 @@ fn provider() -> Arc<CryptoProvider> {
 }
 
 fn root_store(path: &Path, ca_pem: &str) -> Result<Arc<RootCertStore>, PkiError> {
-    let corrupt = |reason: String| PkiError::Corrupt {
+    let corrupt = |reason: Reason| PkiError::Corrupt {
         path: path.to_owned(),
         what: "CA certificate",
         reason,
         remedy: ca_remedy(path.parent().unwrap_or(Path::new("."))),
     };
-    let der =
-        CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(|e| corrupt(e.to_string()))?;
+    let der = CertificateDer::from_pem_slice(ca_pem.as_bytes()).map_err(|e| corrupt(e.into()))?;
     let mut roots = RootCertStore::empty();
     roots.add(der).map_err(|source| PkiError::Tls {
         path: path.to_owned(),
@@ -1124,13 +1157,13 @@ struct CertInfo {
     has_ski: bool,
 }
 
-fn parse_cert(der: &[u8]) -> Result<CertInfo, String> {
-    let (rest, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+fn parse_cert(der: &[u8]) -> Result<CertInfo, CertError> {
+    let (rest, cert) = x509_parser::parse_x509_certificate(der)?;
     if !rest.is_empty() {
-        return Err("trailing data after the certificate".into());
+        return Err(CertError::TrailingData);
     }
     let mut sans = BTreeSet::new();
-    let san_ext = cert.subject_alternative_name().map_err(|e| e.to_string())?;
+    let san_ext = cert.subject_alternative_name()?;
     for name in san_ext.iter().flat_map(|ext| &ext.value.general_names) {
         match name {
             GeneralName::DNSName(dns) => {
@@ -1140,7 +1173,7 @@ fn parse_cert(der: &[u8]) -> Result<CertInfo, String> {
                 let ip = <[u8; 4]>::try_from(*bytes)
                     .map(IpAddr::from)
                     .or_else(|_| <[u8; 16]>::try_from(*bytes).map(IpAddr::from))
-                    .map_err(|_| "bad IP in subjectAltName")?;
+                    .map_err(|_| CertError::SanIp)?;
                 sans.insert(San::Ip(ip));
             }
             _ => {}
@@ -1480,8 +1513,43 @@ mod tests {
             parse_san("*.Example.com"),
             Ok(San::Dns("*.example.com".into()))
         );
-        assert!(parse_san("").is_err());
-        assert!(parse_san("-a.example.com").is_err());
+        assert_eq!(parse_san(" "), Err(SanError::Empty));
+        assert_eq!(
+            parse_san("-a.example.com"),
+            Err(SanError::Hyphen("-a".into()))
+        );
+        let cases: [(&str, SanError, &str); 6] = [
+            ("", SanError::Empty, "empty"),
+            (
+                &"a.".repeat(130),
+                SanError::TooLong,
+                "longer than 253 characters",
+            ),
+            ("a..b", SanError::EmptyLabel, "empty DNS label"),
+            (
+                &"x".repeat(64),
+                SanError::LabelTooLong("x".repeat(64)),
+                &format!(
+                    "DNS label {:?} is longer than 63 characters",
+                    "x".repeat(64)
+                ),
+            ),
+            (
+                "bad name",
+                SanError::NotALabel("bad name".into()),
+                "not an IP address, and \"bad name\" is not a DNS label (letters, digits, '-')",
+            ),
+            (
+                "a.b-",
+                SanError::Hyphen("b-".into()),
+                "DNS label \"b-\" starts or ends with '-'",
+            ),
+        ];
+        for (value, want, text) in cases {
+            let got = parse_san(value).unwrap_err();
+            assert_eq!((&got, got.to_string().as_str()), (&want, text), "{value:?}");
+        }
+        assert!(matches!(parse_cert(b"junk"), Err(CertError::Parse(_))));
     }
 
     /// Drives a TLS handshake between in-memory client and server connections.

@@ -290,6 +290,17 @@ fn go_arch() -> &'static str {
     }
 }
 
+/// A failed health check (logged only: upstream withholds the reason from callers).
+#[derive(Debug, thiserror::Error)]
+enum CheckFailed {
+    #[error(transparent)]
+    Store(#[from] k1s_store::StoreError),
+    #[error("the datastore did not answer in time")]
+    StoreTimeout,
+    #[error("shutting down")]
+    ShuttingDown,
+}
+
 /// `/healthz`, `/livez` and `/readyz`: the named checks, or one of them (`only`), as
 /// kube-apiserver formats them.
 async fn health_check(
@@ -298,12 +309,12 @@ async fn health_check(
     only: &str,
     verbose: bool,
 ) -> Response<Body> {
-    let mut checks: Vec<(&str, Result<(), String>)> = vec![("ping", Ok(()))];
+    let mut checks: Vec<(&str, Result<(), CheckFailed>)> = vec![("ping", Ok(()))];
     let store =
         match tokio::time::timeout(STORE_CHECK_TIMEOUT, state.store.current_revision()).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("the datastore did not answer in time".into()),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(CheckFailed::StoreTimeout),
         };
     checks.push(("etcd", store));
     if endpoint == "/readyz" {
@@ -311,7 +322,7 @@ async fn health_check(
         checks.push((
             "shutdown",
             if draining {
-                Err("shutting down".into())
+                Err(CheckFailed::ShuttingDown)
             } else {
                 Ok(())
             },

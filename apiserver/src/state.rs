@@ -103,8 +103,8 @@ impl ApiState {
         let signer = match &config.service_account_key {
             Some(path) => Signer::load_or_create(path)?,
             None => {
-                let key =
-                    rcgen::KeyPair::generate().map_err(|e| ApiStateError::Key(e.to_string()))?;
+                let key = rcgen::KeyPair::generate()
+                    .map_err(|e| ApiStateError::Key(crate::auth::jwt::KeyError::Generate(e)))?;
                 Signer::from_pem(&key.serialize_pem()).map_err(ApiStateError::Key)?
             }
         };
@@ -159,5 +159,5 @@ pub enum ApiStateError {
     #[error(transparent)]
     ServiceAccountKey(#[from] crate::auth::jwt::JwtError),
     #[error("cannot generate a service account key: {0}")]
-    Key(String),
+    Key(#[source] crate::auth::jwt::KeyError),
 }

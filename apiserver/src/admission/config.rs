@@ -23,8 +23,66 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    #[error("{path}: {problem}")]
+    Invalid {
+        path: String,
+        #[source]
+        problem: Problem,
+    },
+}
+
+/// What is wrong inside one configuration document.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    #[error("not valid YAML or JSON: {0}")]
+    Syntax(#[source] serde_yaml::Error),
+    /// `versions` are the accepted apiVersions.
+    #[error(
+        "expected kind {kind} with apiVersion {}, got kind {got:?} apiVersion {api_version:?}",
+        .versions.join(" or ")
+    )]
+    Kind {
+        kind: &'static str,
+        versions: &'static [&'static str],
+        got: String,
+        api_version: String,
+    },
+    #[error("plugins: must be a list")]
+    PluginsNotList,
+    #[error("plugins[{index}].name: Required value")]
+    PluginName { index: usize },
+    /// Every field of a `PodSecurityConfiguration` that does not validate.
+    #[error("{}", join(.0))]
+    PodSecurity(Vec<FieldError>),
+}
+
+/// One invalid field of a `PodSecurityConfiguration` (upstream's field error texts).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// `exemptions.<field>[<index>]` is not a non-empty string (`value` as JSON).
+    #[error("exemptions.{field}[{index}]: Invalid value: {value}: must be a non-empty string")]
+    EmptyExemption {
+        field: &'static str,
+        index: usize,
+        value: Value,
+    },
+    #[error("exemptions.{field}: must be a list of strings")]
+    ExemptionsNotList { field: &'static str },
+    /// `defaults.<field>` (a mode or `<mode>-version`) with an unknown value.
+    #[error("defaults.{field}: Invalid value: {value:?}: {reason}")]
+    Default {
+        field: String,
+        value: String,
+        reason: &'static str,
+    },
+}
+
+fn join(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// What the admission chain is configured with.
@@ -71,9 +129,9 @@ impl AdmissionConfig {
     /// Parses an `AdmissionConfiguration`; `name` labels errors and `dir` resolves `path`
     /// entries.
     pub fn parse(text: &str, name: &str, dir: &Path) -> Result<AdmissionConfig, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
+        let invalid = |problem: Problem| ConfigError::Invalid {
             path: name.to_owned(),
-            message,
+            problem,
         };
         let doc = parse_doc(text).map_err(&invalid)?;
         expect_kind(
@@ -86,20 +144,20 @@ impl AdmissionConfig {
         let plugins = match &doc["plugins"] {
             Value::Null => Vec::new(),
             Value::Array(a) => a.clone(),
-            _ => return Err(invalid("plugins: must be a list".into())),
+            _ => return Err(invalid(Problem::PluginsNotList)),
         };
         for (i, p) in plugins.iter().enumerate() {
             let Some(plugin) = p["name"].as_str() else {
-                return Err(invalid(format!("plugins[{i}].name: Required value")));
+                return Err(invalid(Problem::PluginName { index: i }));
             };
             let (conf, conf_name) = match (&p["configuration"], p["path"].as_str()) {
                 (Value::Null, Some(file)) => {
                     let full = dir.join(file);
                     let text = read(&full)?;
                     let shown = full.display().to_string();
-                    let parsed = parse_doc(&text).map_err(|message| ConfigError::Invalid {
+                    let parsed = parse_doc(&text).map_err(|problem| ConfigError::Invalid {
                         path: shown.clone(),
-                        message,
+                        problem,
                     })?;
                     (parsed, shown)
                 }
@@ -109,9 +167,9 @@ impl AdmissionConfig {
             match plugin {
                 "PodSecurity" => {
                     out.pod_security =
-                        pod_security(&conf).map_err(|message| ConfigError::Invalid {
+                        pod_security(&conf).map_err(|problem| ConfigError::Invalid {
                             path: conf_name,
-                            message,
+                            problem,
                         })?;
                 }
                 other => {
@@ -134,24 +192,30 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 }
 
 /// YAML (a superset of JSON) into a JSON value.
-fn parse_doc(text: &str) -> Result<Value, String> {
-    serde_yaml::from_str::<Value>(text).map_err(|e| format!("not valid YAML or JSON: {e}"))
+fn parse_doc(text: &str) -> Result<Value, Problem> {
+    serde_yaml::from_str::<Value>(text).map_err(Problem::Syntax)
 }
 
-fn expect_kind(doc: &Value, versions: &[&str], kind: &str) -> Result<(), String> {
+fn expect_kind(
+    doc: &Value,
+    versions: &'static [&'static str],
+    kind: &'static str,
+) -> Result<(), Problem> {
     let api_version = doc["apiVersion"].as_str().unwrap_or("");
     let got = doc["kind"].as_str().unwrap_or("");
     if got != kind || !versions.contains(&api_version) {
-        return Err(format!(
-            "expected kind {kind} with apiVersion {}, got kind {got:?} apiVersion {api_version:?}",
-            versions.join(" or ")
-        ));
+        return Err(Problem::Kind {
+            kind,
+            versions,
+            got: got.to_owned(),
+            api_version: api_version.to_owned(),
+        });
     }
     Ok(())
 }
 
 /// A `PodSecurityConfiguration`, checked as upstream's validation does.
-fn pod_security(conf: &Value) -> Result<PodSecurityConfig, String> {
+fn pod_security(conf: &Value) -> Result<PodSecurityConfig, Problem> {
     expect_kind(
         conf,
         &[
@@ -171,7 +235,7 @@ fn pod_security(conf: &Value) -> Result<PodSecurityConfig, String> {
     ] {
         *slot = mode_default(d, mode, &mut errors);
     }
-    let list = |field: &str, errors: &mut Vec<String>| -> Vec<String> {
+    let list = |field: &'static str, errors: &mut Vec<FieldError>| -> Vec<String> {
         match &conf["exemptions"][field] {
             Value::Null => Vec::new(),
             Value::Array(a) => a
@@ -180,13 +244,17 @@ fn pod_security(conf: &Value) -> Result<PodSecurityConfig, String> {
                 .filter_map(|(i, v)| match v.as_str() {
                     Some(s) if !s.is_empty() => Some(s.to_owned()),
                     _ => {
-                        errors.push(format!("exemptions.{field}[{i}]: Invalid value: {v}: must be a non-empty string"));
+                        errors.push(FieldError::EmptyExemption {
+                            field,
+                            index: i,
+                            value: v.clone(),
+                        });
                         None
                     }
                 })
                 .collect(),
             _ => {
-                errors.push(format!("exemptions.{field}: must be a list of strings"));
+                errors.push(FieldError::ExemptionsNotList { field });
                 Vec::new()
             }
         }
@@ -197,26 +265,32 @@ fn pod_security(conf: &Value) -> Result<PodSecurityConfig, String> {
     if errors.is_empty() {
         Ok(out)
     } else {
-        Err(errors.join("; "))
+        Err(Problem::PodSecurity(errors))
     }
 }
 
 /// `defaults.<mode>` and `defaults.<mode>-version` (absent: `privileged`, `latest`).
-fn mode_default(d: &Value, mode: &str, errors: &mut Vec<String>) -> LevelVersion {
+fn mode_default(d: &Value, mode: &str, errors: &mut Vec<FieldError>) -> LevelVersion {
     let mut lv = LevelVersion::PRIVILEGED_LATEST;
     if let Some(v) = d[mode].as_str() {
         match Level::parse(v) {
             Ok(l) => lv.level = l,
-            Err((_, msg)) => errors.push(format!("defaults.{mode}: Invalid value: {v:?}: {msg}")),
+            Err((_, reason)) => errors.push(FieldError::Default {
+                field: mode.to_owned(),
+                value: v.to_owned(),
+                reason,
+            }),
         }
     }
     let version_field = format!("{mode}-version");
     if let Some(v) = d[&version_field].as_str() {
         match Version::parse(v) {
             Ok(ver) => lv.version = ver,
-            Err((_, msg)) => errors.push(format!(
-                "defaults.{version_field}: Invalid value: {v:?}: {msg}"
-            )),
+            Err((_, reason)) => errors.push(FieldError::Default {
+                field: version_field.clone(),
+                value: v.to_owned(),
+                reason,
+            }),
         }
     }
     lv
@@ -308,5 +382,92 @@ plugins:
         );
         let e = AdmissionConfig::parse(&missing, "a.yaml", dir.path()).unwrap_err();
         assert!(e.to_string().contains("nope.yaml"), "{e}");
+    }
+
+    #[test]
+    fn problems_read_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = AdmissionConfig::parse(
+            "kind: Nope
+",
+            "a.yaml",
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(matches!(
+            e,
+            ConfigError::Invalid {
+                problem: Problem::Kind { .. },
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "a.yaml: expected kind AdmissionConfiguration with apiVersion apiserver.config.k8s.io/v1 or apiserver.k8s.io/v1alpha1, got kind \"Nope\" apiVersion \"\""
+        );
+        let head = "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\n";
+        let e = AdmissionConfig::parse(&format!("{head}plugins: 3\n"), "a.yaml", dir.path())
+            .unwrap_err();
+        assert_eq!(e.to_string(), "a.yaml: plugins: must be a list");
+        let e = AdmissionConfig::parse(
+            &format!("{head}plugins:\n- path: x\n- {{}}\n"),
+            "a.yaml",
+            dir.path(),
+        )
+        .unwrap_err();
+        assert!(matches!(
+            e,
+            ConfigError::Invalid {
+                problem: Problem::PluginName { index: 0 },
+                ..
+            }
+        ));
+        assert_eq!(e.to_string(), "a.yaml: plugins[0].name: Required value");
+        let bad = INLINE
+            .replace("enforce: baseline", "enforce: strict")
+            .replace("enforce-version: v1.30", "enforce-version: two")
+            .replace("usernames: [ci-bot]", "usernames: [\"\", 3]")
+            .replace("namespaces: [kube-system]", "namespaces: kube-system");
+        let e = AdmissionConfig::parse(&bad, "a.yaml", dir.path()).unwrap_err();
+        let ConfigError::Invalid {
+            path,
+            problem: Problem::PodSecurity(fields),
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!(path, "a.yaml: plugins[0].configuration");
+        assert_eq!(fields.len(), 5, "{fields:?}");
+        assert_eq!(
+            fields[2],
+            FieldError::EmptyExemption {
+                field: "usernames",
+                index: 0,
+                value: Value::from(""),
+            }
+        );
+        assert_eq!(
+            fields[4],
+            FieldError::ExemptionsNotList {
+                field: "namespaces"
+            }
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "a.yaml: plugins[0].configuration: defaults.enforce: Invalid value: \"strict\": "
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "; exemptions.usernames[0]: Invalid value: \"\": must be a non-empty string; exemptions.usernames[1]: Invalid value: 3: must be a non-empty string; exemptions.namespaces: must be a list of strings"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("; defaults.enforce-version: Invalid value: \"two\": "),
+            "{text}"
+        );
     }
 }

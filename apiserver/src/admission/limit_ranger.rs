@@ -137,82 +137,107 @@ fn apply_defaults(pod: &mut Value, lr: &Value) -> Vec<String> {
 }
 
 fn min_constraint(
-    kind: &str,
+    kind: &'static str,
     res: &str,
     enforced: &Quantity,
     req: Option<&Quantity>,
     lim: Option<&Quantity>,
-) -> Option<String> {
-    let Some(req) = req else {
-        return Some(format!(
-            "minimum {res} usage per {kind} is {enforced}.  No request is specified"
-        ));
+) -> Option<Violation> {
+    let (resource, min) = (res.to_owned(), *enforced);
+    let Some(&request) = req else {
+        return Some(Violation::MinNoRequest {
+            kind,
+            resource,
+            min,
+        });
     };
-    if req < enforced {
-        return Some(format!(
-            "minimum {res} usage per {kind} is {enforced}, but request is {req}"
-        ));
+    if request < min {
+        return Some(Violation::MinRequest {
+            kind,
+            resource,
+            min,
+            request,
+        });
     }
-    if let Some(lim) = lim
-        && lim < enforced
+    if let Some(&limit) = lim
+        && limit < min
     {
-        return Some(format!(
-            "minimum {res} usage per {kind} is {enforced}, but limit is {lim}"
-        ));
+        return Some(Violation::MinLimit {
+            kind,
+            resource,
+            min,
+            limit,
+        });
     }
     None
 }
 
 fn max_constraint(
-    kind: &str,
+    kind: &'static str,
     res: &str,
     enforced: &Quantity,
     req: Option<&Quantity>,
     lim: Option<&Quantity>,
-) -> Option<String> {
-    let Some(lim) = lim else {
-        return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}.  No limit is specified"
-        ));
+) -> Option<Violation> {
+    let (resource, max) = (res.to_owned(), *enforced);
+    let Some(&limit) = lim else {
+        return Some(Violation::MaxNoLimit {
+            kind,
+            resource,
+            max,
+        });
     };
-    if lim > enforced {
-        return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}, but limit is {lim}"
-        ));
+    if limit > max {
+        return Some(Violation::MaxLimit {
+            kind,
+            resource,
+            max,
+            limit,
+        });
     }
-    if let Some(req) = req
-        && req > enforced
+    if let Some(&request) = req
+        && request > max
     {
-        return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}, but request is {req}"
-        ));
+        return Some(Violation::MaxRequest {
+            kind,
+            resource,
+            max,
+            request,
+        });
     }
     None
 }
 
 /// The PVC form of the max check: only the request counts.
 fn max_request_constraint(
-    kind: &str,
+    kind: &'static str,
     res: &str,
     enforced: &Quantity,
     req: Option<&Quantity>,
-) -> Option<String> {
-    let Some(req) = req else {
-        return Some(format!(
-            "maximum {res} usage per {kind} is {enforced}.  No request is specified"
-        ));
+) -> Option<Violation> {
+    let (resource, max) = (res.to_owned(), *enforced);
+    let Some(&request) = req else {
+        return Some(Violation::MaxNoRequest {
+            kind,
+            resource,
+            max,
+        });
     };
-    (req > enforced)
-        .then(|| format!("maximum {res} usage per {kind} is {enforced}, but request is {req}"))
+    (request > max).then_some(Violation::MaxRequest {
+        kind,
+        resource,
+        max,
+        request,
+    })
 }
 
 fn ratio_constraint(
-    kind: &str,
+    kind: &'static str,
     res: &str,
     enforced: &Quantity,
     req: Option<&Quantity>,
     lim: Option<&Quantity>,
-) -> Option<String> {
+) -> Option<Violation> {
     // Upstream compares milli-values when none overflows, whole values otherwise.
     let max_milli = i64::MAX / 1000;
     let vals = [req, lim, Some(enforced)].map(|q| q.map_or(0, Quantity::value));
@@ -220,15 +245,20 @@ fn ratio_constraint(
     let val =
         |q: Option<&Quantity>| q.map_or(0, |q| if milli { q.milli_value() } else { q.value() });
     let (r, l) = (val(req), val(lim));
+    let (resource, max) = (res.to_owned(), *enforced);
     if req.is_none() || r == 0 {
-        return Some(format!(
-            "{res} max limit to request ratio per {kind} is {enforced}, but no request is specified or request is 0"
-        ));
+        return Some(Violation::RatioNoRequest {
+            kind,
+            resource,
+            max,
+        });
     }
     if lim.is_none() || l == 0 {
-        return Some(format!(
-            "{res} max limit to request ratio per {kind} is {enforced}, but no limit is specified or limit is 0"
-        ));
+        return Some(Violation::RatioNoLimit {
+            kind,
+            resource,
+            max,
+        });
     }
     // observed = l / r; over the maximum when l * 1000 > max_milli * r (exact, no floats).
     let over = if enforced.value() <= max_milli {
@@ -237,21 +267,21 @@ fn ratio_constraint(
         i128::from(l) > i128::from(enforced.value()) * i128::from(r)
     };
     // Only the displayed ratio is a float, as upstream prints it with %f.
-    let display = l as f64 / r as f64;
-    over.then(|| {
-        format!(
-            "{res} max limit to request ratio per {kind} is {enforced}, but provided ratio is {display:.6}"
-        )
+    over.then(|| Violation::Ratio {
+        kind,
+        resource,
+        max,
+        ratio: l as f64 / r as f64,
     })
 }
 
 /// Runs the min, max and ratio checks of one item against requests and limits.
 fn check_item(
     item: &Value,
-    kind: &str,
+    kind: &'static str,
     requests: &ResourceList,
     limits: &ResourceList,
-    errs: &mut Vec<String>,
+    errs: &mut Vec<Violation>,
 ) {
     for (res, q) in &lenient(&item["min"]).0 {
         errs.extend(min_constraint(
@@ -282,7 +312,7 @@ fn check_item(
     }
 }
 
-fn validate_pod(pod: &Value, lr: &Value, errs: &mut Vec<String>) {
+fn validate_pod(pod: &Value, lr: &Value, errs: &mut Vec<Violation>) {
     let spec = &pod["spec"];
     for item in list(&lr["spec"]["limits"]) {
         match item["type"].as_str() {
@@ -310,7 +340,7 @@ fn validate_pod(pod: &Value, lr: &Value, errs: &mut Vec<String>) {
     }
 }
 
-fn validate_pvc(pvc: &Value, lr: &Value, errs: &mut Vec<String>) {
+fn validate_pvc(pvc: &Value, lr: &Value, errs: &mut Vec<Violation>) {
     let requests = lenient(&pvc["spec"]["resources"]["requests"]);
     for item in list(&lr["spec"]["limits"]) {
         if item["type"] != "PersistentVolumeClaim" {
@@ -336,31 +366,126 @@ fn validate_pvc(pvc: &Value, lr: &Value, errs: &mut Vec<String>) {
     }
 }
 
-/// Upstream's aggregate error text: one message alone, several as `[a, b]` (duplicates once).
-fn aggregate(errs: Vec<String>) -> Result<(), String> {
-    let mut seen: Vec<String> = Vec::new();
+/// The violations, each message once (as upstream's aggregate drops duplicates).
+fn aggregate(errs: Vec<Violation>) -> Result<(), LimitsExceeded> {
+    let mut seen: Vec<Violation> = Vec::new();
     for e in errs {
-        if !seen.contains(&e) {
+        // By text: quantities compare by value, but "1" and "1000m" read differently.
+        let text = e.to_string();
+        if !seen.iter().any(|s| s.to_string() == text) {
             seen.push(e);
         }
     }
-    match seen.len() {
-        0 => Ok(()),
-        1 => Err(seen.remove(0)),
-        _ => Err(format!("[{}]", seen.join(", "))),
+    if seen.is_empty() {
+        Ok(())
+    } else {
+        Err(LimitsExceeded(seen))
+    }
+}
+
+/// One LimitRange constraint an object breaks, with upstream's text (`kind` is `Container`,
+/// `Pod` or `PersistentVolumeClaim`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Violation {
+    #[error("minimum {resource} usage per {kind} is {min}.  No request is specified")]
+    MinNoRequest {
+        kind: &'static str,
+        resource: String,
+        min: Quantity,
+    },
+    #[error("minimum {resource} usage per {kind} is {min}, but request is {request}")]
+    MinRequest {
+        kind: &'static str,
+        resource: String,
+        min: Quantity,
+        request: Quantity,
+    },
+    #[error("minimum {resource} usage per {kind} is {min}, but limit is {limit}")]
+    MinLimit {
+        kind: &'static str,
+        resource: String,
+        min: Quantity,
+        limit: Quantity,
+    },
+    #[error("maximum {resource} usage per {kind} is {max}.  No limit is specified")]
+    MaxNoLimit {
+        kind: &'static str,
+        resource: String,
+        max: Quantity,
+    },
+    /// The PVC form: only the request counts.
+    #[error("maximum {resource} usage per {kind} is {max}.  No request is specified")]
+    MaxNoRequest {
+        kind: &'static str,
+        resource: String,
+        max: Quantity,
+    },
+    #[error("maximum {resource} usage per {kind} is {max}, but limit is {limit}")]
+    MaxLimit {
+        kind: &'static str,
+        resource: String,
+        max: Quantity,
+        limit: Quantity,
+    },
+    #[error("maximum {resource} usage per {kind} is {max}, but request is {request}")]
+    MaxRequest {
+        kind: &'static str,
+        resource: String,
+        max: Quantity,
+        request: Quantity,
+    },
+    #[error(
+        "{resource} max limit to request ratio per {kind} is {max}, but no request is specified or request is 0"
+    )]
+    RatioNoRequest {
+        kind: &'static str,
+        resource: String,
+        max: Quantity,
+    },
+    #[error(
+        "{resource} max limit to request ratio per {kind} is {max}, but no limit is specified or limit is 0"
+    )]
+    RatioNoLimit {
+        kind: &'static str,
+        resource: String,
+        max: Quantity,
+    },
+    /// `ratio` is limit / request, printed as upstream's `%f`.
+    #[error(
+        "{resource} max limit to request ratio per {kind} is {max}, but provided ratio is {ratio:.6}"
+    )]
+    Ratio {
+        kind: &'static str,
+        resource: String,
+        max: Quantity,
+        ratio: f64,
+    },
+}
+
+/// What [`admit`] refuses: the violations, each message once, in order. Reads as upstream's
+/// aggregate error: one message alone, several as `[a, b]`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", aggregate_text(.0))]
+pub struct LimitsExceeded(pub Vec<Violation>);
+
+fn aggregate_text(violations: &[Violation]) -> String {
+    let texts: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    match texts.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", texts.join(", ")),
     }
 }
 
 /// Admits a pod (`resource` = `"pods"`) or a PVC (`"persistentvolumeclaims"`) against the
 /// namespace's LimitRanges: for pods, sets default requests and limits (and the
 /// `kubernetes.io/limit-ranger` annotation), then checks every range. Objects being deleted
-/// and other resources pass untouched. The error is upstream's message; the caller answers
-/// 403 with `<resource> "<name>" is forbidden: <message>`.
+/// and other resources pass untouched. The error ([`LimitsExceeded`]) reads as upstream's
+/// message; the caller answers 403 with `<resource> "<name>" is forbidden: <message>`.
 pub fn admit<R: Borrow<Value>>(
     resource: &str,
     obj: &mut Value,
     ranges: &[R],
-) -> Result<(), String> {
+) -> Result<(), LimitsExceeded> {
     let ranges = || ranges.iter().map(Borrow::borrow);
     if !obj["metadata"]["deletionTimestamp"].is_null() {
         return Ok(());
@@ -630,9 +755,48 @@ mod tests {
             (json!("garbage"), c(json!({"limits": {"cpu": "x"}})), Ok(())),
         ];
         for (i, (items, mut pod, want)) in cases.into_iter().enumerate() {
-            let got = admit("pods", &mut pod, &[range(items)]);
+            let got = admit("pods", &mut pod, &[range(items)]).map_err(|e| e.to_string());
             assert_eq!(got, want.map_err(String::from), "case {i}");
         }
+    }
+
+    #[test]
+    fn violations_are_typed_and_reported_once() {
+        let q = |s: &str| s.parse::<Quantity>().unwrap();
+        let lr = range(json!([{"type": "Container", "max": {"cpu": "1"}}]));
+        let mut pod = json!({"spec": {"containers": [
+            {"name": "a", "resources": {"limits": {"cpu": "2"}}},
+            {"name": "b", "resources": {"limits": {"cpu": "2"}}}]}});
+        let e = admit("pods", &mut pod, &[lr]).unwrap_err();
+        assert_eq!(
+            e,
+            LimitsExceeded(vec![Violation::MaxLimit {
+                kind: "Container",
+                resource: "cpu".into(),
+                max: q("1"),
+                limit: q("2"),
+            }])
+        );
+        assert_eq!(
+            e.to_string(),
+            "maximum cpu usage per Container is 1, but limit is 2"
+        );
+        let two = LimitsExceeded(vec![
+            Violation::RatioNoLimit {
+                kind: "Pod",
+                resource: "cpu".into(),
+                max: q("2"),
+            },
+            Violation::MaxNoRequest {
+                kind: "PersistentVolumeClaim",
+                resource: "storage".into(),
+                max: q("1Gi"),
+            },
+        ]);
+        assert_eq!(
+            two.to_string(),
+            "[cpu max limit to request ratio per Pod is 2, but no limit is specified or limit is 0, maximum storage usage per PersistentVolumeClaim is 1Gi.  No request is specified]"
+        );
     }
 
     #[test]
@@ -654,7 +818,8 @@ mod tests {
                 "persistentvolumeclaims",
                 &mut pvc("20Gi"),
                 std::slice::from_ref(&lr)
-            ),
+            )
+            .map_err(|e| e.to_string()),
             Err(
                 "maximum storage usage per PersistentVolumeClaim is 10Gi, but request is 20Gi"
                     .into()
@@ -665,7 +830,8 @@ mod tests {
                 "persistentvolumeclaims",
                 &mut pvc("500Mi"),
                 std::slice::from_ref(&lr)
-            ),
+            )
+            .map_err(|e| e.to_string()),
             Err(
                 "minimum storage usage per PersistentVolumeClaim is 1Gi, but request is 500Mi"
                     .into()

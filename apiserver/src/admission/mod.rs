@@ -202,7 +202,7 @@ async fn pod_security_check(
     if is_pod {
         pod_security::admit_pod(&config.defaults, labels, obj).map_err(|m| {
             let mut e = forbidden(req.res, obj, "");
-            e.message = m;
+            e.message = m.to_string();
             e
         })
     } else {

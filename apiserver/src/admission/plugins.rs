@@ -100,9 +100,23 @@ const NOT_IN_K1S: &[&str] = &[
     "ValidatingAdmissionPolicy",
 ];
 
+/// A `--disable-admission-plugins` name that is no admission plugin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "disable-admission-plugins plugin \"{name}\" is unknown (k1s runs {})",
+    plugin_names()
+)]
+pub struct UnknownPlugin {
+    pub name: String,
+}
+
+fn plugin_names() -> String {
+    Plugin::ALL.map(Plugin::name).join(", ")
+}
+
 /// The plugins `names` (as `--disable-admission-plugins` lists them) turn off. An unknown
 /// name is an error naming it; names of upstream plugins k1s does not run turn off nothing.
-pub fn parse_disabled<S: AsRef<str>>(names: &[S]) -> Result<BTreeSet<Plugin>, String> {
+pub fn parse_disabled<S: AsRef<str>>(names: &[S]) -> Result<BTreeSet<Plugin>, UnknownPlugin> {
     let mut out = BTreeSet::new();
     for name in names.iter().map(|n| n.as_ref().trim()) {
         if name.is_empty() {
@@ -116,10 +130,9 @@ pub fn parse_disabled<S: AsRef<str>>(names: &[S]) -> Result<BTreeSet<Plugin>, St
                 "k1s does not run this admission plugin: disabling it changes nothing"
             );
         } else {
-            return Err(format!(
-                "disable-admission-plugins plugin \"{name}\" is unknown (k1s runs {})",
-                Plugin::ALL.map(Plugin::name).join(", ")
-            ));
+            return Err(UnknownPlugin {
+                name: name.to_owned(),
+            });
         }
     }
     Ok(out)
@@ -141,7 +154,19 @@ mod tests {
             assert_eq!(parse_disabled(&[p.name()]).unwrap().len(), 1, "{p}");
         }
         let e = parse_disabled(&["ServiceAcount"]).unwrap_err();
-        assert!(e.contains("\"ServiceAcount\" is unknown"), "{e}");
-        assert!(e.contains("NamespaceLifecycle"), "{e}");
+        assert_eq!(
+            e,
+            UnknownPlugin {
+                name: "ServiceAcount".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "disable-admission-plugins plugin \"ServiceAcount\" is unknown (k1s runs {})",
+                Plugin::ALL.map(Plugin::name).join(", ")
+            )
+        );
+        assert!(e.to_string().contains("NamespaceLifecycle"), "{e}");
     }
 }

@@ -264,6 +264,17 @@ pub fn forbidden_message(name: &str, lv: LevelVersion, v: &[Violation]) -> Strin
     }
 }
 
+/// A pod the enforced level rejects; reads as upstream's whole Forbidden (403) message
+/// ([`forbidden_message`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", forbidden_message(.name, *.level, .violations))]
+pub struct PodForbidden {
+    /// The pod's name (empty for a generated name).
+    pub name: String,
+    pub level: LevelVersion,
+    pub violations: Vec<Violation>,
+}
+
 /// The warning for a pod (or pod template) the warn level would reject.
 pub fn warning_message(lv: LevelVersion, v: &[Violation]) -> String {
     format!(
@@ -274,15 +285,23 @@ pub fn warning_message(lv: LevelVersion, v: &[Violation]) -> String {
 
 /// Admission of a pod create (or a significant update, see [`is_significant_pod_update`])
 /// in a namespace with the given `metadata.labels`. `Ok` carries the warnings to return;
-/// `Err` the full Forbidden (403) message.
-pub fn admit_pod(defaults: &Policy, ns_labels: &Value, pod: &Value) -> Result<Vec<String>, String> {
+/// `Err` the refusal, whose text is the full Forbidden (403) message.
+pub fn admit_pod(
+    defaults: &Policy,
+    ns_labels: &Value,
+    pod: &Value,
+) -> Result<Vec<String>, PodForbidden> {
     let (policy, _errs) = policy_over(*defaults, ns_labels);
     let meta = &pod["metadata"];
     let spec = &pod["spec"];
     let enforced = evaluate(policy.enforce, meta, spec);
     if !enforced.is_empty() {
         let name = meta["name"].as_str().unwrap_or("");
-        return Err(forbidden_message(name, policy.enforce, &enforced));
+        return Err(PodForbidden {
+            name: name.to_owned(),
+            level: policy.enforce,
+            violations: enforced,
+        });
     }
     let warned = evaluate(policy.warn, meta, spec);
     Ok(if warned.is_empty() {
@@ -1156,8 +1175,11 @@ mod tests {
     fn restricted_message_matches_upstream() {
         let p = pod(json!({"containers": [{"name": "c", "image": "nginx"}]}));
         let err = admit_pod(&Policy::default(), &labels("restricted"), &p).unwrap_err();
+        assert_eq!(err.name, "x");
+        assert_eq!(err.level.to_string(), "restricted:latest");
+        assert_eq!(err.violations.len(), 4);
         assert_eq!(
-            err,
+            err.to_string(),
             "pods \"x\" is forbidden: violates PodSecurity \"restricted:latest\": \
              allowPrivilegeEscalation != false (container \"c\" must set securityContext.allowPrivilegeEscalation=false), \
              unrestricted capabilities (container \"c\" must set securityContext.capabilities.drop=[\"ALL\"]), \
@@ -1331,7 +1353,9 @@ mod tests {
         // Generated names: no name in the message.
         let unnamed = json!({"spec": {"hostIPC": true, "containers": [{"name": "c"}]}});
         assert_eq!(
-            admit_pod(&Policy::default(), &ns, &unnamed).unwrap_err(),
+            admit_pod(&Policy::default(), &ns, &unnamed)
+                .unwrap_err()
+                .to_string(),
             "pods is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostIPC=true)"
         );
     }

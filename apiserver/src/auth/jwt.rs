@@ -30,11 +30,26 @@ pub enum JwtError {
          it to create a new one (this invalidates every service account token issued so far)",
         path.display()
     )]
-    BadKey { path: PathBuf, reason: String },
+    BadKey {
+        path: PathBuf,
+        #[source]
+        reason: KeyError,
+    },
     #[error("malformed token: {0}")]
     Malformed(&'static str),
     #[error("token signature is invalid")]
     Signature,
+}
+
+/// Why a service account key cannot be made or read.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(transparent)]
+    Generate(#[from] rcgen::Error),
+    #[error(transparent)]
+    Pem(#[from] rustls::pki_types::pem::Error),
+    #[error("not an ECDSA P-256 key: {0}")]
+    NotP256(ring::error::KeyRejected),
 }
 
 /// Signs and verifies tokens with one key.
@@ -63,7 +78,7 @@ impl Signer {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let key = rcgen::KeyPair::generate().map_err(|e| JwtError::BadKey {
                     path: path.to_owned(),
-                    reason: e.to_string(),
+                    reason: e.into(),
                 })?;
                 let pem = key.serialize_pem();
                 let dir = path.parent().unwrap_or(Path::new("."));
@@ -83,15 +98,15 @@ impl Signer {
     }
 
     /// A signer from a PKCS#8 PEM P-256 key.
-    pub fn from_pem(pem: &str) -> Result<Self, String> {
-        let der = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| e.to_string())?;
+    pub fn from_pem(pem: &str) -> Result<Self, KeyError> {
+        let der = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes())?;
         let rng = SystemRandom::new();
         let key = EcdsaKeyPair::from_pkcs8(
             &ECDSA_P256_SHA256_FIXED_SIGNING,
             der.secret_pkcs8_der(),
             &rng,
         )
-        .map_err(|e| format!("not an ECDSA P-256 key: {e}"))?;
+        .map_err(KeyError::NotP256)?;
         let digest = ring::digest::digest(&ring::digest::SHA256, key.public_key().as_ref());
         Ok(Self {
             kid: B64.encode(digest.as_ref()),
@@ -216,5 +231,24 @@ mod tests {
         std::fs::write(&path, "garbage").unwrap();
         let err = Signer::load_or_create(&path).unwrap_err().to_string();
         assert!(err.contains("sa.key"), "{err}");
+    }
+
+    #[test]
+    fn unusable_keys_say_why() {
+        let e = Signer::from_pem("no pem here").unwrap_err();
+        assert!(matches!(e, KeyError::Pem(_)), "{e:?}");
+        let ed = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        let e = Signer::from_pem(&ed.serialize_pem()).unwrap_err();
+        assert!(matches!(e, KeyError::NotP256(_)), "{e:?}");
+        assert!(e.to_string().starts_with("not an ECDSA P-256 key: "), "{e}");
+        let e = JwtError::BadKey {
+            path: "/k".into(),
+            reason: e,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("/k is not a usable service account key (not an ECDSA P-256 key: "),
+            "{e}"
+        );
     }
 }

@@ -19,8 +19,22 @@ pub enum TokenFileError {
     Line {
         path: PathBuf,
         line: usize,
-        reason: String,
+        #[source]
+        reason: LineError,
     },
+}
+
+/// What is wrong with one line of the token file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("a quote in the middle of an unquoted field")]
+    StrayQuote,
+    #[error("unterminated quoted field")]
+    Unterminated,
+    #[error("{0} fields, at least 3 needed")]
+    TooFewFields(usize),
+    #[error("the token and the user may not be empty")]
+    Empty,
 }
 
 /// The tokens of a token file.
@@ -49,7 +63,7 @@ impl TokenFile {
     }
 
     /// Parses the file's text; errors carry the 1-based line number.
-    pub fn parse(text: &str) -> Result<Self, (usize, String)> {
+    pub fn parse(text: &str) -> Result<Self, (usize, LineError)> {
         let mut users = HashMap::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -58,11 +72,11 @@ impl TokenFile {
             }
             let fields = split_csv(line).map_err(|e| (i + 1, e))?;
             if fields.len() < 3 {
-                return Err((i + 1, format!("{} fields, at least 3 needed", fields.len())));
+                return Err((i + 1, LineError::TooFewFields(fields.len())));
             }
             let (token, name, uid) = (&fields[0], &fields[1], &fields[2]);
             if token.is_empty() || name.is_empty() {
-                return Err((i + 1, "the token and the user may not be empty".into()));
+                return Err((i + 1, LineError::Empty));
             }
             let groups = fields
                 .get(3)
@@ -101,7 +115,7 @@ impl TokenFile {
 
 /// Splits one CSV line: fields separated by commas, optionally double-quoted (`""` inside a
 /// quoted field is a quote).
-fn split_csv(line: &str) -> Result<Vec<String>, String> {
+fn split_csv(line: &str) -> Result<Vec<String>, LineError> {
     let mut fields = Vec::new();
     let mut cur = String::new();
     let mut chars = line.chars().peekable();
@@ -122,12 +136,12 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
                 fields.push(std::mem::take(&mut cur).trim().to_owned());
                 was_quoted = false;
             }
-            ('"', false) => return Err("a quote in the middle of an unquoted field".into()),
+            ('"', false) => return Err(LineError::StrayQuote),
             (c, _) => cur.push(c),
         }
     }
     if quoted {
-        return Err("unterminated quoted field".into());
+        return Err(LineError::Unterminated);
     }
     fields.push(cur.trim().to_owned());
     Ok(fields)
@@ -152,14 +166,44 @@ mod tests {
 
     #[test]
     fn bad_lines_name_their_number() {
-        for (text, line) in [
-            ("a,b\n", 1),
-            ("ok,u,1\n\"unterminated,u,1\n", 2),
-            (",u,1\n", 1),
-            ("t,u\"x,1\n", 1),
+        for (text, line, reason, message) in [
+            (
+                "a,b\n",
+                1,
+                LineError::TooFewFields(2),
+                "2 fields, at least 3 needed",
+            ),
+            (
+                "ok,u,1\n\"unterminated,u,1\n",
+                2,
+                LineError::Unterminated,
+                "unterminated quoted field",
+            ),
+            (
+                ",u,1\n",
+                1,
+                LineError::Empty,
+                "the token and the user may not be empty",
+            ),
+            (
+                "t,u\"x,1\n",
+                1,
+                LineError::StrayQuote,
+                "a quote in the middle of an unquoted field",
+            ),
         ] {
             let err = TokenFile::parse(text).err().unwrap();
             assert_eq!(err.0, line, "{text:?}: {}", err.1);
+            assert_eq!((&err.1, err.1.to_string().as_str()), (&reason, message));
         }
+        let e = TokenFileError::Line {
+            path: "/etc/tokens.csv".into(),
+            line: 3,
+            reason: LineError::Empty,
+        };
+        assert_eq!(
+            e.to_string(),
+            "/etc/tokens.csv:3: the token and the user may not be empty (expected token,user,uid[,\"group1,group2\"])"
+        );
     }
 }

@@ -33,6 +33,21 @@ pub enum OpenError {
     Authentication,
 }
 
+/// The system's random number generator gave no bytes.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+#[error("the system random number generator failed")]
+pub struct RandomFailed;
+
+/// Why a value could not be encrypted.
+#[derive(Debug, Clone, Copy, thiserror::Error, PartialEq, Eq)]
+pub enum SealError {
+    /// No nonce.
+    #[error(transparent)]
+    Random(#[from] RandomFailed),
+    #[error("AES-GCM sealing failed")]
+    Seal,
+}
+
 /// A named AES-GCM key.
 pub struct AesGcmKey {
     name: String,
@@ -80,10 +95,9 @@ impl AesGcmKey {
     }
 
     /// Encrypts `plain` for the storage key `aad`.
-    pub fn seal(&self, rng: &SystemRandom, aad: &str, plain: &[u8]) -> Result<Vec<u8>, String> {
+    pub fn seal(&self, rng: &SystemRandom, aad: &str, plain: &[u8]) -> Result<Vec<u8>, SealError> {
         let mut nonce = [0u8; NONCE_LEN];
-        rng.fill(&mut nonce)
-            .map_err(|_| "the system random number generator failed".to_owned())?;
+        rng.fill(&mut nonce).map_err(|_| RandomFailed)?;
         let mut out = Vec::with_capacity(self.prefix.len() + OVERHEAD + plain.len());
         out.extend_from_slice(&self.prefix);
         out.extend_from_slice(&nonce);
@@ -94,7 +108,7 @@ impl AesGcmKey {
                 Aad::from(aad.as_bytes()),
                 &mut body,
             )
-            .map_err(|_| "AES-GCM sealing failed".to_owned())?;
+            .map_err(|_| SealError::Seal)?;
         out.extend_from_slice(&body);
         Ok(out)
     }
@@ -119,12 +133,12 @@ impl AesGcmKey {
 }
 
 /// A new random 32-byte key, base64-encoded (for generated configurations and rotation).
-pub fn random_secret() -> Result<String, String> {
+pub fn random_secret() -> Result<String, RandomFailed> {
     use base64::Engine;
     let mut raw = [0u8; 32];
     SystemRandom::new()
         .fill(&mut raw)
-        .map_err(|_| "the system random number generator failed".to_owned())?;
+        .map_err(|_| RandomFailed)?;
     Ok(base64::engine::general_purpose::STANDARD.encode(raw))
 }
 
@@ -215,5 +229,14 @@ mod tests {
         let s = format!("{k:?}");
         assert!(s.contains("visible"));
         assert!(!s.contains("CQkJ"));
+    }
+
+    #[test]
+    fn seal_errors_read_as_before() {
+        assert_eq!(
+            SealError::from(RandomFailed).to_string(),
+            "the system random number generator failed"
+        );
+        assert_eq!(SealError::Seal.to_string(), "AES-GCM sealing failed");
     }
 }

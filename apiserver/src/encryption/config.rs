@@ -41,8 +41,42 @@ pub enum ConfigError {
         field: String,
         message: String,
     },
-    #[error("{0}")]
-    Random(String),
+    /// A `resources[].resources[]` entry upstream rejects.
+    #[error("{path}: {field}: {reason}")]
+    ResourceName {
+        path: PathBuf,
+        field: String,
+        #[source]
+        reason: ResourceNameError,
+    },
+    #[error(transparent)]
+    Random(#[from] aesgcm::RandomFailed),
+}
+
+/// Why a `resources[].resources[]` entry is refused (upstream's messages; `name` is the
+/// entry).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResourceNameError {
+    #[error("must not be empty")]
+    Empty,
+    #[error(
+        "use '*.' to encrypt all the resources from core API group or *.* to encrypt all resources"
+    )]
+    BareWildcard,
+    #[error(
+        "{name:?} is not a resource name: use the lower-case plural, e.g. secrets or deployments.apps"
+    )]
+    NotPlural { name: String },
+    #[error("{name:?}: only '*.*' may have a wildcard group")]
+    WildcardGroup { name: String },
+    #[error("{name:?}: a wildcard group needs a wildcard resource ('*.*')")]
+    GroupWithoutWildcardResource { name: String },
+    #[error("'extensions' group has been removed and cannot be used for encryption")]
+    Extensions,
+    #[error(
+        "'*.events.k8s.io' objects are stored using the 'events' API group in etcd. Use 'events' instead in the config file"
+    )]
+    EventsGroup,
 }
 
 /// A parsed, validated configuration.
@@ -146,7 +180,11 @@ impl EncryptionConfig {
                 let n = n
                     .as_str()
                     .ok_or_else(|| invalid(&field, "must be a string"))?;
-                check_resource_name(n).map_err(|m| invalid(&field, &m))?;
+                check_resource_name(n).map_err(|reason| ConfigError::ResourceName {
+                    path: path.to_owned(),
+                    field: field.clone(),
+                    reason,
+                })?;
                 if !seen.insert(n.to_owned()) {
                     return Err(invalid(
                         &field,
@@ -210,37 +248,31 @@ fn parse_document(path: &Path, text: &str) -> Result<Value, ConfigError> {
 }
 
 /// Upstream's rules for `resources[].resources[]`.
-fn check_resource_name(n: &str) -> Result<(), String> {
+fn check_resource_name(n: &str) -> Result<(), ResourceNameError> {
+    let name = || n.to_owned();
     if n.is_empty() {
-        return Err("must not be empty".into());
+        return Err(ResourceNameError::Empty);
     }
     if n == "*" {
-        return Err(
-            "use '*.' to encrypt all the resources from core API group or *.* to encrypt all resources"
-                .into(),
-        );
+        return Err(ResourceNameError::BareWildcard);
     }
     if n.chars()
         .any(|c| c.is_ascii_uppercase() || c.is_whitespace() || c == '/')
     {
-        return Err(format!(
-            "{n:?} is not a resource name: use the lower-case plural, e.g. secrets or deployments.apps"
-        ));
+        return Err(ResourceNameError::NotPlural { name: name() });
     }
     let (resource, group) = n.split_once('.').unwrap_or((n, ""));
     if resource == "*" && group.contains('*') && group != "*" {
-        return Err(format!("{n:?}: only '*.*' may have a wildcard group"));
+        return Err(ResourceNameError::WildcardGroup { name: name() });
     }
     if resource != "*" && group.contains('*') {
-        return Err(format!(
-            "{n:?}: a wildcard group needs a wildcard resource ('*.*')"
-        ));
+        return Err(ResourceNameError::GroupWithoutWildcardResource { name: name() });
     }
     if group == "extensions" {
-        return Err("'extensions' group has been removed and cannot be used for encryption".into());
+        return Err(ResourceNameError::Extensions);
     }
     if group == "events.k8s.io" {
-        return Err("'*.events.k8s.io' objects are stored using the 'events' API group in etcd. Use 'events' instead in the config file".into());
+        return Err(ResourceNameError::EventsGroup);
     }
     Ok(())
 }
@@ -588,6 +620,70 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("used more than once")
+        );
+    }
+
+    #[test]
+    fn resource_names_are_refused_with_upstream_words() {
+        let cases = [
+            ("", ResourceNameError::Empty, "must not be empty"),
+            (
+                "*",
+                ResourceNameError::BareWildcard,
+                "use '*.' to encrypt all the resources from core API group or *.* to encrypt all resources",
+            ),
+            (
+                "Secrets",
+                ResourceNameError::NotPlural {
+                    name: "Secrets".into(),
+                },
+                "\"Secrets\" is not a resource name: use the lower-case plural, e.g. secrets or deployments.apps",
+            ),
+            (
+                "*.a*",
+                ResourceNameError::WildcardGroup {
+                    name: "*.a*".into(),
+                },
+                "\"*.a*\": only '*.*' may have a wildcard group",
+            ),
+            (
+                "secrets.*",
+                ResourceNameError::GroupWithoutWildcardResource {
+                    name: "secrets.*".into(),
+                },
+                "\"secrets.*\": a wildcard group needs a wildcard resource ('*.*')",
+            ),
+            (
+                "*.extensions",
+                ResourceNameError::Extensions,
+                "'extensions' group has been removed and cannot be used for encryption",
+            ),
+            (
+                "events.events.k8s.io",
+                ResourceNameError::EventsGroup,
+                "'*.events.k8s.io' objects are stored using the 'events' API group in etcd. Use 'events' instead in the config file",
+            ),
+        ];
+        for (name, want, text) in cases {
+            let got = check_resource_name(name).unwrap_err();
+            assert_eq!((&got, got.to_string().as_str()), (&want, text), "{name:?}");
+        }
+        assert!(check_resource_name("*.*").is_ok() && check_resource_name("*.").is_ok());
+        let head = "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\n";
+        let err = parse(&format!(
+            "{head}resources:\n- resources: [secrets, '']\n  providers: [{{identity: {{}}}}]"
+        ))
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::ResourceName {
+                reason: ResourceNameError::Empty,
+                ..
+            }
+        ));
+        assert_eq!(
+            err.to_string(),
+            "enc.yaml: resources[0].resources[1]: must not be empty"
         );
     }
 

@@ -51,7 +51,10 @@ pub enum EncryptionError {
         reason: aesgcm::OpenError,
     },
     #[error("cannot encrypt the value of {key}: {reason}")]
-    Encrypt { key: String, reason: String },
+    Encrypt {
+        key: String,
+        reason: aesgcm::SealError,
+    },
 }
 
 impl From<EncryptionError> for ApiError {

@@ -154,10 +154,35 @@ fn forwarded(name: &header::HeaderName) -> bool {
         && !(n.starts_with("x-remote-") || n.starts_with("impersonate-"))
 }
 
+/// Why a request could not be sent to an extension server (shown inside upstream's "error
+/// trying to reach service"), or a user that cannot be put in headers.
+#[derive(Debug, thiserror::Error)]
+pub enum AggregatorError {
+    #[error("user header: {0}")]
+    UserHeader(#[source] http::header::InvalidHeaderValue),
+    #[error(transparent)]
+    Endpoint(#[from] webhook::call::EndpointError),
+    #[error(transparent)]
+    CaBundle(#[from] webhook::InvalidCaBundle),
+    #[error(transparent)]
+    Tls(#[from] k1s_api::http_client::HttpClientError),
+    #[error("dial tcp {address}: {source}")]
+    Dial {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tls: {0}")]
+    Handshake(#[source] std::io::Error),
+}
+
 /// The user as the front proxy tells the extension server (upstream's requestheader
 /// names; extra keys are percent-encoded as upstream does).
-fn user_headers(user: &UserInfo, headers: &mut http::request::Builder) -> Result<(), String> {
-    let value = |s: &str| HeaderValue::from_str(s).map_err(|e| format!("user header: {e}"));
+fn user_headers(
+    user: &UserInfo,
+    headers: &mut http::request::Builder,
+) -> Result<(), AggregatorError> {
+    let value = |s: &str| HeaderValue::from_str(s).map_err(AggregatorError::UserHeader);
     let mut h = std::mem::take(headers);
     h = h.header("X-Remote-User", value(&user.name)?);
     for g in &user.groups {
@@ -205,12 +230,11 @@ fn unavailable(apiservice: &str, why: &dyn std::fmt::Display) -> ApiError {
 fn tls_config(
     apiservice: &Value,
     front_proxy: &crate::pki::CertKeyPem,
-) -> Result<rustls::ClientConfig, String> {
+) -> Result<rustls::ClientConfig, AggregatorError> {
     let cert = front_proxy.cert_pem.as_bytes();
     let key = front_proxy.key_pem.as_bytes();
     let mut config = if apiservice["spec"]["insecureSkipTLSVerify"] == true {
-        k1s_api::http_client::unverified_client_tls_config(Some((cert, key)))
-            .map_err(|e| e.to_string())?
+        k1s_api::http_client::unverified_client_tls_config(Some((cert, key)))?
     } else {
         let ca = apiservice["spec"]["caBundle"]
             .as_str()
@@ -225,15 +249,17 @@ fn tls_config(
                 ..Default::default()
             },
             true,
-        )
-        .map_err(|e| e.to_string())?
+        )?
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
 
 /// Where the APIService's Service is reached: (`ip:port`, the name its certificate carries).
-async fn endpoint(rest: &Rest, apiservice: &Value) -> Result<(String, String), String> {
+async fn endpoint(
+    rest: &Rest,
+    apiservice: &Value,
+) -> Result<(String, String), webhook::call::EndpointError> {
     let svc = &apiservice["spec"]["service"];
     let port = svc["port"].as_u64().unwrap_or(443);
     let hook = json!({"clientConfig": {"service": {
@@ -259,11 +285,14 @@ pub(crate) async fn proxy(
     let connect = async {
         let tcp = TcpStream::connect(&address)
             .await
-            .map_err(|e| format!("dial tcp {address}: {e}"))?;
+            .map_err(|source| AggregatorError::Dial {
+                address: address.clone(),
+                source,
+            })?;
         tokio_rustls::TlsConnector::from(Arc::new(tls))
             .connect(sni, tcp)
             .await
-            .map_err(|e| format!("tls: {e}"))
+            .map_err(AggregatorError::Handshake)
     };
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
         .await
@@ -279,7 +308,7 @@ pub(crate) async fn proxy(
         }
     }
     if let Some(user) = fwd.user {
-        user_headers(user, &mut request).map_err(ApiError::bad_request)?;
+        user_headers(user, &mut request).map_err(|e| ApiError::bad_request(e.to_string()))?;
     }
     let request = request
         .body(http_body_util::Full::new(fwd.body))
@@ -376,5 +405,17 @@ mod tests {
             assert!(!forwarded(&header::HeaderName::from_static(forged)));
         }
         assert!(forwarded(&header::ACCEPT));
+        let bad = UserInfo {
+            name: "al\nice".into(),
+            ..user
+        };
+        let e = user_headers(&bad, &mut http::Request::builder()).unwrap_err();
+        assert!(matches!(e, AggregatorError::UserHeader(_)));
+        assert_eq!(e.to_string(), "user header: failed to parse header value");
+        let e = AggregatorError::Dial {
+            address: "10.0.0.1:443".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert_eq!(e.to_string(), "dial tcp 10.0.0.1:443: connection refused");
     }
 }

@@ -260,13 +260,12 @@ fn server_name(ip: &str) -> rustls::pki_types::ServerName<'static> {
 }
 
 /// A TLS client that accepts any server certificate (see the module docs for why).
-fn unverified_tls() -> Result<Arc<rustls::ClientConfig>, String> {
+fn unverified_tls() -> Result<Arc<rustls::ClientConfig>, rustls::Error> {
     static CONFIG: std::sync::OnceLock<Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
     if let Some(config) = CONFIG.get() {
         return Ok(config.clone());
     }
-    let config =
-        Arc::new(k1s_api::http_client::unverified_tls_config().map_err(|e| e.to_string())?);
+    let config = Arc::new(k1s_api::http_client::unverified_tls_config()?);
     Ok(CONFIG.get_or_init(|| config).clone())
 }
 

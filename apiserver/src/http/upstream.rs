@@ -73,28 +73,33 @@ pub fn forwarded(name: &header::HeaderName) -> bool {
     )
 }
 
+/// An HTTP/1.1 exchange that failed: hyper's error (handshake, request, connection), or the
+/// body that could not be read (or was over [`MAX_BODY`]). Shown as the underlying error.
+#[derive(Debug, thiserror::Error)]
+pub enum RoundTripError {
+    #[error(transparent)]
+    Http(#[from] hyper::Error),
+    #[error("{0}")]
+    Body(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
 /// One HTTP/1.1 exchange on `io`: the answer's head and whole body (up to [`MAX_BODY`]). The
 /// connection is driven here, beside the exchange, and ends with it.
 pub async fn round_trip<I>(
     io: I,
     request: http::Request<Full<bytes::Bytes>>,
-) -> Result<(http::response::Parts, bytes::Bytes), String>
+) -> Result<(http::response::Parts, bytes::Bytes), RoundTripError>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io).await?;
     let exchange = async {
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let response = sender.send_request(request).await?;
         let (parts, body) = response.into_parts();
         let body = http_body_util::Limited::new(body, MAX_BODY)
             .collect()
             .await
-            .map_err(|e| e.to_string())?
+            .map_err(RoundTripError::Body)?
             .to_bytes();
         Ok((parts, body))
     };
@@ -103,7 +108,7 @@ where
         answer = &mut exchange => answer,
         closed = conn => match closed {
             Ok(()) => exchange.await,
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.into()),
         },
     }
 }

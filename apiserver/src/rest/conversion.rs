@@ -41,7 +41,43 @@ pub fn by_webhook(res: &ResourceType) -> bool {
     webhook_of(res).is_some()
 }
 
-fn conversion_error(res: &ResourceType, why: &str) -> ApiError {
+/// Why a conversion webhook did not convert (the `why` of upstream's "conversion webhook for
+/// CRD failed").
+#[derive(Debug, thiserror::Error)]
+pub enum ConversionError {
+    #[error("the webhook accepts no ConversionReview version k1s speaks (v1, v1beta1)")]
+    NoReviewVersion,
+    /// Finding the endpoint took the whole time limit.
+    #[error("context deadline exceeded")]
+    Timeout,
+    #[error(transparent)]
+    Endpoint(#[from] webhook::call::EndpointError),
+    #[error(transparent)]
+    CaBundle(#[from] webhook::InvalidCaBundle),
+    #[error(transparent)]
+    Post(#[from] webhook::call::PostError),
+    #[error("invalid ConversionReview: {0}")]
+    InvalidReview(#[source] serde_json::Error),
+    #[error("no response provided")]
+    NoResponse,
+    #[error("expected response.uid={expected:?}, got {got:?}")]
+    Uid { expected: String, got: String },
+    /// `response.result.status` is not `Success`; the webhook's message, if it gave one.
+    #[error("{}", .message.as_deref().unwrap_or("the webhook did not report success"))]
+    Failed { message: Option<String> },
+    #[error("expected {sent} converted objects, got {got}")]
+    Count { sent: usize, got: usize },
+    #[error("invalid converted object: expected apiVersion {desired:?}, got {got:?}")]
+    ApiVersion { desired: String, got: String },
+    /// The kinds as JSON (`"Widget"`, or `null`).
+    #[error("invalid converted object: expected kind {expected}, got {got}")]
+    Kind { expected: Value, got: Value },
+    /// `metadata.labels` or `metadata.annotations` with a value that is not a string.
+    #[error("invalid metadata.{field} in a converted object")]
+    Metadata { field: &'static str },
+}
+
+fn conversion_error(res: &ResourceType, why: &ConversionError) -> ApiError {
     let crd = format!("{}.{}", res.plural, res.group);
     ApiError::new(
         500,
@@ -155,18 +191,18 @@ impl Rest {
         hook: &Value,
         objects: &[Value],
         desired: &str,
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<Value>, ConversionError> {
         let version = hook["conversionReviewVersions"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
             .find_map(|v| REVIEW_VERSIONS.iter().copied().find(|k| *k == v))
-            .ok_or("the webhook accepts no ConversionReview version k1s speaks (v1, v1beta1)")?;
+            .ok_or(ConversionError::NoReviewVersion)?;
         let started = tokio::time::Instant::now();
         let endpoint = tokio::time::timeout(TIMEOUT, webhook::endpoint(self, hook, TIMEOUT))
             .await
-            .map_err(|_| "context deadline exceeded".to_string())??;
+            .map_err(|_| ConversionError::Timeout)??;
         let uid = uuid::Uuid::new_v4().to_string();
         let review = json!({
             "apiVersion": format!("apiextensions.k8s.io/{version}"),
@@ -185,53 +221,57 @@ impl Rest {
 }
 
 /// The converted objects of a `ConversionReview` answer, checked as upstream does.
-fn parse_answer(uid: &str, sent: usize, body: &[u8]) -> Result<Vec<Value>, String> {
-    let answer: Value =
-        serde_json::from_slice(body).map_err(|e| format!("invalid ConversionReview: {e}"))?;
+fn parse_answer(uid: &str, sent: usize, body: &[u8]) -> Result<Vec<Value>, ConversionError> {
+    let answer: Value = serde_json::from_slice(body).map_err(ConversionError::InvalidReview)?;
     let response = &answer["response"];
     if !response.is_object() {
-        return Err("no response provided".into());
+        return Err(ConversionError::NoResponse);
     }
     if response["uid"].as_str() != Some(uid) {
-        return Err(format!(
-            "expected response.uid={uid:?}, got {:?}",
-            response["uid"].as_str().unwrap_or("")
-        ));
+        return Err(ConversionError::Uid {
+            expected: uid.to_owned(),
+            got: response["uid"].as_str().unwrap_or("").to_owned(),
+        });
     }
     if response["result"]["status"] != "Success" {
-        return Err(response["result"]["message"]
-            .as_str()
-            .filter(|m| !m.is_empty())
-            .unwrap_or("the webhook did not report success")
-            .to_owned());
+        return Err(ConversionError::Failed {
+            message: response["result"]["message"]
+                .as_str()
+                .filter(|m| !m.is_empty())
+                .map(str::to_owned),
+        });
     }
     let converted = response["convertedObjects"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     if converted.len() != sent {
-        return Err(format!(
-            "expected {sent} converted objects, got {}",
-            converted.len()
-        ));
+        return Err(ConversionError::Count {
+            sent,
+            got: converted.len(),
+        });
     }
     Ok(converted)
 }
 
 /// Upstream's checks of one converted object: the desired apiVersion, the original kind, and
 /// metadata as it was but for labels and annotations (the rest is restored).
-fn check_converted(original: &Value, converted: &mut Value, desired: &str) -> Result<(), String> {
+fn check_converted(
+    original: &Value,
+    converted: &mut Value,
+    desired: &str,
+) -> Result<(), ConversionError> {
     if converted["apiVersion"].as_str() != Some(desired) {
-        return Err(format!(
-            "invalid converted object: expected apiVersion {desired:?}, got {:?}",
-            converted["apiVersion"].as_str().unwrap_or("")
-        ));
+        return Err(ConversionError::ApiVersion {
+            desired: desired.to_owned(),
+            got: converted["apiVersion"].as_str().unwrap_or("").to_owned(),
+        });
     }
     if converted["kind"] != original["kind"] {
-        return Err(format!(
-            "invalid converted object: expected kind {}, got {}",
-            original["kind"], converted["kind"]
-        ));
+        return Err(ConversionError::Kind {
+            expected: original["kind"].clone(),
+            got: converted["kind"].clone(),
+        });
     }
     let mut meta = original["metadata"].clone();
     for k in ["labels", "annotations"] {
@@ -240,7 +280,7 @@ fn check_converted(original: &Value, converted: &mut Value, desired: &str) -> Re
                 if v.as_object()
                     .is_some_and(|m| m.values().any(|x| !x.is_string()))
                 {
-                    return Err(format!("invalid metadata.{k} in a converted object"));
+                    return Err(ConversionError::Metadata { field: k });
                 }
                 meta[k] = v.clone();
             }
@@ -285,21 +325,32 @@ mod tests {
             "convertedObjects": [obj("v2")]}});
         let got = parse_answer("x", 1, ok.to_string().as_bytes()).unwrap();
         assert_eq!(got.len(), 1);
-        assert!(
-            parse_answer("y", 1, ok.to_string().as_bytes())
-                .unwrap_err()
-                .contains("response.uid")
-        );
-        assert!(
-            parse_answer("x", 2, ok.to_string().as_bytes())
-                .unwrap_err()
-                .contains("expected 2 converted objects")
-        );
+        let e = parse_answer("y", 1, ok.to_string().as_bytes()).unwrap_err();
+        assert!(matches!(e, ConversionError::Uid { .. }));
+        assert_eq!(e.to_string(), r#"expected response.uid="y", got "x""#);
+        let e = parse_answer("x", 2, ok.to_string().as_bytes()).unwrap_err();
+        assert!(matches!(e, ConversionError::Count { sent: 2, got: 1 }));
+        assert_eq!(e.to_string(), "expected 2 converted objects, got 1");
         let failed = json!({"response": {"uid": "x", "result": {"status": "Failure",
             "message": "cannot convert"}}});
+        let e = parse_answer("x", 1, failed.to_string().as_bytes()).unwrap_err();
+        assert!(matches!(e, ConversionError::Failed { message: Some(_) }));
+        assert_eq!(e.to_string(), "cannot convert");
+        let silent = json!({"response": {"uid": "x", "result": {"status": "Failure"}}});
+        let e = parse_answer("x", 1, silent.to_string().as_bytes()).unwrap_err();
+        assert_eq!(e.to_string(), "the webhook did not report success");
+        let e = parse_answer("x", 1, b"{}").unwrap_err();
+        assert!(matches!(e, ConversionError::NoResponse));
+        assert_eq!(e.to_string(), "no response provided");
+        let e = parse_answer("x", 1, b"nope").unwrap_err();
+        assert!(matches!(e, ConversionError::InvalidReview(_)));
+        assert!(
+            e.to_string().starts_with("invalid ConversionReview: "),
+            "{e}"
+        );
         assert_eq!(
-            parse_answer("x", 1, failed.to_string().as_bytes()).unwrap_err(),
-            "cannot convert"
+            ConversionError::NoReviewVersion.to_string(),
+            "the webhook accepts no ConversionReview version k1s speaks (v1, v1beta1)"
         );
     }
 
@@ -315,9 +366,27 @@ mod tests {
         assert_eq!(c["metadata"]["labels"], json!({"b": "2"}));
         assert_eq!(c["metadata"]["annotations"], json!({"n": "x"}));
         let mut wrong = obj("v1");
-        assert!(check_converted(&original, &mut wrong, "stable.example.com/v2").is_err());
+        let e = check_converted(&original, &mut wrong, "stable.example.com/v2").unwrap_err();
+        assert!(matches!(e, ConversionError::ApiVersion { .. }));
+        assert_eq!(
+            e.to_string(),
+            r#"invalid converted object: expected apiVersion "stable.example.com/v2", got "stable.example.com/v1""#
+        );
         let mut kind = obj("v2");
         kind["kind"] = json!("Other");
-        assert!(check_converted(&original, &mut kind, "stable.example.com/v2").is_err());
+        let e = check_converted(&original, &mut kind, "stable.example.com/v2").unwrap_err();
+        assert!(matches!(e, ConversionError::Kind { .. }));
+        assert_eq!(
+            e.to_string(),
+            r#"invalid converted object: expected kind "Widget", got "Other""#
+        );
+        let mut labels = obj("v2");
+        labels["metadata"]["labels"] = json!({"a": 1});
+        let e = check_converted(&original, &mut labels, "stable.example.com/v2").unwrap_err();
+        assert!(matches!(e, ConversionError::Metadata { field: "labels" }));
+        assert_eq!(
+            e.to_string(),
+            "invalid metadata.labels in a converted object"
+        );
     }
 }

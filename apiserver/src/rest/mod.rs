@@ -204,7 +204,7 @@ impl Rest {
         &self,
         node: &str,
     ) -> Result<Arc<dyn k1s_api::streams::NodeStreams>, ApiError> {
-        let no_route = |why: String| {
+        let no_route = |why: &dyn std::fmt::Display| {
             ApiError::new(
                 503,
                 "ServiceUnavailable",
@@ -225,9 +225,9 @@ impl Rest {
             .ok_or_else(ApiError::no_route)?;
         let obj = self.get(&nodes, None, node).await?;
         let Some(dialer) = self.kubelets.get() else {
-            return Err(no_route("this server reaches no remote kubelets".into()));
+            return Err(no_route(&"this server reaches no remote kubelets"));
         };
-        dialer.kubelet(&obj).map_err(no_route)
+        dialer.kubelet(&obj).map_err(|e| no_route(&e))
     }
 
     /// The same storage, with objects stored through `encryption`.

@@ -3,7 +3,8 @@
 //! its ready endpoints), TLS checked against the webhook's `caBundle` (else the system's
 //! CAs) under the name upstream checks (`NAME.NAMESPACE.svc` for a Service), the
 //! `timeoutSeconds` limit, and the answer read back: allowed or not, the JSON patch of a
-//! mutating webhook, warnings.
+//! mutating webhook, warnings. Failures are typed: [`EndpointError`] (a URL that cannot be
+//! called), [`PostError`] (the exchange), [`AnswerError`] (an answer upstream would reject).
 
 use std::time::Duration;
 
@@ -38,6 +39,99 @@ pub struct Answer {
     pub warnings: Vec<String>,
 }
 
+/// A `clientConfig.url` that cannot be called, or a Service that cannot be reached (see
+/// [`super::endpoint`]).
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("invalid URL {url:?}: {source}")]
+    InvalidUrl {
+        url: String,
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    #[error("webhook URL {url:?} must use https")]
+    NotHttps { url: String },
+    #[error("webhook URL {url:?} has no host")]
+    NoHost { url: String },
+    /// The server does not serve `Service` or `Endpoints` (the name).
+    #[error("no {0} resource")]
+    NoResource(&'static str),
+    /// Reading the Service failed: the API error's message.
+    #[error("{}", .0.message)]
+    Service(crate::status::ApiError),
+    #[error("service \"{name}\" has no port {port}")]
+    NoPort { name: String, port: u16 },
+    #[error("service \"{name}\" has no ready endpoints")]
+    NoReadyEndpoints { name: String },
+}
+
+/// A failed exchange with a webhook: upstream's `Post "URL": <reason>`.
+#[derive(Debug, thiserror::Error)]
+#[error("Post {url:?}: {reason}")]
+pub struct PostError {
+    /// [`Endpoint::url`].
+    pub url: String,
+    #[source]
+    pub reason: PostFailure,
+}
+
+/// What went wrong in [`post`].
+#[derive(Debug, thiserror::Error)]
+pub enum PostFailure {
+    #[error(transparent)]
+    Tls(#[from] k1s_api::http_client::HttpClientError),
+    #[error("invalid server name {name:?}: {source}")]
+    ServerName {
+        name: String,
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    #[error("dial tcp {address}: {source}")]
+    Dial {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tls: {0}")]
+    Handshake(#[source] std::io::Error),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error(transparent)]
+    Request(#[from] http::Error),
+    #[error(transparent)]
+    Exchange(#[from] crate::http::upstream::RoundTripError),
+    /// A non-2xx answer; `body` is its first 512 bytes, lossily decoded.
+    #[error("the server responded with HTTP {code}: {body}")]
+    Status { code: u16, body: String },
+    /// The time limit passed. Upstream's words (Go's context error), which clients and the
+    /// conformance suite read.
+    #[error("context deadline exceeded")]
+    Timeout,
+}
+
+/// An answer upstream would not accept.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("received invalid webhook response: {0}")]
+    Invalid(#[source] serde_json::Error),
+    #[error(
+        "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {api_version}, Kind={kind}"
+    )]
+    Kind { api_version: String, kind: String },
+    #[error("webhook response was absent")]
+    Absent,
+    #[error("expected response.uid={expected:?}, got {got:?}")]
+    Uid { expected: String, got: String },
+    #[error(
+        "webhook returned response.patch but not response.patchType; expected \"JSONPatch\", got {got:?}"
+    )]
+    PatchType { got: String },
+    #[error("received undecodable patch in webhook response: {0}")]
+    PatchBase64(#[source] base64::DecodeError),
+    #[error("received undecodable patch in webhook response: {0}")]
+    PatchJson(#[source] serde_json::Error),
+}
+
 /// The versions of `AdmissionReview` k1s speaks, most preferred first.
 const REVIEW_VERSIONS: [&str; 2] = ["v1", "v1beta1"];
 
@@ -63,42 +157,40 @@ pub fn review(version: &str, request: Value) -> Value {
 
 /// Reads a webhook's answer to the review with `uid`, as upstream checks it (a `v1` answer
 /// must name its kind and version and echo the uid).
-pub fn parse_answer(version: &str, uid: &str, body: &[u8]) -> Result<Answer, String> {
-    let review: Value = serde_json::from_slice(body)
-        .map_err(|e| format!("received invalid webhook response: {e}"))?;
+pub fn parse_answer(version: &str, uid: &str, body: &[u8]) -> Result<Answer, AnswerError> {
+    let review: Value = serde_json::from_slice(body).map_err(AnswerError::Invalid)?;
     if version == "v1" {
         let api_version = review["apiVersion"].as_str().unwrap_or("");
         let kind = review["kind"].as_str().unwrap_or("");
         if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
-            return Err(format!(
-                "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {api_version}, Kind={kind}"
-            ));
+            return Err(AnswerError::Kind {
+                api_version: api_version.to_owned(),
+                kind: kind.to_owned(),
+            });
         }
     }
     let response = &review["response"];
     if !response.is_object() {
-        return Err("webhook response was absent".into());
+        return Err(AnswerError::Absent);
     }
     if version == "v1" && response["uid"].as_str() != Some(uid) {
-        return Err(format!(
-            "expected response.uid={uid:?}, got {:?}",
-            response["uid"].as_str().unwrap_or("")
-        ));
+        return Err(AnswerError::Uid {
+            expected: uid.to_owned(),
+            got: response["uid"].as_str().unwrap_or("").to_owned(),
+        });
     }
     let patch = match response["patch"].as_str().filter(|p| !p.is_empty()) {
         None => None,
         Some(p) => {
             if version == "v1" && response["patchType"].as_str() != Some("JSONPatch") {
-                return Err(format!(
-                    "webhook returned response.patch but not response.patchType; expected \"JSONPatch\", got {:?}",
-                    response["patchType"].as_str().unwrap_or("")
-                ));
+                return Err(AnswerError::PatchType {
+                    got: response["patchType"].as_str().unwrap_or("").to_owned(),
+                });
             }
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(p)
-                .map_err(|e| format!("received undecodable patch in webhook response: {e}"))?;
-            let patch: Value = serde_json::from_slice(&bytes)
-                .map_err(|e| format!("received undecodable patch in webhook response: {e}"))?;
+                .map_err(AnswerError::PatchBase64)?;
+            let patch: Value = serde_json::from_slice(&bytes).map_err(AnswerError::PatchJson)?;
             Some(patch)
         }
     };
@@ -117,16 +209,19 @@ pub fn parse_answer(version: &str, uid: &str, body: &[u8]) -> Result<Answer, Str
 }
 
 /// The endpoint of a `clientConfig.url` (`https://host[:port]/path`).
-pub fn url_endpoint(url: &str, timeout: Duration) -> Result<Endpoint, String> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+pub fn url_endpoint(url: &str, timeout: Duration) -> Result<Endpoint, EndpointError> {
+    let uri: http::Uri = url.parse().map_err(|source| EndpointError::InvalidUrl {
+        url: url.to_owned(),
+        source,
+    })?;
     if uri.scheme_str() != Some("https") {
-        return Err(format!("webhook URL {url:?} must use https"));
+        return Err(EndpointError::NotHttps {
+            url: url.to_owned(),
+        });
     }
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("webhook URL {url:?} has no host"))?;
+    let host = uri.host().ok_or_else(|| EndpointError::NoHost {
+        url: url.to_owned(),
+    })?;
     let port = uri.port_u16().unwrap_or(443);
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let address = if bare.contains(':') {
@@ -191,8 +286,7 @@ pub async fn post(
     ca_bundle: Option<&[u8]>,
     review: &Value,
     timeout: Duration,
-) -> Result<bytes::Bytes, String> {
-    let failed = |e: &dyn std::fmt::Display| format!("Post {:?}: {e}", endpoint.url);
+) -> Result<bytes::Bytes, PostError> {
     let exchange = async {
         let tls = k1s_api::http_client::client_tls_config(
             &k1s_api::http_client::TlsSettings {
@@ -200,47 +294,52 @@ pub async fn post(
                 ..Default::default()
             },
             true,
-        )
-        .map_err(|e| failed(&e))?;
-        let name = server_name(&endpoint.server_name).map_err(|e| failed(&e))?;
+        )?;
+        let name = server_name(&endpoint.server_name)?;
         let tcp = TcpStream::connect(&endpoint.address)
             .await
-            .map_err(|e| failed(&format!("dial tcp {}: {e}", endpoint.address)))?;
+            .map_err(|source| PostFailure::Dial {
+                address: endpoint.address.clone(),
+                source,
+            })?;
         let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
             .connect(name, tcp)
             .await
-            .map_err(|e| failed(&format!("tls: {e}")))?;
-        let body = serde_json::to_vec(review).map_err(|e| failed(&e))?;
+            .map_err(PostFailure::Handshake)?;
+        let body = serde_json::to_vec(review)?;
         let request = http::Request::post(&endpoint.path)
             .header(header::HOST, &endpoint.server_name)
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json")
-            .body(Full::new(bytes::Bytes::from(body)))
-            .map_err(|e| failed(&e))?;
-        let (parts, body) = crate::http::upstream::round_trip(TokioIo::new(stream), request)
-            .await
-            .map_err(|e| failed(&e))?;
+            .body(Full::new(bytes::Bytes::from(body)))?;
+        let (parts, body) =
+            crate::http::upstream::round_trip(TokioIo::new(stream), request).await?;
         if !parts.status.is_success() {
-            return Err(failed(&format!(
-                "the server responded with HTTP {}: {}",
-                parts.status.as_u16(),
-                String::from_utf8_lossy(&body[..body.len().min(512)])
-            )));
+            return Err(PostFailure::Status {
+                code: parts.status.as_u16(),
+                body: String::from_utf8_lossy(&body[..body.len().min(512)]).into_owned(),
+            });
         }
         Ok(body)
     };
-    match tokio::time::timeout(timeout, exchange).await {
-        Ok(answer) => answer,
-        // Upstream's words (Go's context error), which clients and the conformance suite read.
-        Err(_) => Err(failed(&"context deadline exceeded")),
-    }
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .unwrap_or(Err(PostFailure::Timeout))
+        .map_err(|reason| PostError {
+            url: endpoint.url.clone(),
+            reason,
+        })
 }
 
-fn server_name(name: &str) -> Result<rustls::pki_types::ServerName<'static>, String> {
+fn server_name(name: &str) -> Result<rustls::pki_types::ServerName<'static>, PostFailure> {
     match name.parse::<std::net::IpAddr>() {
         Ok(ip) => Ok(rustls::pki_types::ServerName::IpAddress(ip.into())),
-        Err(_) => rustls::pki_types::ServerName::try_from(name.to_owned())
-            .map_err(|e| format!("invalid server name {name:?}: {e}")),
+        Err(_) => rustls::pki_types::ServerName::try_from(name.to_owned()).map_err(|source| {
+            PostFailure::ServerName {
+                name: name.to_owned(),
+                source,
+            }
+        }),
     }
 }
 
@@ -298,5 +397,109 @@ mod tests {
         assert!(!a.allowed);
         assert_eq!(a.status["message"], "no");
         assert!(parse_answer("v1", "u1", b"not json").is_err());
+    }
+
+    #[test]
+    fn answer_errors_keep_upstream_wording() {
+        let body = |v: Value| v.to_string().into_bytes();
+        let e = parse_answer("v1", "u1", b"not json").unwrap_err();
+        assert!(matches!(e, AnswerError::Invalid(_)));
+        assert!(
+            e.to_string()
+                .starts_with("received invalid webhook response: expected ident"),
+            "{e}"
+        );
+        let e = parse_answer(
+            "v1",
+            "u1",
+            &body(json!({"apiVersion": "v1", "kind": "Pod"})),
+        )
+        .unwrap_err();
+        assert!(matches!(e, AnswerError::Kind { .. }));
+        assert_eq!(
+            e.to_string(),
+            "expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got v1, Kind=Pod"
+        );
+        let head = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
+        let e = parse_answer("v1", "u1", &body(head.clone())).unwrap_err();
+        assert!(matches!(e, AnswerError::Absent));
+        assert_eq!(e.to_string(), "webhook response was absent");
+        let mut r = head.clone();
+        r["response"] = json!({"uid": "u2"});
+        let e = parse_answer("v1", "u1", &body(r)).unwrap_err();
+        assert!(matches!(e, AnswerError::Uid { .. }));
+        assert_eq!(e.to_string(), r#"expected response.uid="u1", got "u2""#);
+        let mut r = head.clone();
+        r["response"] = json!({"uid": "u1", "patch": "W10="});
+        let e = parse_answer("v1", "u1", &body(r)).unwrap_err();
+        assert!(matches!(e, AnswerError::PatchType { .. }));
+        assert_eq!(
+            e.to_string(),
+            r#"webhook returned response.patch but not response.patchType; expected "JSONPatch", got """#
+        );
+        let mut r = head.clone();
+        r["response"] = json!({"uid": "u1", "patchType": "JSONPatch", "patch": "!!"});
+        let e = parse_answer("v1", "u1", &body(r)).unwrap_err();
+        assert!(matches!(e, AnswerError::PatchBase64(_)));
+        assert!(
+            e.to_string()
+                .starts_with("received undecodable patch in webhook response: Invalid"),
+            "{e}"
+        );
+        let mut r = head;
+        r["response"] = json!({"uid": "u1", "patchType": "JSONPatch", "patch": "e30="});
+        assert!(parse_answer("v1", "u1", &body(r)).is_ok());
+        let e = parse_answer(
+            "v1beta1",
+            "u1",
+            &body(json!({"response": {"patch": "bm9w"}})),
+        )
+        .unwrap_err();
+        assert!(matches!(e, AnswerError::PatchJson(_)));
+    }
+
+    #[test]
+    fn url_and_post_errors_keep_upstream_wording() {
+        let t = Duration::from_secs(10);
+        let e = url_endpoint("http://example.com/", t).unwrap_err();
+        assert!(matches!(e, EndpointError::NotHttps { .. }));
+        assert_eq!(
+            e.to_string(),
+            r#"webhook URL "http://example.com/" must use https"#
+        );
+        let e = url_endpoint("https:///x", t).unwrap_err();
+        assert!(matches!(e, EndpointError::InvalidUrl { .. }));
+        assert!(
+            e.to_string().starts_with(r#"invalid URL "https:///x": "#),
+            "{e}"
+        );
+        let e = url_endpoint("/relative", t).unwrap_err();
+        assert!(matches!(e, EndpointError::NotHttps { .. }));
+        let e = PostError {
+            url: "https://hook.ns.svc:443/?timeout=10s".into(),
+            reason: PostFailure::Status {
+                code: 500,
+                body: "boom".into(),
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            r#"Post "https://hook.ns.svc:443/?timeout=10s": the server responded with HTTP 500: boom"#
+        );
+        let e = PostError {
+            url: "https://h/".into(),
+            reason: PostFailure::Timeout,
+        };
+        assert_eq!(
+            e.to_string(),
+            r#"Post "https://h/": context deadline exceeded"#
+        );
+        let e = server_name("bad name!").unwrap_err();
+        assert!(matches!(e, PostFailure::ServerName { .. }));
+        assert!(
+            e.to_string()
+                .starts_with(r#"invalid server name "bad name!": "#),
+            "{e}"
+        );
     }
 }

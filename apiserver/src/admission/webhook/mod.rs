@@ -212,7 +212,7 @@ fn ignores_failures(webhook: &Value) -> bool {
 }
 
 /// Upstream's error for a webhook that could not be called under `failurePolicy: Fail`.
-fn calling_error(webhook: &Value, why: &str) -> ApiError {
+fn calling_error(webhook: &Value, why: &CallError) -> ApiError {
     let message = format!("failed calling webhook {:?}: {why}", name_of(webhook));
     ApiError::new(
         500,
@@ -278,7 +278,7 @@ pub(crate) async fn endpoint(
     rest: &dyn Reader,
     webhook: &Value,
     timeout: Duration,
-) -> Result<call::Endpoint, String> {
+) -> Result<call::Endpoint, call::EndpointError> {
     let cc = &webhook["clientConfig"];
     if let Some(url) = cc["url"].as_str() {
         return call::url_endpoint(url, timeout);
@@ -293,19 +293,23 @@ pub(crate) async fn endpoint(
         .and_then(|p| u16::try_from(p).ok())
         .unwrap_or(443);
     let path = svc_ref["path"].as_str();
-    let not_found = |what: &str| format!("service \"{name}\" {what}");
     let svc_type = rest
         .builtin_kind("", "Service")
-        .ok_or("no Service resource")?;
+        .ok_or(call::EndpointError::NoResource("Service"))?;
     let svc = rest
         .get(&svc_type, Some(ns), name)
         .await
-        .map_err(|e| e.message)?;
-    let port_name = crate::http::upstream::service_port_name(&svc, &port.to_string())
-        .ok_or_else(|| not_found(&format!("has no port {port}")))?;
+        .map_err(call::EndpointError::Service)?;
+    let port_name =
+        crate::http::upstream::service_port_name(&svc, &port.to_string()).ok_or_else(|| {
+            call::EndpointError::NoPort {
+                name: name.to_owned(),
+                port,
+            }
+        })?;
     let eps_type = rest
         .builtin_kind("", "Endpoints")
-        .ok_or("no Endpoints resource")?;
+        .ok_or(call::EndpointError::NoResource("Endpoints"))?;
     let picked = match rest.get(&eps_type, Some(ns), name).await {
         Ok(eps) => crate::http::upstream::pick_endpoint(&eps, &port_name, &mut rand::rng()),
         Err(_) => None,
@@ -314,7 +318,11 @@ pub(crate) async fn endpoint(
         Some(p) => p,
         None => match svc["spec"]["clusterIP"].as_str() {
             Some(ip) if !ip.is_empty() && ip != "None" => (ip.to_owned(), port),
-            _ => return Err(not_found("has no ready endpoints")),
+            _ => {
+                return Err(call::EndpointError::NoReadyEndpoints {
+                    name: name.to_owned(),
+                });
+            }
         },
     };
     Ok(call::service_endpoint(
@@ -348,9 +356,7 @@ async fn call_one(
         )));
     }
     let outcome = async {
-        let version = call::review_version(webhook).ok_or_else(|| {
-            "webhook does not accept known AdmissionReview versions (v1, v1beta1)".to_string()
-        })?;
+        let version = call::review_version(webhook).ok_or(CallError::NoReviewVersion)?;
         let secs = webhook["timeoutSeconds"]
             .as_u64()
             .unwrap_or(10)
@@ -359,7 +365,7 @@ async fn call_one(
         let started = tokio::time::Instant::now();
         let endpoint = tokio::time::timeout(timeout, endpoint(rest, webhook, timeout))
             .await
-            .map_err(|_| "context deadline exceeded".to_string())??;
+            .map_err(|_| CallError::Timeout)??;
         let uid = uuid::Uuid::new_v4().to_string();
         let review = call::review(version, a.request(&uid, obj, old));
         let ca = webhook["clientConfig"]["caBundle"]
@@ -370,8 +376,8 @@ async fn call_one(
         let left = timeout.saturating_sub(started.elapsed());
         let body = call::post(&endpoint, ca.as_deref(), &review, left)
             .await
-            .map_err(|e| format!("failed to call webhook: {e}"))?;
-        call::parse_answer(version, &uid, &body)
+            .map_err(CallError::Post)?;
+        Ok::<_, CallError>(call::parse_answer(version, &uid, &body)?)
     }
     .await;
     match outcome {
@@ -384,12 +390,35 @@ async fn call_one(
     }
 }
 
+/// A `caBundle` that is not base64.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid caBundle: {0}")]
+pub struct InvalidCaBundle(#[source] pub base64::DecodeError);
+
+/// Why a webhook could not be called (the `why` of upstream's "failed calling webhook").
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("webhook does not accept known AdmissionReview versions (v1, v1beta1)")]
+    NoReviewVersion,
+    /// Finding the endpoint took the whole `timeoutSeconds`.
+    #[error("context deadline exceeded")]
+    Timeout,
+    #[error(transparent)]
+    Endpoint(#[from] call::EndpointError),
+    #[error(transparent)]
+    CaBundle(#[from] InvalidCaBundle),
+    #[error("failed to call webhook: {0}")]
+    Post(#[source] call::PostError),
+    #[error(transparent)]
+    Answer(#[from] call::AnswerError),
+}
+
 /// `caBundle` is base64 of PEM in JSON.
-pub(crate) fn decode_ca(b64: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn decode_ca(b64: &str) -> Result<Vec<u8>, InvalidCaBundle> {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD
         .decode(b64)
-        .map_err(|e| format!("invalid caBundle: {e}"))
+        .map_err(InvalidCaBundle)
 }
 
 /// Runs the mutating webhooks over a create or update; returns their warnings and whether
@@ -514,14 +543,51 @@ mod tests {
         let e = denial(&hook, &json!({"reason": "NoWay", "code": 200}));
         assert_eq!((e.code, e.reason), (400, ""));
         assert!(e.message.ends_with("denied the request: NoWay"));
-        let e = calling_error(
-            &hook,
-            "failed to call webhook: Post \"x\": context deadline exceeded",
+        let why = CallError::Post(call::PostError {
+            url: "x".into(),
+            reason: call::PostFailure::Timeout,
+        });
+        assert_eq!(
+            why.to_string(),
+            "failed to call webhook: Post \"x\": context deadline exceeded"
         );
+        let e = calling_error(&hook, &why);
         assert_eq!((e.code, e.reason), (500, "InternalError"));
-        assert!(e.message.starts_with(
-            "Internal error occurred: failed calling webhook \"deny.k8s.io\": failed to call webhook"
+        assert_eq!(
+            e.message,
+            "Internal error occurred: failed calling webhook \"deny.k8s.io\": failed to call webhook: Post \"x\": context deadline exceeded"
+        );
+    }
+
+    #[test]
+    fn call_errors_keep_upstream_wording() {
+        assert_eq!(
+            CallError::NoReviewVersion.to_string(),
+            "webhook does not accept known AdmissionReview versions (v1, v1beta1)"
+        );
+        assert_eq!(CallError::Timeout.to_string(), "context deadline exceeded");
+        let e = decode_ca("not base64!").unwrap_err();
+        assert!(e.to_string().starts_with("invalid caBundle: "), "{e}");
+        assert!(matches!(CallError::from(e), CallError::CaBundle(_)));
+        assert_eq!(decode_ca("aGk=").unwrap(), b"hi");
+        let e = CallError::from(call::EndpointError::NoReadyEndpoints {
+            name: "hook".into(),
+        });
+        assert_eq!(e.to_string(), "service \"hook\" has no ready endpoints");
+        let e = call::EndpointError::NoPort {
+            name: "hook".into(),
+            port: 8443,
+        };
+        assert_eq!(e.to_string(), "service \"hook\" has no port 8443");
+        assert_eq!(
+            call::EndpointError::NoResource("Endpoints").to_string(),
+            "no Endpoints resource"
+        );
+        let e = call::EndpointError::Service(ApiError::new(
+            404,
+            "NotFound",
+            "services \"hook\" not found",
         ));
-        assert!(e.message.ends_with("context deadline exceeded"));
+        assert_eq!(e.to_string(), "services \"hook\" not found");
     }
 }

@@ -342,33 +342,56 @@ pub fn signer_name(path: &str, name: &str, out: &mut Causes) {
     }
 }
 
+/// Why `spec.request` is not a usable certificate request (upstream's texts).
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    /// Not base64, not PEM, or a PEM block of another type.
+    #[error("PEM block type must be CERTIFICATE REQUEST")]
+    NotRequestPem,
+    #[error("x509: malformed certificate request: {0}")]
+    Malformed(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("x509: invalid signature: {0}")]
+    Signature(#[source] x509_parser::error::X509Error),
+}
+
+/// Why `status.certificate` is not a list of certificates (upstream's texts).
+#[derive(Debug, thiserror::Error)]
+enum CertificateError {
+    /// Not base64, or no PEM block.
+    #[error("must contain at least one CERTIFICATE PEM block")]
+    NoCertificate,
+    #[error("only CERTIFICATE PEM blocks are allowed, found {label:?}")]
+    OtherBlock { label: String },
+    #[error("invalid certificate: {0}")]
+    Invalid(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
+}
+
 /// `spec.request`: base64 in JSON; a PEM `CERTIFICATE REQUEST` whose signature checks.
-fn request_ok(b64: &str) -> Result<(), String> {
+fn request_ok(b64: &str) -> Result<(), RequestError> {
     use base64::Engine;
-    const TYPE: &str = "PEM block type must be CERTIFICATE REQUEST";
     let pem_bytes = base64::engine::general_purpose::STANDARD
         .decode(b64)
-        .map_err(|_| TYPE.to_owned())?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem_bytes).map_err(|_| TYPE.to_owned())?;
+        .map_err(|_| RequestError::NotRequestPem)?;
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(&pem_bytes).map_err(|_| RequestError::NotRequestPem)?;
     if pem.label != "CERTIFICATE REQUEST" {
-        return Err(TYPE.into());
+        return Err(RequestError::NotRequestPem);
     }
     let (_, req) =
         x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
-            .map_err(|e| format!("x509: malformed certificate request: {e}"))?;
-    req.verify_signature()
-        .map_err(|e| format!("x509: invalid signature: {e}"))
+            .map_err(RequestError::Malformed)?;
+    req.verify_signature().map_err(RequestError::Signature)
 }
 
 /// `status.certificate`: empty, or PEM `CERTIFICATE` blocks that parse.
-fn certificate_ok(b64: &str) -> Result<(), String> {
+fn certificate_ok(b64: &str) -> Result<(), CertificateError> {
     use base64::Engine;
     if b64.is_empty() {
         return Ok(());
     }
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64)
-        .map_err(|_| "must contain at least one CERTIFICATE PEM block".to_owned())?;
+        .map_err(|_| CertificateError::NoCertificate)?;
     let mut rest = &bytes[..];
     let mut found = 0;
     while rest.iter().any(|b| !b.is_ascii_whitespace()) {
@@ -376,18 +399,14 @@ fn certificate_ok(b64: &str) -> Result<(), String> {
             break;
         };
         if pem.label != "CERTIFICATE" {
-            return Err(format!(
-                "only CERTIFICATE PEM blocks are allowed, found {:?}",
-                pem.label
-            ));
+            return Err(CertificateError::OtherBlock { label: pem.label });
         }
-        pem.parse_x509()
-            .map_err(|e| format!("invalid certificate: {e}"))?;
+        pem.parse_x509().map_err(CertificateError::Invalid)?;
         found += 1;
         rest = next;
     }
     if found == 0 {
-        return Err("must contain at least one CERTIFICATE PEM block".into());
+        return Err(CertificateError::NoCertificate);
     }
     Ok(())
 }
@@ -496,6 +515,45 @@ mod tests {
         let mut out = Vec::new();
         validate(v, old, &mut out);
         out.into_iter().map(|(f, m)| format!("{f}: {m}")).collect()
+    }
+
+    #[test]
+    fn request_and_certificate_errors() {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        assert!(request_ok(&request_b64()).is_ok());
+        let e = request_ok("%%").unwrap_err();
+        assert!(matches!(e, RequestError::NotRequestPem));
+        assert_eq!(e.to_string(), "PEM block type must be CERTIFICATE REQUEST");
+        let e = request_ok(&b64(
+            "-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n",
+        ))
+        .unwrap_err();
+        assert!(matches!(e, RequestError::Malformed(_)));
+        assert!(
+            e.to_string()
+                .starts_with("x509: malformed certificate request: "),
+            "{e}"
+        );
+        assert!(certificate_ok("").is_ok());
+        let e = certificate_ok("%%").unwrap_err();
+        assert!(matches!(e, CertificateError::NoCertificate));
+        assert_eq!(
+            e.to_string(),
+            "must contain at least one CERTIFICATE PEM block"
+        );
+        let e =
+            certificate_ok(&b64("-----BEGIN THING-----\nAAAA\n-----END THING-----\n")).unwrap_err();
+        assert!(matches!(e, CertificateError::OtherBlock { .. }));
+        assert_eq!(
+            e.to_string(),
+            "only CERTIFICATE PEM blocks are allowed, found \"THING\""
+        );
+        let e = certificate_ok(&b64(
+            "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        ))
+        .unwrap_err();
+        assert!(matches!(e, CertificateError::Invalid(_)));
+        assert!(e.to_string().starts_with("invalid certificate: "), "{e}");
     }
 
     #[test]

@@ -39,26 +39,39 @@ impl Default for ServiceNetwork {
     }
 }
 
+/// A `--service-cidr` or `--service-node-port-range` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetworkError {
+    #[error("{0:?} is not a CIDR such as 10.43.0.0/16")]
+    NotCidr(String),
+    #[error("{0:?}: only IPv4 service CIDRs are supported")]
+    NotIpv4(String),
+    #[error("{0:?}: the prefix length must be between 8 and 30")]
+    Prefix(String),
+    #[error("{0:?} is not a port range such as 30000-32767")]
+    PortRange(String),
+}
+
 impl ServiceNetwork {
     /// Parses `a.b.c.d/n` and `lo-hi`.
-    pub fn parse(cidr: &str, ports: &str) -> Result<Self, String> {
+    pub fn parse(cidr: &str, ports: &str) -> Result<Self, NetworkError> {
         let (ip, prefix) = cidr
             .split_once('/')
-            .ok_or_else(|| format!("{cidr:?} is not a CIDR such as 10.43.0.0/16"))?;
+            .ok_or_else(|| NetworkError::NotCidr(cidr.to_owned()))?;
         let ip: Ipv4Addr = ip
             .parse()
-            .map_err(|_| format!("{cidr:?}: only IPv4 service CIDRs are supported"))?;
+            .map_err(|_| NetworkError::NotIpv4(cidr.to_owned()))?;
         let prefix: u8 = prefix
             .parse()
             .ok()
             .filter(|p| (8..=30).contains(p))
-            .ok_or_else(|| format!("{cidr:?}: the prefix length must be between 8 and 30"))?;
+            .ok_or_else(|| NetworkError::Prefix(cidr.to_owned()))?;
         let mask = u32::MAX << (32 - prefix);
         let (lo, hi) = ports
             .split_once('-')
             .and_then(|(a, b)| Some((a.parse::<u16>().ok()?, b.parse::<u16>().ok()?)))
             .filter(|(a, b)| a < b)
-            .ok_or_else(|| format!("{ports:?} is not a port range such as 30000-32767"))?;
+            .ok_or_else(|| NetworkError::PortRange(ports.to_owned()))?;
         Ok(Self {
             base: Ipv4Addr::from(u32::from(ip) & mask),
             prefix,
@@ -549,8 +562,31 @@ mod tests {
         assert_eq!(n.first(), Ipv4Addr::new(10, 96, 0, 1));
         assert!(n.contains(Ipv4Addr::new(10, 111, 255, 1)));
         assert!(!n.contains(Ipv4Addr::new(10, 112, 0, 1)));
-        assert!(ServiceNetwork::parse("fd00::/64", "1-2").is_err());
-        assert!(ServiceNetwork::parse("10.0.0.0/16", "5-1").is_err());
-        assert!(ServiceNetwork::parse("10.0.0.0/31", "1-2").is_err());
+        let cases = [
+            (
+                ("fd00::/64", "1-2"),
+                NetworkError::NotIpv4("fd00::/64".into()),
+                "\"fd00::/64\": only IPv4 service CIDRs are supported",
+            ),
+            (
+                ("10.0.0.0/16", "5-1"),
+                NetworkError::PortRange("5-1".into()),
+                "\"5-1\" is not a port range such as 30000-32767",
+            ),
+            (
+                ("10.0.0.0/31", "1-2"),
+                NetworkError::Prefix("10.0.0.0/31".into()),
+                "\"10.0.0.0/31\": the prefix length must be between 8 and 30",
+            ),
+            (
+                ("10.0.0.0", "1-2"),
+                NetworkError::NotCidr("10.0.0.0".into()),
+                "\"10.0.0.0\" is not a CIDR such as 10.43.0.0/16",
+            ),
+        ];
+        for ((cidr, ports), want, text) in cases {
+            let got = ServiceNetwork::parse(cidr, ports).unwrap_err();
+            assert_eq!((&got, got.to_string().as_str()), (&want, text));
+        }
     }
 }
