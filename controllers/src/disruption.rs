@@ -149,15 +149,28 @@ impl Controllers {
     }
 }
 
+/// An int-or-percent that is neither an integer nor a percentage.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScaleError {
+    /// Not an `i64` nor a string (the JSON value as written).
+    #[error("invalid value {0}")]
+    NotIntOrString(Value),
+    /// A string that is not an integer followed by `%`.
+    #[error("invalid value for IntOrString: invalid value {0:?}")]
+    NotPercent(String),
+}
+
 /// An int-or-percent scaled against `total` (upstream's `GetScaledValueFromIntOrPercent`).
-pub fn scaled(v: &Value, total: i64, round_up: bool) -> Result<i64, String> {
+pub fn scaled(v: &Value, total: i64, round_up: bool) -> Result<i64, ScaleError> {
     match v {
-        Value::Number(n) => n.as_i64().ok_or_else(|| format!("invalid value {v}")),
+        Value::Number(n) => n
+            .as_i64()
+            .ok_or_else(|| ScaleError::NotIntOrString(v.clone())),
         Value::String(s) => {
             let pct: i64 = s
                 .strip_suffix('%')
                 .and_then(|p| p.parse().ok())
-                .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+                .ok_or_else(|| ScaleError::NotPercent(s.clone()))?;
             let x = pct * total;
             Ok(if round_up {
                 (x + 99).div_euclid(100)
@@ -165,7 +178,7 @@ pub fn scaled(v: &Value, total: i64, round_up: bool) -> Result<i64, String> {
                 x.div_euclid(100)
             })
         }
-        _ => Err(format!("invalid value {v}")),
+        _ => Err(ScaleError::NotIntOrString(v.clone())),
     }
 }
 
@@ -178,7 +191,8 @@ pub fn expected_and_desired(
     let spec = &pdb["spec"];
     if !spec["maxUnavailable"].is_null() {
         let expected = scale()?;
-        let max = scaled(&spec["maxUnavailable"], expected, true).map_err(|e| ("SyncFailed", e))?;
+        let max = scaled(&spec["maxUnavailable"], expected, true)
+            .map_err(|e| ("SyncFailed", e.to_string()))?;
         return Ok((expected, (expected - max).max(0)));
     }
     match &spec["minAvailable"] {
@@ -190,7 +204,7 @@ pub fn expected_and_desired(
             let expected = scale()?;
             Ok((
                 expected,
-                scaled(v, expected, true).map_err(|e| ("SyncFailed", e))?,
+                scaled(v, expected, true).map_err(|e| ("SyncFailed", e.to_string()))?,
             ))
         }
         _ => Ok((0, 0)),
@@ -429,7 +443,19 @@ mod tests {
         assert_eq!(scaled(&json!(2), 10, true), Ok(2));
         assert_eq!(scaled(&json!("50%"), 3, true), Ok(2));
         assert_eq!(scaled(&json!("50%"), 3, false), Ok(1));
-        assert!(scaled(&json!("x%"), 3, true).is_err());
+        let e = scaled(&json!("x%"), 3, true).unwrap_err();
+        assert_eq!(e, ScaleError::NotPercent("x%".into()));
+        assert_eq!(
+            e.to_string(),
+            r#"invalid value for IntOrString: invalid value "x%""#
+        );
+        let e = scaled(&json!(1.5), 3, true).unwrap_err();
+        assert_eq!(e, ScaleError::NotIntOrString(json!(1.5)));
+        assert_eq!(e.to_string(), "invalid value 1.5");
+        assert_eq!(
+            scaled(&json!(true), 3, true).unwrap_err().to_string(),
+            "invalid value true"
+        );
     }
 
     #[test]

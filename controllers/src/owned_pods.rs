@@ -5,7 +5,7 @@
 //! claiming of pods (adopt matching orphans, release what no longer matches).
 
 use k1s_api::client::{Client, ClientError, ResourceRef, WriteParams};
-use k1s_api::selector::{LabelSelector, label_selector_text};
+use k1s_api::selector::{LabelSelector, SelectorError, label_selector_text};
 use serde_json::{Value, json};
 
 use crate::expectations::Expectations;
@@ -13,7 +13,7 @@ use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Seen, Store};
 
 /// The object's `spec.selector`; `None` for an empty one (which selects nothing).
-pub fn spec_selector(obj: &Value) -> Result<Option<LabelSelector>, String> {
+pub fn spec_selector(obj: &Value) -> Result<Option<LabelSelector>, SelectorError> {
     let selector = &obj["spec"]["selector"];
     // A ReplicationController's selector is a plain label map (equality only).
     let map_form;
@@ -23,13 +23,11 @@ pub fn spec_selector(obj: &Value) -> Result<Option<LabelSelector>, String> {
     } else {
         selector
     };
-    let text = label_selector_text(Some(selector)).map_err(|e| e.to_string())?;
+    let text = label_selector_text(Some(selector))?;
     if text.is_empty() {
         return Ok(None);
     }
-    LabelSelector::parse(&text)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    LabelSelector::parse(&text).map(Some)
 }
 
 /// Whether `selector` is a plain label map (a ReplicationController's) rather than a

@@ -45,8 +45,12 @@ pub enum ReplicaSetError {
         #[source]
         source: ClientError,
     },
-    #[error("replicaset {key}: invalid selector: {message}")]
-    Selector { key: String, message: String },
+    #[error("replicaset {key}: invalid selector: {source}")]
+    Selector {
+        key: String,
+        #[source]
+        source: k1s_api::selector::SelectorError,
+    },
 }
 
 fn pods(ns: &str) -> ResourceRef {
@@ -241,9 +245,9 @@ impl Reconcile for ReplicaSets {
             source,
         };
         let needs_sync = self.expectations.satisfied(k);
-        let sel = spec_selector(&rs).map_err(|message| ReplicaSetError::Selector {
+        let sel = spec_selector(&rs).map_err(|source| ReplicaSetError::Selector {
             key: k.to_string(),
-            message,
+            source,
         })?;
         let owned = self.claim(&rs, sel.as_ref(), &ns).await.map_err(api)?;
         let active: Vec<Value> = owned.into_iter().filter(is_active).collect();

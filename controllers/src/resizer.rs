@@ -211,9 +211,9 @@ impl Reconcile for Resizer {
             (Some(ns), Some(name)) => {
                 crate::provisioner::request::secret_data(&*self.client, ns, name)
                     .await
-                    .map_err(|message| ResizeError::Failed {
+                    .map_err(|e| ResizeError::Failed {
                         key: k.to_string(),
-                        message,
+                        message: e.to_string(),
                     })?
             }
             _ => BTreeMap::new(),

@@ -7,6 +7,9 @@
 //!
 //! The directory is scanned once a second rather than watched with inotify: it is tiny, a
 //! scan cannot miss an event, and registration is not latency-critical.
+//!
+//! A failed registration is a [`RegisterError`]; its text is what the plugin is told. The
+//! handler's own error is a plain message, as it is only ever reported to the plugin.
 
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -16,7 +19,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::connect;
+use crate::connect::{self, ConnectError};
 use crate::proto::registration::registration_client::RegistrationClient;
 use crate::proto::registration::{InfoRequest, PluginInfo, RegistrationStatus};
 
@@ -27,6 +30,24 @@ pub const CSI_PLUGIN_TYPE: &str = "CSIPlugin";
 const SCAN_INTERVAL: Duration = Duration::from_secs(1);
 /// Deadline for the registration calls to a plugin.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a plugin could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    /// The registration socket cannot be dialled.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error("GetInfo: {}", .0.message())]
+    GetInfo(#[source] Box<tonic::Status>),
+    #[error("plugin name is empty")]
+    EmptyName,
+    /// The plugin speaks no CSI 1.x version.
+    #[error("none of the versions {versions:?} of plugin {name} is supported (k1s speaks CSI 1.x)")]
+    Unsupported { name: String, versions: Vec<String> },
+    /// The [`RegistrationHandler`] refused the driver, with this text.
+    #[error("{0}")]
+    Rejected(String),
+}
 
 /// What the kubelet does with a CSI plugin that registers.
 #[async_trait::async_trait]
@@ -140,15 +161,13 @@ fn sockets(dir: &Path) -> HashMap<PathBuf, (u64, i64)> {
 async fn register(
     path: &Path,
     handler: &dyn RegistrationHandler,
-) -> Result<Option<String>, String> {
-    let channel = connect::connect(path, CALL_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<Option<String>, RegisterError> {
+    let channel = connect::connect(path, CALL_TIMEOUT).await?;
     let mut client = RegistrationClient::new(channel);
     let info: PluginInfo = client
         .get_info(InfoRequest {})
         .await
-        .map_err(|s| format!("GetInfo: {}", s.message()))?
+        .map_err(|s| RegisterError::GetInfo(Box::new(s)))?
         .into_inner();
     if info.r#type != CSI_PLUGIN_TYPE {
         tracing::debug!(socket = %path.display(), kind = %info.r#type, "ignoring a plugin that is not CSI");
@@ -156,16 +175,19 @@ async fn register(
     }
     let outcome = validate(&info).map(|_| endpoint(path, &info));
     let outcome = match outcome {
-        Ok(endpoint) => {
-            handler
-                .register(&info.name, &endpoint, &info.supported_versions)
-                .await
-        }
+        Ok(endpoint) => handler
+            .register(&info.name, &endpoint, &info.supported_versions)
+            .await
+            .map_err(RegisterError::Rejected),
         Err(e) => Err(e),
     };
     let status = RegistrationStatus {
         plugin_registered: outcome.is_ok(),
-        error: outcome.as_ref().err().cloned().unwrap_or_default(),
+        error: outcome
+            .as_ref()
+            .err()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
     };
     if let Err(s) = client.notify_registration_status(status).await {
         tracing::warn!(driver = %info.name, error = %s.message(), "NotifyRegistrationStatus failed");
@@ -176,19 +198,19 @@ async fn register(
 }
 
 /// The checks the kubelet's CSI handler makes before registering a driver.
-fn validate(info: &PluginInfo) -> Result<(), String> {
+fn validate(info: &PluginInfo) -> Result<(), RegisterError> {
     if info.name.is_empty() {
-        return Err("plugin name is empty".into());
+        return Err(RegisterError::EmptyName);
     }
     let supported = info
         .supported_versions
         .iter()
         .any(|v| v.trim_start_matches('v').split('.').next() == Some("1"));
     if !supported {
-        return Err(format!(
-            "none of the versions {:?} of plugin {} is supported (k1s speaks CSI 1.x)",
-            info.supported_versions, info.name
-        ));
+        return Err(RegisterError::Unsupported {
+            name: info.name.clone(),
+            versions: info.supported_versions.clone(),
+        });
     }
     Ok(())
 }
@@ -219,9 +241,19 @@ mod tests {
     fn only_csi_1_plugins_with_a_name_validate() {
         assert!(validate(&info("d", &["1.0.0"], "")).is_ok());
         assert!(validate(&info("d", &["0.3.0", "v1.2.0"], "")).is_ok());
-        assert!(validate(&info("d", &["0.3.0"], "")).is_err());
+        let e = validate(&info("d", &["0.3.0"], "")).unwrap_err();
+        assert!(matches!(e, RegisterError::Unsupported { .. }));
+        assert_eq!(
+            e.to_string(),
+            r#"none of the versions ["0.3.0"] of plugin d is supported (k1s speaks CSI 1.x)"#
+        );
         assert!(validate(&info("d", &[], "")).is_err());
-        assert!(validate(&info("", &["1.0.0"], "")).is_err());
+        let e = validate(&info("", &["1.0.0"], "")).unwrap_err();
+        assert!(matches!(e, RegisterError::EmptyName));
+        assert_eq!(e.to_string(), "plugin name is empty");
+        let e = RegisterError::GetInfo(Box::new(tonic::Status::unavailable("gone")));
+        assert_eq!(e.to_string(), "GetInfo: gone");
+        assert_eq!(RegisterError::Rejected("no".into()).to_string(), "no");
     }
 
     #[test]

@@ -5,13 +5,16 @@
 //! until one answers with something other than SERVFAIL/REFUSED. Answers are cached per
 //! (name, type, class) for their smallest TTL (at most [`MAX_TTL`]); negative answers for
 //! their SOA's minimum (at most [`MAX_NEGATIVE_TTL`]); failures are not cached. A cached
-//! answer is served with its TTLs counted down.
+//! answer is served with its TTLs counted down. Why each upstream failed is an
+//! [`AskError`]; [`ForwardError::Failed`] lists them all.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::num::TryFromIntError;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use hickory_proto::ProtoError;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,8 +31,40 @@ const DEFAULT_NEGATIVE_TTL: u32 = 30;
 pub enum ForwardError {
     #[error("no upstream resolver is configured")]
     NoUpstream,
-    #[error("no upstream resolver answered ({0})")]
-    Failed(String),
+    /// Every upstream failed, each for its reason (in the order they were asked).
+    #[error("no upstream resolver answered ({})", failures(.0))]
+    Failed(Vec<(SocketAddr, AskError)>),
+}
+
+fn failures(errors: &[(SocketAddr, AskError)]) -> String {
+    let parts: Vec<String> = errors.iter().map(|(up, e)| format!("{up}: {e}")).collect();
+    parts.join("; ")
+}
+
+/// Why one upstream gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    /// The question cannot be encoded.
+    #[error(transparent)]
+    Encode(ProtoError),
+    #[error("timed out")]
+    Timeout,
+    #[error("timed out over TCP")]
+    TcpTimeout,
+    /// Sending or receiving failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The question is too long for a TCP frame.
+    #[error(transparent)]
+    TooLong(#[from] TryFromIntError),
+    #[error("bad answer: {0}")]
+    BadAnswer(#[source] ProtoError),
+    /// The answer's ID or question differs from ours.
+    #[error("an answer to another question")]
+    Mismatch,
+    /// The upstream answered SERVFAIL or REFUSED.
+    #[error("{0}")]
+    Code(ResponseCode),
 }
 
 type CacheKey = (Name, RecordType, DNSClass);
@@ -112,11 +147,11 @@ impl Forwarder {
                     self.store(query, &m);
                     return Ok(m);
                 }
-                Ok(m) => errors.push(format!("{up}: {}", m.response_code())),
-                Err(e) => errors.push(format!("{up}: {e}")),
+                Ok(m) => errors.push((*up, AskError::Code(m.response_code()))),
+                Err(e) => errors.push((*up, e)),
             }
         }
-        Err(ForwardError::Failed(errors.join("; ")))
+        Err(ForwardError::Failed(errors))
     }
 
     fn store(&self, query: &Query, m: &Message) {
@@ -147,7 +182,7 @@ impl Forwarder {
     }
 
     /// One question to one upstream.
-    async fn ask(&self, upstream: SocketAddr, query: &Query) -> Result<Message, String> {
+    async fn ask(&self, upstream: SocketAddr, query: &Query) -> Result<Message, AskError> {
         let id: u16 = rand::random();
         let mut m = Message::new();
         m.set_id(id)
@@ -158,17 +193,17 @@ impl Forwarder {
         let mut edns = Edns::new();
         edns.set_max_payload(1232);
         m.set_edns(edns);
-        let bytes = m.to_vec().map_err(|e| e.to_string())?;
+        let bytes = m.to_vec().map_err(AskError::Encode)?;
         let answer = tokio::time::timeout(self.timeout, udp(upstream, &bytes))
             .await
-            .map_err(|_| "timed out".to_string())??;
+            .map_err(|_| AskError::Timeout)??;
         let answer = check(answer, id, query)?;
         if !answer.truncated() {
             return Ok(answer);
         }
         let answer = tokio::time::timeout(self.timeout, tcp(upstream, &bytes))
             .await
-            .map_err(|_| "timed out over TCP".to_string())??;
+            .map_err(|_| AskError::TcpTimeout)??;
         check(answer, id, query)
     }
 }
@@ -196,43 +231,41 @@ fn cache_ttl(m: &Message) -> Option<u32> {
 }
 
 /// The answer must match the question (ID and name, type, class), or it is not ours.
-fn check(bytes: Vec<u8>, id: u16, query: &Query) -> Result<Message, String> {
-    let m = Message::from_vec(&bytes).map_err(|e| format!("bad answer: {e}"))?;
+fn check(bytes: Vec<u8>, id: u16, query: &Query) -> Result<Message, AskError> {
+    let m = Message::from_vec(&bytes).map_err(AskError::BadAnswer)?;
     let same = m.id() == id
         && m.message_type() == MessageType::Response
         && m.queries().first().is_some_and(|q| key(q) == key(query));
     if !same {
-        return Err("an answer to another question".into());
+        return Err(AskError::Mismatch);
     }
     Ok(m)
 }
 
-async fn udp(upstream: SocketAddr, bytes: &[u8]) -> Result<Vec<u8>, String> {
+async fn udp(upstream: SocketAddr, bytes: &[u8]) -> Result<Vec<u8>, AskError> {
     let local: SocketAddr = if upstream.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {
         (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     };
-    let sock = UdpSocket::bind(local).await.map_err(|e| e.to_string())?;
-    sock.connect(upstream).await.map_err(|e| e.to_string())?;
-    sock.send(bytes).await.map_err(|e| e.to_string())?;
+    let sock = UdpSocket::bind(local).await?;
+    sock.connect(upstream).await?;
+    sock.send(bytes).await?;
     let mut buf = vec![0u8; 4096];
-    let n = sock.recv(&mut buf).await.map_err(|e| e.to_string())?;
+    let n = sock.recv(&mut buf).await?;
     buf.truncate(n);
     Ok(buf)
 }
 
-async fn tcp(upstream: SocketAddr, bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let mut s = TcpStream::connect(upstream)
-        .await
-        .map_err(|e| e.to_string())?;
-    let len = u16::try_from(bytes.len()).map_err(|e| e.to_string())?;
+async fn tcp(upstream: SocketAddr, bytes: &[u8]) -> Result<Vec<u8>, AskError> {
+    let mut s = TcpStream::connect(upstream).await?;
+    let len = u16::try_from(bytes.len())?;
     let mut framed = len.to_be_bytes().to_vec();
     framed.extend_from_slice(bytes);
-    s.write_all(&framed).await.map_err(|e| e.to_string())?;
-    let n = s.read_u16().await.map_err(|e| e.to_string())?;
+    s.write_all(&framed).await?;
+    let n = s.read_u16().await?;
     let mut buf = vec![0u8; usize::from(n)];
-    s.read_exact(&mut buf).await.map_err(|e| e.to_string())?;
+    s.read_exact(&mut buf).await?;
     Ok(buf)
 }
 
@@ -315,6 +348,45 @@ mod tests {
             f.resolve(&q("example.org.")).await,
             Err(ForwardError::NoUpstream)
         ));
+    }
+
+    #[test]
+    fn error_text() {
+        let up: SocketAddr = "192.0.2.53:53".parse().unwrap();
+        let other: SocketAddr = "[2001:db8::1]:53".parse().unwrap();
+        let e = ForwardError::Failed(vec![
+            (up, AskError::Timeout),
+            (other, AskError::Code(ResponseCode::ServFail)),
+        ]);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "no upstream resolver answered (192.0.2.53:53: timed out; [2001:db8::1]:53: {})",
+                ResponseCode::ServFail
+            )
+        );
+        assert_eq!(AskError::TcpTimeout.to_string(), "timed out over TCP");
+        assert_eq!(
+            AskError::Mismatch.to_string(),
+            "an answer to another question"
+        );
+        let bad = check(vec![1, 2, 3], 1, &q("example.org.")).unwrap_err();
+        let proto = Message::from_vec(&[1, 2, 3]).unwrap_err();
+        assert!(matches!(bad, AskError::BadAnswer(_)));
+        assert_eq!(bad.to_string(), format!("bad answer: {proto}"));
+        let mut m = Message::new();
+        m.set_id(7)
+            .set_message_type(MessageType::Response)
+            .add_query(q("example.org."));
+        let bytes = m.to_vec().unwrap();
+        assert!(matches!(
+            check(bytes.clone(), 8, &q("example.org.")),
+            Err(AskError::Mismatch)
+        ));
+        assert!(check(bytes, 7, &q("example.org.")).is_ok());
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let text = io.to_string();
+        assert_eq!(AskError::from(io).to_string(), text);
     }
 
     #[tokio::test]

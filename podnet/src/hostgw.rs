@@ -124,24 +124,20 @@ pub async fn run(
             .collect();
         let want = desired(&me, &map, &cluster);
         let routes = routes.clone();
-        Box::pin(async move {
-            sync(&*routes, &want, &cluster)
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string())
-        })
+        Box::pin(async move { sync(&*routes, &want, &cluster).await.map(drop) })
     })
     .await;
 }
 
-/// One pass of a backend over the Nodes as they are now.
-pub type Pass = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+/// One pass of a backend over the Nodes as they are now; `E` is the backend's error (logged).
+pub type Pass<E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), E>> + Send>>;
 
 /// Watches the Nodes and runs `pass` after the first list, after every change (a burst
 /// coalesced), every [`RESYNC`], and again with back-off after a failure, until `cancel`.
-pub async fn drive<F>(client: Arc<dyn Client>, cancel: CancellationToken, mut pass: F)
+pub async fn drive<F, E>(client: Arc<dyn Client>, cancel: CancellationToken, mut pass: F)
 where
-    F: FnMut(&BTreeMap<String, Arc<Node>>) -> Pass + Send,
+    F: FnMut(&BTreeMap<String, Arc<Node>>) -> Pass<E> + Send,
+    E: std::fmt::Display,
 {
     let nodes: Arc<Mutex<BTreeMap<String, Arc<Node>>>> = Arc::default();
     let changed = Arc::new(Notify::new());

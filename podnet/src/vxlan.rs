@@ -19,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use futures::TryStreamExt;
-use k1s_api::client::{Client, Patch, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, Patch, ResourceRef, WriteParams};
 use k1s_api::net::Ipv4Net;
 use k8s_openapi::api::core::v1::Node;
 use netlink_packet_route::link::LinkAttribute;
@@ -28,7 +28,7 @@ use rtnetlink::{LinkUnspec, LinkVxlan};
 use tokio_util::sync::CancellationToken;
 
 use crate::hostgw::{self, drive};
-use crate::routes::{Route, Routes};
+use crate::routes::{Route, RouteError, Routes};
 
 /// The Node annotation with the node's VTEP MAC.
 pub const MAC_ANNOTATION: &str = "vxlan.k1s.io/vtep-mac";
@@ -66,6 +66,20 @@ pub enum VxlanError {
         "cannot create the VXLAN device {device}: {message} (does this kernel have the vxlan module? `modprobe vxlan`; --pod-network-backend host-gw needs none, if the nodes share an L2 segment)"
     )]
     NoVxlan { device: String, message: String },
+}
+
+/// Why a pass of the backend did not bring the node's tunnel in place.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    #[error("this node has no pod CIDR yet")]
+    NoPodCidr,
+    /// Creating the device or writing a peer's entries failed.
+    #[error(transparent)]
+    Vtep(#[from] VxlanError),
+    #[error("announcing the VTEP on the Node: {0}")]
+    Announce(#[source] ClientError),
+    #[error(transparent)]
+    Routes(#[from] RouteError),
 }
 
 /// A remote node's tunnel end.
@@ -332,15 +346,12 @@ pub async fn run(
         });
         let peers = peers(&me, nodes, &cluster);
         Box::pin(async move {
-            let own = own.ok_or("this node has no pod CIDR yet")?;
+            let own = own.ok_or(PassError::NoPodCidr)?;
             let mut guard = state.lock().await;
             let (index, mac) = match *guard {
                 Some(s) => s,
                 None => {
-                    let s = vtep
-                        .ensure(&config, own.addr())
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let s = vtep.ensure(&config, own.addr()).await?;
                     tracing::info!(device = %config.device, vni = config.vni, port = config.port,
                         mac = %format_mac(&s.1), "vxlan: device ready");
                     *guard = Some(s);
@@ -361,10 +372,10 @@ pub async fn run(
                         &WriteParams::default(),
                     )
                     .await
-                    .map_err(|e| format!("announcing the VTEP on the Node: {e}"))?;
+                    .map_err(PassError::Announce)?;
             }
             for p in &peers {
-                vtep.set_peer(index, p).await.map_err(|e| e.to_string())?;
+                vtep.set_peer(index, p).await?;
             }
             let want_routes = peers
                 .iter()
@@ -377,7 +388,7 @@ pub async fn run(
             hostgw::sync(&*routes, &want_routes, &cluster)
                 .await
                 .map(drop)
-                .map_err(|e| e.to_string())
+                .map_err(PassError::from)
         })
     })
     .await;
@@ -385,6 +396,26 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pass_error_text() {
+        use super::PassError;
+        assert_eq!(
+            PassError::NoPodCidr.to_string(),
+            "this node has no pod CIDR yet"
+        );
+        let api = k1s_api::client::ClientError::transport("down");
+        assert_eq!(
+            PassError::Announce(api.clone()).to_string(),
+            format!("announcing the VTEP on the Node: {api}")
+        );
+        let e = super::VxlanError::Netlink {
+            context: "ctx".into(),
+            message: "m".into(),
+        };
+        let text = e.to_string();
+        assert_eq!(PassError::from(e).to_string(), text);
+    }
+
     use super::*;
     use serde_json::json;
 

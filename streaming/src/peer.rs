@@ -74,21 +74,31 @@ impl ClientCertCheck {
                 groups,
                 not_after,
             },
-            Err(why) => PeerCert::Invalid(why),
+            Err(why) => PeerCert::Invalid(why.to_string()),
         }
     }
 }
 
+/// Why a verified certificate names no user.
+#[derive(Debug, thiserror::Error)]
+enum IdentityError {
+    /// The certificate does not parse as X.509.
+    #[error(transparent)]
+    Parse(#[from] x509_parser::nom::Err<x509_parser::error::X509Error>),
+    #[error("the certificate has no common name")]
+    NoCommonName,
+}
+
 /// The common name, organizations and expiry (Unix seconds) of a verified certificate.
-fn identity(der: &CertificateDer<'_>) -> Result<(String, Vec<String>, i64), String> {
-    let (_, cert) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+fn identity(der: &CertificateDer<'_>) -> Result<(String, Vec<String>, i64), IdentityError> {
+    let (_, cert) = X509Certificate::from_der(der)?;
     let subject = cert.subject();
     let cn = subject
         .iter_common_name()
         .next()
         .and_then(|a| a.as_str().ok())
         .filter(|s| !s.is_empty())
-        .ok_or("the certificate has no common name")?;
+        .ok_or(IdentityError::NoCommonName)?;
     let groups = subject
         .iter_organization()
         .filter_map(|a| a.as_str().ok())
@@ -145,5 +155,23 @@ impl ClientCertVerifier for DeferredClientVerifier {
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
         self.strict.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_errors() {
+        let der = CertificateDer::from(vec![0x30, 0x03, 0x02, 0x01]);
+        let e = identity(&der).unwrap_err();
+        let parse = X509Certificate::from_der(&der).unwrap_err();
+        assert!(matches!(e, IdentityError::Parse(_)));
+        assert_eq!(e.to_string(), parse.to_string());
+        assert_eq!(
+            IdentityError::NoCommonName.to_string(),
+            "the certificate has no common name"
+        );
     }
 }

@@ -8,8 +8,46 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::num::ParseIntError;
 
 use serde_json::{Map, Value};
+
+/// Why a `FieldsV1` key cannot be parsed as a [`PathElement`].
+#[derive(Debug, thiserror::Error)]
+pub enum PathElementError {
+    /// Shorter than a type letter and a colon.
+    #[error("key must be 2 characters long: {0:?}")]
+    TooShort(String),
+    /// The type letter is not followed by `:`.
+    #[error("missing colon: {0}")]
+    MissingColon(String),
+    /// A `v:` or `k:` key whose JSON does not parse (or is not an object for `k:`).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// An `i:` key whose index is not an integer.
+    #[error(transparent)]
+    Index(#[from] ParseIntError),
+}
+
+/// Why a `fieldsV1` value cannot be decoded into a [`FieldSet`].
+#[derive(Debug, thiserror::Error)]
+pub enum FieldSetError {
+    /// The value is neither an object nor null.
+    #[error("fieldsV1 must be a JSON object")]
+    NotAnObject,
+    /// The text is not JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// Deeper than 512 levels.
+    #[error("fieldsV1 nested too deeply")]
+    TooDeep,
+    /// A key that is not a path element.
+    #[error("parsing key as path element: {0}")]
+    Key(#[source] PathElementError),
+    /// A key whose value is not an object.
+    #[error("value of {key:?} must be a JSON object")]
+    ChildNotObject { key: String },
+}
 
 /// One step of a field path.
 #[derive(Clone, Debug)]
@@ -71,24 +109,23 @@ impl PathElement {
     }
 
     /// Parses a `FieldsV1` key. `Ok(None)` for an unknown element type (skipped, as upstream).
-    pub fn decode(s: &str) -> Result<Option<PathElement>, String> {
+    pub fn decode(s: &str) -> Result<Option<PathElement>, PathElementError> {
         let bytes = s.as_bytes();
         if bytes.len() < 2 {
-            return Err(format!("key must be 2 characters long: {s:?}"));
+            return Err(PathElementError::TooShort(s.to_string()));
         }
         if bytes[1] != b':' {
-            return Err(format!("missing colon: {s}"));
+            return Err(PathElementError::MissingColon(s.to_string()));
         }
         let rest = &s[2..];
         match bytes[0] {
             b'f' => Ok(Some(PathElement::Field(rest.to_string()))),
             b'v' => {
-                let v: Value = serde_json::from_str(rest).map_err(|e| e.to_string())?;
+                let v: Value = serde_json::from_str(rest)?;
                 Ok(Some(PathElement::Value(v)))
             }
             b'k' => {
-                let m: Map<String, Value> =
-                    serde_json::from_str(rest).map_err(|e| e.to_string())?;
+                let m: Map<String, Value> = serde_json::from_str(rest)?;
                 let mut fields: Vec<(String, Value)> = m.into_iter().collect();
                 fields.sort_by(|a, b| a.0.cmp(&b.0));
                 Ok(Some(PathElement::Key(fields)))
@@ -96,7 +133,7 @@ impl PathElement {
             b'i' => rest
                 .parse::<i64>()
                 .map(|i| Some(PathElement::Index(i)))
-                .map_err(|e| e.to_string()),
+                .map_err(PathElementError::from),
             _ => Ok(None),
         }
     }
@@ -637,27 +674,27 @@ impl FieldSet {
     }
 
     /// Decodes a `fieldsV1` JSON value.
-    pub fn from_fields_v1(v: &Value) -> Result<FieldSet, String> {
+    pub fn from_fields_v1(v: &Value) -> Result<FieldSet, FieldSetError> {
         match v {
             Value::Object(m) => {
                 let (set, _) = Self::read_node(m, 0)?;
                 Ok(set)
             }
             Value::Null => Ok(FieldSet::new()),
-            _ => Err("fieldsV1 must be a JSON object".to_string()),
+            _ => Err(FieldSetError::NotAnObject),
         }
     }
 
     /// Decodes `fieldsV1` JSON text.
-    pub fn from_fields_v1_str(s: &str) -> Result<FieldSet, String> {
-        let v: Value = serde_json::from_str(s).map_err(|e| e.to_string())?;
+    pub fn from_fields_v1_str(s: &str) -> Result<FieldSet, FieldSetError> {
+        let v: Value = serde_json::from_str(s)?;
         Self::from_fields_v1(&v)
     }
 
     /// Returns the children of a node and whether the node itself is a member.
-    fn read_node(m: &Map<String, Value>, depth: usize) -> Result<(FieldSet, bool), String> {
+    fn read_node(m: &Map<String, Value>, depth: usize) -> Result<(FieldSet, bool), FieldSetError> {
         if depth > 512 {
-            return Err("fieldsV1 nested too deeply".to_string());
+            return Err(FieldSetError::TooDeep);
         }
         let mut set = FieldSet::new();
         let mut is_member = false;
@@ -667,13 +704,11 @@ impl FieldSet {
                 is_member = true;
                 continue;
             }
-            let Some(pe) = PathElement::decode(key)
-                .map_err(|e| format!("parsing key as path element: {e}"))?
-            else {
+            let Some(pe) = PathElement::decode(key).map_err(FieldSetError::Key)? else {
                 continue;
             };
             let Value::Object(child) = value else {
-                return Err(format!("value of {key:?} must be a JSON object"));
+                return Err(FieldSetError::ChildNotObject { key: key.clone() });
             };
             let (grand, child_member) = Self::read_node(child, depth + 1)?;
             if child_member {
@@ -706,6 +741,47 @@ mod tests {
 
     fn f(s: &str) -> PathElement {
         PathElement::Field(s.to_string())
+    }
+
+    #[test]
+    fn decode_errors() {
+        let e = PathElement::decode("f").unwrap_err();
+        assert!(matches!(e, PathElementError::TooShort(_)));
+        assert_eq!(e.to_string(), r#"key must be 2 characters long: "f""#);
+        let e = PathElement::decode("f-x").unwrap_err();
+        assert!(matches!(e, PathElementError::MissingColon(_)));
+        assert_eq!(e.to_string(), "missing colon: f-x");
+        let e = PathElement::decode("v:{").unwrap_err();
+        let json = serde_json::from_str::<Value>("{").unwrap_err().to_string();
+        assert!(matches!(e, PathElementError::Json(_)));
+        assert_eq!(e.to_string(), json);
+        let e = PathElement::decode("i:x").unwrap_err();
+        assert!(matches!(e, PathElementError::Index(_)));
+        assert_eq!(e.to_string(), "invalid digit found in string");
+        assert!(PathElement::decode("z:x").unwrap().is_none());
+
+        let e = FieldSet::from_fields_v1(&json!([])).unwrap_err();
+        assert!(matches!(e, FieldSetError::NotAnObject));
+        assert_eq!(e.to_string(), "fieldsV1 must be a JSON object");
+        let e = FieldSet::from_fields_v1_str("{").unwrap_err();
+        assert!(matches!(e, FieldSetError::Json(_)));
+        assert_eq!(e.to_string(), json);
+        let e = FieldSet::from_fields_v1(&json!({"i:x": {}})).unwrap_err();
+        assert!(matches!(e, FieldSetError::Key(PathElementError::Index(_))));
+        assert_eq!(
+            e.to_string(),
+            "parsing key as path element: invalid digit found in string"
+        );
+        let e = FieldSet::from_fields_v1(&json!({"f:a": 1})).unwrap_err();
+        assert!(matches!(e, FieldSetError::ChildNotObject { .. }));
+        assert_eq!(e.to_string(), r#"value of "f:a" must be a JSON object"#);
+        let mut deep = json!({});
+        for _ in 0..520 {
+            deep = json!({ "f:a": deep });
+        }
+        let e = FieldSet::from_fields_v1(&deep).unwrap_err();
+        assert!(matches!(e, FieldSetError::TooDeep));
+        assert_eq!(e.to_string(), "fieldsV1 nested too deeply");
     }
 
     #[test]

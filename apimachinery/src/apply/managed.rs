@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::fieldset::FieldSet;
+use super::fieldset::{FieldSet, FieldSetError};
 
 pub(crate) const OP_APPLY: &str = "Apply";
 pub(crate) const OP_UPDATE: &str = "Update";
@@ -54,54 +54,78 @@ pub(crate) struct Entry {
 
 pub(crate) type Managed = BTreeMap<ManagerId, Entry>;
 
-fn str_field<'a>(e: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+/// Why `metadata.managedFields` cannot be decoded.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ManagedFieldsError {
+    #[error("managedFields must be a list")]
+    NotAList,
+    #[error("managed fields entry {index} must be an object")]
+    EntryNotObject { index: usize },
+    /// A field of an entry that is neither a string nor null.
+    #[error("{key} must be a string")]
+    NotAString { key: &'static str },
+    #[error("operation must be `Apply` or `Update`")]
+    InvalidOperation,
+    #[error("apiVersion must not be empty")]
+    EmptyApiVersion,
+    #[error("missing fieldsType in managed fields entry {index}")]
+    MissingFieldsType { index: usize },
+    #[error("invalid fieldsType {fields_type:?} in managed fields entry {index}")]
+    InvalidFieldsType { fields_type: String, index: usize },
+    #[error("error decoding set: {0}")]
+    FieldSet(#[source] FieldSetError),
+}
+
+fn str_field<'a>(
+    e: &'a Map<String, Value>,
+    key: &'static str,
+) -> Result<&'a str, ManagedFieldsError> {
     match e.get(key) {
         None | Some(Value::Null) => Ok(""),
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(format!("{key} must be a string")),
+        Some(_) => Err(ManagedFieldsError::NotAString { key }),
     }
 }
 
 /// Decodes `managedFields` entries; any invalid entry makes the whole list invalid.
-pub(crate) fn decode(entries: Option<&Value>) -> Result<Managed, String> {
+pub(crate) fn decode(entries: Option<&Value>) -> Result<Managed, ManagedFieldsError> {
     let mut out = Managed::new();
     let items = match entries {
         None | Some(Value::Null) => return Ok(out),
         Some(Value::Array(items)) => items,
-        Some(_) => return Err("managedFields must be a list".to_string()),
+        Some(_) => return Err(ManagedFieldsError::NotAList),
     };
     for (i, item) in items.iter().enumerate() {
         let Value::Object(e) = item else {
-            return Err(format!("managed fields entry {i} must be an object"));
+            return Err(ManagedFieldsError::EntryNotObject { index: i });
         };
         let operation = match str_field(e, "operation")? {
             "Apply" => OP_APPLY,
             "Update" => OP_UPDATE,
-            _ => return Err("operation must be `Apply` or `Update`".to_string()),
+            _ => return Err(ManagedFieldsError::InvalidOperation),
         };
         let api_version = str_field(e, "apiVersion")?;
         if api_version.is_empty() {
-            return Err("apiVersion must not be empty".to_string());
+            return Err(ManagedFieldsError::EmptyApiVersion);
         }
         match str_field(e, "fieldsType")? {
             "FieldsV1" => {}
-            "" => return Err(format!("missing fieldsType in managed fields entry {i}")),
+            "" => return Err(ManagedFieldsError::MissingFieldsType { index: i }),
             other => {
-                return Err(format!(
-                    "invalid fieldsType {other:?} in managed fields entry {i}"
-                ));
+                return Err(ManagedFieldsError::InvalidFieldsType {
+                    fields_type: other.to_string(),
+                    index: i,
+                });
             }
         }
         let set = match e.get("fieldsV1") {
             None | Some(Value::Null) => FieldSet::new(),
-            Some(v) => {
-                FieldSet::from_fields_v1(v).map_err(|err| format!("error decoding set: {err}"))?
-            }
+            Some(v) => FieldSet::from_fields_v1(v).map_err(ManagedFieldsError::FieldSet)?,
         };
         let time = match e.get("time") {
             None | Some(Value::Null) => None,
             Some(Value::String(t)) => Some(t.clone()),
-            Some(_) => return Err("time must be a string".to_string()),
+            Some(_) => return Err(ManagedFieldsError::NotAString { key: "time" }),
         };
         let subresource = str_field(e, "subresource")?;
         let manager = str_field(e, "manager")?;
@@ -330,6 +354,61 @@ mod tests {
         assert!(is_reset(Some(&json!([{}]))));
         assert!(!is_reset(Some(&json!([{"manager": "x"}]))));
         assert!(!is_reset(None));
+    }
+
+    #[test]
+    fn decode_error_text() {
+        let err = |v: Value| decode(Some(&v)).unwrap_err();
+        let e = err(json!({}));
+        assert!(matches!(e, ManagedFieldsError::NotAList));
+        assert_eq!(e.to_string(), "managedFields must be a list");
+        let e = err(json!([1]));
+        assert!(matches!(e, ManagedFieldsError::EntryNotObject { index: 0 }));
+        assert_eq!(e.to_string(), "managed fields entry 0 must be an object");
+        let e = err(json!([{"operation": 1}]));
+        assert!(matches!(
+            e,
+            ManagedFieldsError::NotAString { key: "operation" }
+        ));
+        assert_eq!(e.to_string(), "operation must be a string");
+        let e = err(json!([{"operation": "Bad"}]));
+        assert!(matches!(e, ManagedFieldsError::InvalidOperation));
+        assert_eq!(e.to_string(), "operation must be `Apply` or `Update`");
+        let e = err(json!([{"operation": "Update"}]));
+        assert!(matches!(e, ManagedFieldsError::EmptyApiVersion));
+        assert_eq!(e.to_string(), "apiVersion must not be empty");
+        let e = err(json!([{"operation": "Update", "apiVersion": "v1"}]));
+        assert!(matches!(
+            e,
+            ManagedFieldsError::MissingFieldsType { index: 0 }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "missing fieldsType in managed fields entry 0"
+        );
+        let e = err(json!([{"operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV2"}]));
+        assert!(matches!(
+            e,
+            ManagedFieldsError::InvalidFieldsType { index: 0, .. }
+        ));
+        assert_eq!(
+            e.to_string(),
+            r#"invalid fieldsType "FieldsV2" in managed fields entry 0"#
+        );
+        let base = json!({"operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1"});
+        let mut bad_set = base.clone();
+        bad_set["fieldsV1"] = json!(1);
+        let e = err(json!([bad_set]));
+        assert!(matches!(e, ManagedFieldsError::FieldSet(_)));
+        assert_eq!(
+            e.to_string(),
+            "error decoding set: fieldsV1 must be a JSON object"
+        );
+        let mut bad_time = base;
+        bad_time["time"] = json!(1);
+        let e = err(json!([bad_time]));
+        assert!(matches!(e, ManagedFieldsError::NotAString { key: "time" }));
+        assert_eq!(e.to_string(), "time must be a string");
     }
 
     #[test]

@@ -9,6 +9,76 @@ use serde_json::{Map, Value};
 use super::fieldset::{FieldSet, Path, PathElement, path_to_string, values_equal};
 use super::schema::{ListDef, ListKind, MapDef, SCALAR, Schema, TypeDef, TypeId, UNTYPED_MAP};
 
+/// Why an item of a list with set or map semantics cannot be identified.
+#[derive(Debug, thiserror::Error)]
+pub enum ItemError {
+    #[error("associative list with keys may not have a null element")]
+    NullInKeyedList,
+    #[error("associative list with keys may not have non-map elements")]
+    NonMapInKeyedList,
+    /// An item of a keyed list with none of the key fields (`keys`) and no defaults for them.
+    #[error(
+        "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
+        quoted_keys(.keys)
+    )]
+    NoKeyFields { keys: Vec<String> },
+    #[error("associative list without keys has an element that's a map type")]
+    MapInSet,
+    #[error("not supported: associative list with lists as elements")]
+    ListInSet,
+    #[error("associative list without keys has an element that's an explicit null")]
+    NullInSet,
+    #[error("invalid indexing of non-associative list")]
+    NotAssociative,
+}
+
+fn quoted_keys(keys: &[String]) -> String {
+    let names: Vec<String> = keys.iter().map(|k| super::fieldset::go_quote(k)).collect();
+    names.join(" ")
+}
+
+/// A list in an applied configuration (or the object it is merged into) whose items cannot
+/// be told apart; `path` is the list's path (the message is prefixed with it unless empty).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// Item `index` cannot be identified.
+    #[error("{}element {index}: {source}", path_prefix(.path))]
+    Element {
+        path: Path,
+        index: usize,
+        #[source]
+        source: ItemError,
+    },
+    /// Two items with the same key (or value, in a set).
+    #[error("{}duplicate entries for key {key}", path_prefix(.path))]
+    Duplicate { path: Path, key: PathElement },
+}
+
+fn path_prefix(path: &Path) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", path_to_string(path))
+    }
+}
+
+impl MergeError {
+    fn element(path: &Path, index: usize, source: ItemError) -> MergeError {
+        MergeError::Element {
+            path: path.clone(),
+            index,
+            source,
+        }
+    }
+
+    fn duplicate(path: &Path, key: &PathElement) -> MergeError {
+        MergeError::Duplicate {
+            path: path.clone(),
+            key: key.clone(),
+        }
+    }
+}
+
 /// How a value is walked.
 #[derive(Clone, Copy)]
 enum Atom<'a> {
@@ -85,7 +155,7 @@ fn as_map(v: Option<&Value>) -> Option<&Map<String, Value>> {
 }
 
 /// The path element that identifies `item` in a list with set or map semantics.
-fn item_pe(list: &ListDef, item: &Value) -> Result<PathElement, String> {
+fn item_pe(list: &ListDef, item: &Value) -> Result<PathElement, ItemError> {
     item_pe_typed(list, item, &[])
 }
 
@@ -95,21 +165,13 @@ fn item_pe_typed(
     list: &ListDef,
     item: &Value,
     present: &[(String, bool)],
-) -> Result<PathElement, String> {
+) -> Result<PathElement, ItemError> {
     match &list.kind {
         ListKind::Map(keys) => {
             let m = match item {
                 Value::Object(m) => m,
-                Value::Null => {
-                    return Err(
-                        "associative list with keys may not have a null element".to_string()
-                    );
-                }
-                _ => {
-                    return Err(
-                        "associative list with keys may not have non-map elements".to_string()
-                    );
-                }
+                Value::Null => return Err(ItemError::NullInKeyedList),
+                _ => return Err(ItemError::NonMapInKeyedList),
             };
             let mut fields = Vec::with_capacity(keys.len());
             for (k, default) in keys {
@@ -120,45 +182,31 @@ fn item_pe_typed(
                 }
             }
             if fields.is_empty() {
-                let names: Vec<String> = keys
-                    .iter()
-                    .map(|(k, _)| super::fieldset::go_quote(k))
-                    .collect();
-                return Err(format!(
-                    "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
-                    names.join(" ")
-                ));
+                return Err(ItemError::NoKeyFields {
+                    keys: keys.iter().map(|(k, _)| k.clone()).collect(),
+                });
             }
             fields.sort_by(|a, b| a.0.cmp(&b.0));
             Ok(PathElement::Key(fields))
         }
         ListKind::Set => match item {
-            Value::Object(_) => {
-                Err("associative list without keys has an element that's a map type".to_string())
-            }
-            Value::Array(_) => {
-                Err("not supported: associative list with lists as elements".to_string())
-            }
-            Value::Null => Err(
-                "associative list without keys has an element that's an explicit null".to_string(),
-            ),
+            Value::Object(_) => Err(ItemError::MapInSet),
+            Value::Array(_) => Err(ItemError::ListInSet),
+            Value::Null => Err(ItemError::NullInSet),
             v => Ok(PathElement::Value(v.clone())),
         },
-        ListKind::Atomic => Err("invalid indexing of non-associative list".to_string()),
-    }
-}
-
-fn error_at(path: &Path, msg: String) -> String {
-    if path.is_empty() {
-        msg
-    } else {
-        format!("{}: {msg}", path_to_string(path))
+        ListKind::Atomic => Err(ItemError::NotAssociative),
     }
 }
 
 /// Checks an applied configuration: list items must carry their keys, and sets and keyed
 /// lists may not repeat an item.
-pub(crate) fn validate(s: &Schema, ty: TypeId, v: &Value, path: &mut Path) -> Result<(), String> {
+pub(crate) fn validate(
+    s: &Schema,
+    ty: TypeId,
+    v: &Value,
+    path: &mut Path,
+) -> Result<(), MergeError> {
     match deduce(s, ty, Some(v)) {
         Atom::Leaf => Ok(()),
         Atom::List(l) => {
@@ -170,10 +218,9 @@ pub(crate) fn validate(s: &Schema, ty: TypeId, v: &Value, path: &mut Path) -> Re
             }
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
-                let pe =
-                    item_pe(l, item).map_err(|e| error_at(path, format!("element {i}: {e}")))?;
+                let pe = item_pe(l, item).map_err(|e| MergeError::element(path, i, e))?;
                 if !seen.insert(pe.clone()) {
-                    return Err(error_at(path, format!("duplicate entries for key {pe}")));
+                    return Err(MergeError::duplicate(path, &pe));
                 }
                 path.push(pe);
                 let r = validate(s, l.elem, item, path);
@@ -207,7 +254,7 @@ pub(crate) fn merge(
     lhs: Option<&Value>,
     rhs: Option<&Value>,
     path: &mut Path,
-) -> Result<Option<Value>, String> {
+) -> Result<Option<Value>, MergeError> {
     let r = match (lhs, rhs) {
         (None, None) => return Ok(None),
         (Some(l), None) => return Ok(Some(l.clone())),
@@ -278,13 +325,13 @@ fn merge_list(
     lhs: &[Value],
     rhs: &[Value],
     path: &mut Path,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, MergeError> {
     let mut rhs_pes = Vec::with_capacity(rhs.len());
     let mut observed_rhs: BTreeMap<PathElement, &Value> = BTreeMap::new();
     for (i, item) in rhs.iter().enumerate() {
-        let pe = item_pe(def, item).map_err(|e| error_at(path, format!("element {i}: {e}")))?;
+        let pe = item_pe(def, item).map_err(|e| MergeError::element(path, i, e))?;
         if observed_rhs.contains_key(&pe) {
-            return Err(error_at(path, format!("duplicate entries for key {pe}")));
+            return Err(MergeError::duplicate(path, &pe));
         }
         observed_rhs.insert(pe.clone(), item);
         rhs_pes.push(pe);
@@ -293,7 +340,7 @@ fn merge_list(
     let mut lhs_pes = Vec::with_capacity(lhs.len());
     let mut observed_lhs: BTreeMap<PathElement, &Value> = BTreeMap::new();
     for (i, item) in lhs.iter().enumerate() {
-        let pe = item_pe(def, item).map_err(|e| error_at(path, format!("element {i}: {e}")))?;
+        let pe = item_pe(def, item).map_err(|e| MergeError::element(path, i, e))?;
         match observed_lhs.get_mut(&pe) {
             // A duplicated item of the live list merges as null with the applied one.
             Some(v) => *v = &NULL,
@@ -323,7 +370,7 @@ fn merge_list(
         if let Some(v) = m? {
             out.push(v);
         }
-        Ok::<(), String>(())
+        Ok::<(), MergeError>(())
     };
     while li < ll || ri < rl {
         if li < ll && ri < rl {
@@ -1034,14 +1081,71 @@ mod tests {
         let s = pod();
         let bad = json!({"spec": {"containers": [{"image": "x"}]}});
         let err = validate(s, s.root(), &bad, &mut Vec::new()).unwrap_err();
-        assert_eq!(
+        assert!(matches!(
             err,
+            MergeError::Element {
+                index: 0,
+                source: ItemError::NoKeyFields { .. },
+                ..
+            }
+        ));
+        assert_eq!(
+            err.to_string(),
             r#".spec.containers: element 0: associative list with keys has an element that omits all key fields ["name"] (and doesn't have default values for any key fields)"#
         );
         let dup = json!({"metadata": {"finalizers": ["a", "a"]}});
+        let err = validate(s, s.root(), &dup, &mut Vec::new()).unwrap_err();
+        assert!(matches!(err, MergeError::Duplicate { .. }));
         assert_eq!(
-            validate(s, s.root(), &dup, &mut Vec::new()).unwrap_err(),
+            err.to_string(),
             r#".metadata.finalizers: duplicate entries for key [="a"]"#
         );
+        let set_items = [
+            (
+                json!({}),
+                "associative list without keys has an element that's a map type",
+            ),
+            (
+                json!([]),
+                "not supported: associative list with lists as elements",
+            ),
+            (
+                Value::Null,
+                "associative list without keys has an element that's an explicit null",
+            ),
+        ];
+        for (item, text) in set_items {
+            let v = json!({"metadata": {"finalizers": ["a", item]}});
+            let err = validate(s, s.root(), &v, &mut Vec::new()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(".metadata.finalizers: element 1: {text}")
+            );
+        }
+        let keyed_items = [
+            (
+                Value::Null,
+                "associative list with keys may not have a null element",
+            ),
+            (
+                json!(1),
+                "associative list with keys may not have non-map elements",
+            ),
+        ];
+        for (item, text) in keyed_items {
+            let v = json!({"spec": {"containers": [item]}});
+            let err = validate(s, s.root(), &v, &mut Vec::new()).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(".spec.containers: element 0: {text}")
+            );
+        }
+        assert_eq!(
+            ItemError::NotAssociative.to_string(),
+            "invalid indexing of non-associative list"
+        );
+        // At the root the message has no path prefix.
+        let err = MergeError::duplicate(&Vec::new(), &PathElement::Index(1));
+        assert_eq!(err.to_string(), "duplicate entries for key [1]");
     }
 }

@@ -26,7 +26,8 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-pub use fieldset::{FieldSet, Path, PathElement, path_to_string};
+pub use fieldset::{FieldSet, FieldSetError, Path, PathElement, PathElementError, path_to_string};
+pub use merge::{ItemError, MergeError};
 pub use schema::{Schema, TypeKey, builtin_kinds, schema_for, schema_from_openapi};
 
 use managed::{Entry, Managed, ManagerId, OP_APPLY, OP_UPDATE};
@@ -47,10 +48,23 @@ pub enum ApplyError {
     /// `FieldManagerConflict` cause per conflict, see [`Conflict::cause_message`]).
     #[error("{}", conflicts_message(.0))]
     Conflicts(Vec<Conflict>),
-    /// The applied configuration is not valid for the type (HTTP 400/422), e.g. a list item
-    /// without its key fields, a duplicated set item, or `metadata.managedFields` set.
-    #[error("{0}")]
-    Invalid(String),
+    /// The applied configuration is not a JSON object (HTTP 400).
+    #[error("the applied configuration must be a JSON object")]
+    ConfigNotObject,
+    /// The applied configuration sets `metadata.managedFields` (HTTP 400).
+    #[error("metadata.managedFields must be nil")]
+    ManagedFieldsSet,
+    /// The object written by an update is not a JSON object (HTTP 400).
+    #[error("the object must be a JSON object")]
+    ObjectNotObject,
+    /// A list of the applied configuration whose items cannot be told apart (HTTP 400): an
+    /// item without its key fields, or a duplicated key or set item.
+    #[error(transparent)]
+    Schema(MergeError),
+    /// The applied configuration cannot be merged into the live object (HTTP 400), e.g. a
+    /// list of the live object whose items cannot be told apart.
+    #[error("failed to merge config: {0}")]
+    Merge(#[source] MergeError),
 }
 
 /// A field another manager owns and the apply would change.
@@ -428,17 +442,13 @@ fn apply_once(
     now: &str,
 ) -> Result<Value, ApplyError> {
     if !config.is_object() {
-        return Err(ApplyError::Invalid(
-            "the applied configuration must be a JSON object".to_string(),
-        ));
+        return Err(ApplyError::ConfigNotObject);
     }
     if managed_fields_of(config).is_some_and(|m| !m.is_null()) {
-        return Err(ApplyError::Invalid(
-            "metadata.managedFields must be nil".to_string(),
-        ));
+        return Err(ApplyError::ManagedFieldsSet);
     }
     let root = schema.root();
-    merge::validate(schema, root, config, &mut Vec::new()).map_err(ApplyError::Invalid)?;
+    merge::validate(schema, root, config, &mut Vec::new()).map_err(ApplyError::Schema)?;
     let live_obj = match live {
         Some(l) if l.is_object() => without_managed_fields(l),
         _ => Value::Object(Map::new()),
@@ -482,7 +492,7 @@ fn apply_once(
     );
     let merge_prune = |live: &Value| -> Result<Value, ApplyError> {
         let merged = merge::merge(schema, root, Some(live), Some(config), &mut Vec::new())
-            .map_err(|e| ApplyError::Invalid(format!("failed to merge config: {e}")))?
+            .map_err(ApplyError::Merge)?
             .unwrap_or_else(|| Value::Object(Map::new()));
         Ok(prune(schema, merged, &managers, last.as_ref()))
     };
@@ -574,9 +584,7 @@ pub fn record_update(
     now: &str,
 ) -> Result<(), ApplyError> {
     if !new.is_object() {
-        return Err(ApplyError::Invalid(
-            "the object must be a JSON object".to_string(),
-        ));
+        return Err(ApplyError::ObjectNotObject);
     }
     let on_subresource = subresource.is_some_and(|s| !s.is_empty());
     let decode_old = || {

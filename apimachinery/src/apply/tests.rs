@@ -509,7 +509,7 @@ fn finalizers_are_a_set() {
             false,
             T3
         ),
-        Err(ApplyError::Invalid(_))
+        Err(ApplyError::Schema(MergeError::Duplicate { .. }))
     ));
 }
 
@@ -556,9 +556,9 @@ fn container_ports_have_composite_keys() {
     // A duplicated key is invalid.
     let dup = pod(json!([{"containerPort": 53}, {"containerPort": 53, "protocol": "TCP"}]));
     match apply(s, Some(&live), &dup, "a", "v1", None, false, T3) {
-        Err(ApplyError::Invalid(m)) => {
+        Err(e @ ApplyError::Schema(MergeError::Duplicate { .. })) => {
             assert_eq!(
-                m,
+                e.to_string(),
                 r#".spec.containers[name="c"].ports: duplicate entries for key [containerPort=53,protocol="TCP"]"#
             )
         }
@@ -868,21 +868,29 @@ fn invalid_configurations() {
         .unwrap()
         .remove("name");
     match ssa(None, &cfg, "m", false, T1) {
-        Err(ApplyError::Invalid(m)) => assert!(
-            m.starts_with(".spec.template.spec.containers: element 0: associative list with keys"),
-            "{m}"
+        Err(
+            e @ ApplyError::Schema(MergeError::Element {
+                index: 0,
+                source: ItemError::NoKeyFields { .. },
+                ..
+            }),
+        ) => assert_eq!(
+            e.to_string(),
+            r#".spec.template.spec.containers: element 0: associative list with keys has an element that omits all key fields ["name"] (and doesn't have default values for any key fields)"#
         ),
         other => panic!("{other:?}"),
     }
     let mut cfg = deployment(2, "nginx:1.14");
     cfg["metadata"]["managedFields"] = json!([]);
     assert!(
-        matches!(ssa(None, &cfg, "m", false, T1), Err(ApplyError::Invalid(m)) if m == "metadata.managedFields must be nil")
+        matches!(ssa(None, &cfg, "m", false, T1), Err(e @ ApplyError::ManagedFieldsSet) if e.to_string() == "metadata.managedFields must be nil")
     );
-    assert!(matches!(
-        ssa(None, &json!([1]), "m", false, T1),
-        Err(ApplyError::Invalid(_))
-    ));
+    let e = ssa(None, &json!([1]), "m", false, T1).unwrap_err();
+    assert!(matches!(e, ApplyError::ConfigNotObject));
+    assert_eq!(
+        e.to_string(),
+        "the applied configuration must be a JSON object"
+    );
 }
 
 #[test]

@@ -45,16 +45,37 @@ const OBJECT_META_FIELDS: &[(&str, MetaType, &str)] = &[
 
 use crate::patch::type_name as json_kind;
 
+/// Why embedded metadata does not decode into metav1.ObjectMeta, worded like
+/// Go's `json.Unmarshal` errors.
+#[derive(Debug, thiserror::Error)]
+enum ObjectMetaError {
+    /// `metadata` is not an object (`kind` is the JSON type it is).
+    #[error("json: cannot unmarshal {kind} into Go value of type v1.ObjectMeta")]
+    NotAnObject { kind: &'static str },
+    /// A timestamp field holds a string that is not RFC 3339.
+    #[error(
+        "parsing time {} as \"2006-01-02T15:04:05Z07:00\": cannot parse",
+        gofmt::quote(.value)
+    )]
+    BadTime { value: String },
+    /// A field of the wrong JSON type.
+    #[error(
+        "json: cannot unmarshal {kind} into Go struct field ObjectMeta.{field} of type {go_type}"
+    )]
+    FieldType {
+        kind: &'static str,
+        field: &'static str,
+        go_type: &'static str,
+    },
+}
+
 /// Type-checks metadata like json.Unmarshal into metav1.ObjectMeta would.
-fn check_object_meta(v: &Value) -> Result<(), String> {
+fn check_object_meta(v: &Value) -> Result<(), ObjectMetaError> {
     let Value::Object(m) = v else {
         if v.is_null() {
             return Ok(());
         }
-        return Err(format!(
-            "json: cannot unmarshal {} into Go value of type v1.ObjectMeta",
-            json_kind(v)
-        ));
+        return Err(ObjectMetaError::NotAnObject { kind: json_kind(v) });
     };
     for (name, ty, go_ty) in OBJECT_META_FIELDS {
         let Some(x) = m.get(*name) else { continue };
@@ -76,18 +97,18 @@ fn check_object_meta(v: &Value) -> Result<(), String> {
                 .is_some_and(|a| a.iter().all(|y| y.is_object() || y.is_null())),
         };
         if !ok {
-            if *ty == MetaType::Time && x.is_string() {
-                return Err(format!(
-                    "parsing time {} as \"2006-01-02T15:04:05Z07:00\": cannot parse",
-                    gofmt::quote(x.as_str().unwrap_or_default())
-                ));
+            if *ty == MetaType::Time
+                && let Some(value) = x.as_str()
+            {
+                return Err(ObjectMetaError::BadTime {
+                    value: value.to_string(),
+                });
             }
-            return Err(format!(
-                "json: cannot unmarshal {} into Go struct field ObjectMeta.{} of type {}",
-                json_kind(x),
-                name,
-                go_ty
-            ));
+            return Err(ObjectMetaError::FieldType {
+                kind: json_kind(x),
+                field: name,
+                go_type: go_ty,
+            });
         }
     }
     Ok(())
@@ -256,7 +277,11 @@ fn validate_embedded_resource(path: &str, m: &Map<String, Value>, errs: &mut Vec
             "metadata" => {
                 let p = child(path, "metadata");
                 if let Err(e) = check_object_meta(v) {
-                    errs.push(FieldError::invalid(p, BadValue::from_json(v), e));
+                    errs.push(FieldError::invalid(
+                        p,
+                        BadValue::from_json(v),
+                        e.to_string(),
+                    ));
                 } else if let Value::Object(meta) = v {
                     validate_object_meta(&p, meta, errs);
                 }
@@ -504,4 +529,39 @@ pub fn is_label_value(v: &str) -> Vec<String> {
         ));
     }
     errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn object_meta_errors() {
+        assert!(check_object_meta(&Value::Null).is_ok());
+        let e = check_object_meta(&json!([])).unwrap_err();
+        assert!(matches!(e, ObjectMetaError::NotAnObject { kind: "array" }));
+        assert_eq!(
+            e.to_string(),
+            "json: cannot unmarshal array into Go value of type v1.ObjectMeta"
+        );
+        let e = check_object_meta(&json!({"creationTimestamp": "yesterday"})).unwrap_err();
+        assert!(matches!(e, ObjectMetaError::BadTime { .. }));
+        assert_eq!(
+            e.to_string(),
+            r#"parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse"#
+        );
+        let e = check_object_meta(&json!({"generation": "1"})).unwrap_err();
+        assert!(matches!(
+            e,
+            ObjectMetaError::FieldType {
+                field: "generation",
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "json: cannot unmarshal string into Go struct field ObjectMeta.generation of type int64"
+        );
+    }
 }

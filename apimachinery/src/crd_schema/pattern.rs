@@ -8,15 +8,25 @@
 //!   `&&` / `~~` (class set operators in `regex`): escaped.
 //! * Go rejects flags other than `imsU` and repeat counts above 1000: mirrored.
 //!
-//! The compiled program size is limited (hostile patterns).
+//! The compiled program size is limited (hostile patterns). A pattern that does
+//! not compile yields a [`PatternError`] worded like Go's `regexp/syntax.Error`.
 
 use super::REGEX_SIZE_LIMIT;
 use regex::{Regex, RegexBuilder};
 
 const MAX_REPEAT: u32 = 1000;
 
+/// Why a pattern does not compile, as Go's `regexp/syntax.Error`: the error
+/// code's text (e.g. `missing closing )`) and the offending part of the pattern.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("error parsing regexp: {code}: `{expr}`")]
+pub(crate) struct PatternError {
+    pub code: String,
+    pub expr: String,
+}
+
 /// Compiles a Go regexp; the error is worded like Go's `regexp.Compile` error.
-pub(crate) fn compile(pat: &str) -> Result<Regex, String> {
+pub(crate) fn compile(pat: &str) -> Result<Regex, PatternError> {
     let translated = translate(pat).map_err(|(code, frag)| go_err(code, &frag))?;
     RegexBuilder::new(&translated)
         .octal(true)
@@ -27,11 +37,14 @@ pub(crate) fn compile(pat: &str) -> Result<Regex, String> {
         .map_err(|e| map_err(e, pat, &translated))
 }
 
-fn go_err(code: &str, frag: &str) -> String {
-    format!("error parsing regexp: {code}: `{frag}`")
+fn go_err(code: &str, frag: &str) -> PatternError {
+    PatternError {
+        code: code.to_string(),
+        expr: frag.to_string(),
+    }
 }
 
-fn map_err(e: regex::Error, pat: &str, translated: &str) -> String {
+fn map_err(e: regex::Error, pat: &str, translated: &str) -> PatternError {
     match e {
         regex::Error::CompiledTooBig(_) => go_err("expression too large", pat),
         regex::Error::Syntax(msg) => {
@@ -290,17 +303,24 @@ mod tests {
 
     #[test]
     fn go_errors() {
+        let e = compile("+").unwrap_err();
+        assert_eq!(e.code, "missing argument to repetition operator");
+        assert_eq!(e.expr, "+");
         assert_eq!(
-            compile("+").unwrap_err(),
+            e.to_string(),
             "error parsing regexp: missing argument to repetition operator: `+`"
         );
         assert_eq!(
-            compile("(abc").unwrap_err(),
+            compile("(abc").unwrap_err().to_string(),
             "error parsing regexp: missing closing ): `(abc`"
         );
         assert_eq!(
-            compile("a{1001}").unwrap_err(),
+            compile("a{1001}").unwrap_err().to_string(),
             "error parsing regexp: invalid repeat count: `{1001}`"
+        );
+        assert_eq!(
+            compile(r"a\").unwrap_err().to_string(),
+            "error parsing regexp: trailing backslash at end of expression: ``"
         );
         assert!(compile("(?x)a").is_err());
         assert!(compile("a{2,1}").is_err());

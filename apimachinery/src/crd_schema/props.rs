@@ -42,7 +42,7 @@ pub(crate) struct Props {
     pub max_length: Option<i64>,
     pub min_length: Option<i64>,
     pub pattern: String,
-    pub regex: Option<Result<regex::Regex, String>>,
+    pub regex: Option<Result<regex::Regex, super::pattern::PatternError>>,
     pub max_items: Option<i64>,
     pub min_items: Option<i64>,
     pub unique_items: bool,

@@ -6,7 +6,65 @@
 //! Missing keys and out-of-range indices yield no result (upstream runs the
 //! CRD columns with `AllowMissingKeys(true)`).
 
+use std::num::{ParseFloatError, ParseIntError};
+
 use serde_json::Value;
+
+/// Why a JSONPath expression cannot be parsed. Positions are byte offsets
+/// into the expression (after the surrounding `{...}` and `$` are removed).
+#[derive(Debug, thiserror::Error)]
+pub enum JsonPathError {
+    /// A `{` without its closing `}`.
+    #[error("unclosed action")]
+    UnclosedAction,
+    /// Text left over after the expression.
+    #[error("unexpected {rest:?} at {at}")]
+    Trailing { rest: String, at: usize },
+    /// A character that starts no step.
+    #[error("unexpected {ch:?} at {at}")]
+    UnexpectedChar { ch: char, at: usize },
+    /// A `.` followed by no field name.
+    #[error("empty field name at {at}")]
+    EmptyFieldName { at: usize },
+    /// `[?` not followed by `(`.
+    #[error("expected ( after ?")]
+    FilterParen,
+    /// A filter without its closing `)`.
+    #[error("unclosed filter")]
+    UnclosedFilter,
+    /// A bracket holding neither an index nor a slice.
+    #[error("invalid array index at {at}")]
+    InvalidIndex { at: usize },
+    /// A `[` without its closing `]`.
+    #[error("unclosed [ at {at}")]
+    UnclosedBracket { at: usize },
+    /// An index or slice bound that is not an `i64`.
+    #[error("invalid number {text:?}")]
+    InvalidNumber {
+        text: String,
+        #[source]
+        source: ParseIntError,
+    },
+    /// A quoted key or literal without its closing quote.
+    #[error("unterminated string")]
+    UnterminatedString,
+    /// A filter whose path does not start at `@`.
+    #[error("filter must start with @")]
+    FilterStart,
+    /// A lone `=` in a filter.
+    #[error("expected ==")]
+    ExpectedEq,
+    /// A lone `!` in a filter.
+    #[error("expected !=")]
+    ExpectedNe,
+    /// A filter literal that is neither a string, a boolean nor a number.
+    #[error("invalid filter literal {text:?}")]
+    InvalidLiteral {
+        text: String,
+        #[source]
+        source: ParseFloatError,
+    },
+}
 
 #[derive(Debug, Clone, PartialEq)]
 enum Step {
@@ -51,12 +109,12 @@ pub struct JsonPath {
 
 impl JsonPath {
     /// Parses an expression such as `.status.conditions[?(@.type=="Ready")].status`.
-    pub fn parse(text: &str) -> Result<JsonPath, String> {
+    pub fn parse(text: &str) -> Result<JsonPath, JsonPathError> {
         let mut t = text.trim();
         if let Some(inner) = t.strip_prefix('{') {
             t = inner
                 .strip_suffix('}')
-                .ok_or_else(|| "unclosed action".to_owned())?
+                .ok_or(JsonPathError::UnclosedAction)?
                 .trim();
         }
         let t = t.strip_prefix('$').unwrap_or(t);
@@ -67,7 +125,10 @@ impl JsonPath {
         };
         let steps = p.steps(false)?;
         if p.i != p.s.len() {
-            return Err(format!("unexpected {:?} at {}", &t[p.i..], p.i));
+            return Err(JsonPathError::Trailing {
+                rest: t[p.i..].to_owned(),
+                at: p.i,
+            });
         }
         Ok(JsonPath { steps })
     }
@@ -105,7 +166,7 @@ impl Parser<'_> {
     }
 
     /// Steps until the end, or (in a filter) until a comparison or `)`.
-    fn steps(&mut self, in_filter: bool) -> Result<Vec<Step>, String> {
+    fn steps(&mut self, in_filter: bool) -> Result<Vec<Step>, JsonPathError> {
         let mut steps = Vec::new();
         loop {
             match self.peek() {
@@ -128,7 +189,7 @@ impl Parser<'_> {
                             // A lone "." selects the root.
                             break;
                         }
-                        return Err(format!("empty field name at {}", self.i));
+                        return Err(JsonPathError::EmptyFieldName { at: self.i });
                     }
                     steps.push(Step::Field(name));
                 }
@@ -137,7 +198,12 @@ impl Parser<'_> {
                     steps.push(self.bracket()?);
                 }
                 Some(_) if in_filter => break,
-                Some(c) => return Err(format!("unexpected {:?} at {}", c as char, self.i)),
+                Some(c) => {
+                    return Err(JsonPathError::UnexpectedChar {
+                        ch: c as char,
+                        at: self.i,
+                    });
+                }
             }
         }
         Ok(steps)
@@ -165,7 +231,7 @@ impl Parser<'_> {
     }
 
     /// After `[`: a quoted key, `*`, an index or slice, or a filter.
-    fn bracket(&mut self) -> Result<Step, String> {
+    fn bracket(&mut self) -> Result<Step, JsonPathError> {
         self.skip_ws();
         let step = match self.peek() {
             Some(q @ (b'\'' | b'"')) => {
@@ -180,12 +246,12 @@ impl Parser<'_> {
                 self.i += 1;
                 self.skip_ws();
                 if !self.eat(b'(') {
-                    return Err("expected ( after ?".to_owned());
+                    return Err(JsonPathError::FilterParen);
                 }
                 let f = self.filter()?;
                 self.skip_ws();
                 if !self.eat(b')') {
-                    return Err("unclosed filter".to_owned());
+                    return Err(JsonPathError::UnclosedFilter);
                 }
                 Step::Filter(f)
             }
@@ -198,18 +264,18 @@ impl Parser<'_> {
                     [Some(i)] => Step::Index(*i),
                     [a, b] => Step::Slice(*a, *b, None),
                     [a, b, c] => Step::Slice(*a, *b, *c),
-                    _ => return Err(format!("invalid array index at {}", self.i)),
+                    _ => return Err(JsonPathError::InvalidIndex { at: self.i }),
                 }
             }
         };
         self.skip_ws();
         if !self.eat(b']') {
-            return Err(format!("unclosed [ at {}", self.i));
+            return Err(JsonPathError::UnclosedBracket { at: self.i });
         }
         Ok(step)
     }
 
-    fn int(&mut self) -> Result<Option<i64>, String> {
+    fn int(&mut self) -> Result<Option<i64>, JsonPathError> {
         self.skip_ws();
         let start = self.i;
         if self.peek() == Some(b'-') {
@@ -225,14 +291,17 @@ impl Parser<'_> {
         }
         t.parse()
             .map(Some)
-            .map_err(|_| format!("invalid number {t:?}"))
+            .map_err(|source| JsonPathError::InvalidNumber {
+                text: t.to_owned(),
+                source,
+            })
     }
 
-    fn quoted(&mut self, q: u8) -> Result<String, String> {
+    fn quoted(&mut self, q: u8) -> Result<String, JsonPathError> {
         let mut out = String::new();
         loop {
             match self.peek() {
-                None => return Err("unterminated string".to_owned()),
+                None => return Err(JsonPathError::UnterminatedString),
                 Some(c) if c == q => {
                     self.i += 1;
                     return Ok(out);
@@ -250,21 +319,21 @@ impl Parser<'_> {
         }
     }
 
-    fn filter(&mut self) -> Result<Filter, String> {
+    fn filter(&mut self) -> Result<Filter, JsonPathError> {
         self.skip_ws();
         if !self.eat(b'@') {
-            return Err("filter must start with @".to_owned());
+            return Err(JsonPathError::FilterStart);
         }
         let left = self.steps(true)?;
         self.skip_ws();
         let op = if self.eat(b'=') {
             if !self.eat(b'=') {
-                return Err("expected ==".to_owned());
+                return Err(JsonPathError::ExpectedEq);
             }
             Some(Op::Eq)
         } else if self.eat(b'!') {
             if !self.eat(b'=') {
-                return Err("expected !=".to_owned());
+                return Err(JsonPathError::ExpectedNe);
             }
             Some(Op::Ne)
         } else if self.eat(b'<') {
@@ -292,10 +361,12 @@ impl Parser<'_> {
                 match &self.src[start..self.i] {
                     "true" => Literal::Bool(true),
                     "false" => Literal::Bool(false),
-                    t => Literal::Num(
-                        t.parse()
-                            .map_err(|_| format!("invalid filter literal {t:?}"))?,
-                    ),
+                    t => {
+                        Literal::Num(t.parse().map_err(|source| JsonPathError::InvalidLiteral {
+                            text: t.to_owned(),
+                            source,
+                        })?)
+                    }
                 }
             }
         };
@@ -513,5 +584,61 @@ mod tests {
         ] {
             assert!(JsonPath::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn parse_error_text() {
+        let err = |text: &str| JsonPath::parse(text).unwrap_err();
+        let e = err("{.a");
+        assert!(matches!(e, JsonPathError::UnclosedAction));
+        assert_eq!(e.to_string(), "unclosed action");
+        let e = err("a.b");
+        assert!(matches!(
+            e,
+            JsonPathError::UnexpectedChar { ch: 'a', at: 0 }
+        ));
+        assert_eq!(e.to_string(), "unexpected 'a' at 0");
+        let e = err(".a[0]]");
+        assert!(matches!(
+            e,
+            JsonPathError::UnexpectedChar { ch: ']', at: 5 }
+        ));
+        let e = err("{.a}x}");
+        assert_eq!(e.to_string(), "unexpected '}' at 2");
+        let e = err(".a..");
+        assert!(matches!(e, JsonPathError::EmptyFieldName { at: 4 }));
+        assert_eq!(e.to_string(), "empty field name at 4");
+        let e = err(".a[?x]");
+        assert!(matches!(e, JsonPathError::FilterParen));
+        assert_eq!(e.to_string(), "expected ( after ?");
+        let e = err(".a[?(@.b]");
+        assert!(matches!(e, JsonPathError::UnclosedFilter));
+        assert_eq!(e.to_string(), "unclosed filter");
+        let e = err(".a[1:2:3:4]");
+        assert!(matches!(e, JsonPathError::InvalidIndex { at: 10 }));
+        assert_eq!(e.to_string(), "invalid array index at 10");
+        let e = err(".a[x]");
+        assert!(matches!(e, JsonPathError::InvalidIndex { at: 3 }));
+        let e = err(".a[0 x");
+        assert!(matches!(e, JsonPathError::UnclosedBracket { at: 5 }));
+        assert_eq!(e.to_string(), "unclosed [ at 5");
+        let e = err(".a[-]");
+        assert!(matches!(e, JsonPathError::InvalidNumber { .. }));
+        assert_eq!(e.to_string(), r#"invalid number "-""#);
+        let e = err(".a['b]");
+        assert!(matches!(e, JsonPathError::UnterminatedString));
+        assert_eq!(e.to_string(), "unterminated string");
+        let e = err(".a[?(b)]");
+        assert!(matches!(e, JsonPathError::FilterStart));
+        assert_eq!(e.to_string(), "filter must start with @");
+        let e = err(".a[?(@.b=1)]");
+        assert!(matches!(e, JsonPathError::ExpectedEq));
+        assert_eq!(e.to_string(), "expected ==");
+        let e = err(".a[?(@.b!1)]");
+        assert!(matches!(e, JsonPathError::ExpectedNe));
+        assert_eq!(e.to_string(), "expected !=");
+        let e = err(".a[?(@.b==x)]");
+        assert!(matches!(e, JsonPathError::InvalidLiteral { .. }));
+        assert_eq!(e.to_string(), r#"invalid filter literal "x""#);
     }
 }

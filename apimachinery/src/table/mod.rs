@@ -128,7 +128,11 @@ pub enum TableError {
     InvalidColumns(String),
     /// A column's `jsonPath` cannot be parsed.
     #[error("unrecognized column definition {path:?}: {reason}")]
-    InvalidJsonPath { path: String, reason: String },
+    InvalidJsonPath {
+        path: String,
+        #[source]
+        reason: jsonpath::JsonPathError,
+    },
 }
 
 /// The printer of a built-in resource: `group` is `""` for the core group,

@@ -908,6 +908,6 @@ pub(crate) fn apply_error(res: &ResourceType, e: k1s_apimachinery::apply::ApplyE
             );
             err
         }
-        k1s_apimachinery::apply::ApplyError::Invalid(msg) => ApiError::bad_request(msg),
+        e => ApiError::bad_request(e.to_string()),
     }
 }

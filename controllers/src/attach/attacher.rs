@@ -160,7 +160,7 @@ impl Attacher {
             (Some(ns), Some(name)) => {
                 crate::provisioner::request::secret_data(&*self.client, ns, name)
                     .await
-                    .map_err(|m| Self::failed(k, m))
+                    .map_err(|e| Self::failed(k, e.to_string()))
             }
             _ => Ok(BTreeMap::new()),
         }

@@ -40,8 +40,12 @@ pub enum DaemonSetError {
         #[source]
         source: ClientError,
     },
-    #[error("daemonset {key}: invalid selector: {message}")]
-    Selector { key: String, message: String },
+    #[error("daemonset {key}: invalid selector: {source}")]
+    Selector {
+        key: String,
+        #[source]
+        source: k1s_api::selector::SelectorError,
+    },
     #[error("daemonset {key}: {source}")]
     History {
         key: String,
@@ -418,9 +422,9 @@ impl Reconcile for DaemonSets {
             source,
         };
         let needs_sync = self.expectations.satisfied(k);
-        let sel = spec_selector(&ds).map_err(|message| DaemonSetError::Selector {
+        let sel = spec_selector(&ds).map_err(|source| DaemonSetError::Selector {
             key: k.to_string(),
-            message,
+            source,
         })?;
         let owned = self.claim(&ds, sel.as_ref(), &ns).await.map_err(api)?;
 

@@ -35,8 +35,12 @@ pub enum DeploymentError {
         #[source]
         source: ClientError,
     },
-    #[error("deployment {key}: invalid selector: {message}")]
-    Selector { key: String, message: String },
+    #[error("deployment {key}: invalid selector: {source}")]
+    Selector {
+        key: String,
+        #[source]
+        source: k1s_api::selector::SelectorError,
+    },
     #[error("deployment {key}: replicaset name {name} collides; collisionCount raised")]
     Collision { key: String, name: String },
 }
@@ -134,9 +138,9 @@ impl Reconcile for Deployments {
             key: k.to_string(),
             source,
         };
-        let Some(sel) = spec_selector(&d).map_err(|message| DeploymentError::Selector {
+        let Some(sel) = spec_selector(&d).map_err(|source| DeploymentError::Selector {
             key: k.to_string(),
-            message,
+            source,
         })?
         else {
             return Ok(Action::await_change());

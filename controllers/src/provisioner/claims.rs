@@ -21,15 +21,28 @@ use k1s_api::volume::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::request::{self, FSTYPE, PROVISIONER_SECRET, PV_SECRETS};
+use super::request::{self, FSTYPE, PROVISIONER_SECRET, PV_SECRETS, RequestError};
+use super::topology::{self, TopologyError};
 use super::volume::{self, Provisioned};
-use super::{ProvisionRequest, ProvisionerSet, VolumeProvisioner, topology};
-use crate::pv::{pvcs, pvs, record, storage_classes, typed_claim};
+use super::{ProvisionRequest, ProvisionerSet, VolumeProvisioner};
+use crate::pv::{PvError, pvcs, pvs, record, storage_classes, typed_claim};
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::queue::RateLimit;
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
 
 pub use super::DriverError as ProvisioningError;
+
+/// Why the `CreateVolume` request for a claim cannot be prepared (the text goes into the
+/// `ProvisioningFailed` event).
+#[derive(Debug, thiserror::Error)]
+enum PrepareError {
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Claim(#[from] PvError),
+}
 
 /// external-provisioner's `--retry-interval-start` and `--retry-interval-max`.
 pub fn retry_limit() -> RateLimit {
@@ -188,7 +201,7 @@ impl Provisioning {
         };
         let prepared = match self.prepare(pvc, class, driver, &pv_name, selected).await {
             Ok(p) => p,
-            Err(message) => return Err(self.failed(driver, pvc, fail(message)).await),
+            Err(e) => return Err(self.failed(driver, pvc, fail(e.to_string())).await),
         };
         let (req, fs_type, secret_refs, deletion_secret) = prepared;
         let requested_bytes = req.required_bytes;
@@ -246,7 +259,7 @@ impl Provisioning {
             Vec<(&'static str, String, String)>,
             Option<(String, String)>,
         ),
-        String,
+        PrepareError,
     > {
         let client = self.client.as_ref();
         let params = string_map(&class["parameters"]);
@@ -266,7 +279,7 @@ impl Provisioning {
             .filter_map(|m| m.as_str().map(str::to_owned))
             .collect();
         let capabilities = request::capabilities(pvc, &fs_type, &mount_options)?;
-        let typed = typed_claim(pvc).map_err(|e| e.to_string())?;
+        let typed = typed_claim(pvc)?;
         let required_bytes = shared::storage_request(&typed);
         let limit_bytes = shared::storage_limit(&typed).unwrap_or(0);
         let deletion_secret = request::secret_ref(&params, &PROVISIONER_SECRET, pv_name, pvc)?;

@@ -116,7 +116,7 @@ impl Deletion {
         ) {
             (Some(ns), Some(n)) => secret_data(self.client.as_ref(), ns, n)
                 .await
-                .map_err(&fail)?,
+                .map_err(|e| fail(e.to_string()))?,
             _ => Default::default(),
         };
         let handle = pv["spec"]["csi"]["volumeHandle"].as_str().unwrap_or("");

@@ -8,13 +8,37 @@
 //! - `preferred`: with a selected node (`WaitForFirstConsumer`), its segment first — it must be
 //!   in `requisite` — then the rest in order; without one, `requisite` sorted and rotated by a
 //!   hash of the claim's name, so volumes spread across segments.
+//!
+//! Failures are [`TopologyError`]s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k1s_api::client::{Client, ListParams, ResourceRef};
+use k1s_api::client::{Client, ClientError, ListParams, ResourceRef};
 use serde_json::Value;
 
 use super::{AccessibilityRequirements, Segment};
+
+/// Why the accessibility requirements cannot be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("topology {selected:?} of the selected node is not in allowedTopologies {allowed:?}")]
+    NotAllowed {
+        selected: Segment,
+        allowed: Vec<Segment>,
+    },
+    #[error("listing CSINodes: {}", .0.message)]
+    ListCsiNodes(#[source] ClientError),
+    #[error("driver {driver} is not registered on the selected node {node} (no CSINode entry)")]
+    NotRegistered { driver: String, node: String },
+    #[error("failed to get target node: {}", .0.message)]
+    GetNode(#[source] ClientError),
+    #[error(
+        "topology labels from selected node {node} do not match topology keys {keys:?} from CSINode"
+    )]
+    NodeLabels { node: String, keys: Vec<String> },
+    #[error("listing nodes: {}", .0.message)]
+    ListNodes(#[source] ClientError),
+}
 
 fn csinodes() -> ResourceRef {
     ResourceRef::new("storage.k8s.io", "v1", "csinodes", None)
@@ -109,7 +133,7 @@ pub fn requirements(
     selected: Option<Segment>,
     all: Vec<Segment>,
     claim_name: &str,
-) -> Result<Option<AccessibilityRequirements>, String> {
+) -> Result<Option<AccessibilityRequirements>, TopologyError> {
     let mut requisite = if allowed.is_empty() {
         dedup_sorted(all)
     } else {
@@ -119,9 +143,10 @@ pub fn requirements(
         && !requisite.contains(sel)
     {
         if !allowed.is_empty() {
-            return Err(format!(
-                "topology {sel:?} of the selected node is not in allowedTopologies {allowed:?}"
-            ));
+            return Err(TopologyError::NotAllowed {
+                selected: sel.clone(),
+                allowed,
+            });
         }
         requisite.push(sel.clone());
         requisite = dedup_sorted(requisite);
@@ -148,12 +173,12 @@ pub async fn accessibility(
     class: &Value,
     selected_node: Option<&str>,
     claim_name: &str,
-) -> Result<Option<AccessibilityRequirements>, String> {
+) -> Result<Option<AccessibilityRequirements>, TopologyError> {
     let allowed = flatten_allowed(&class["allowedTopologies"]);
     let all_csinodes = client
         .list(&csinodes(), &ListParams::default())
         .await
-        .map_err(|e| format!("listing CSINodes: {}", e.message))?
+        .map_err(TopologyError::ListCsiNodes)?
         .items;
     let (keys, selected) = match selected_node {
         Some(node_name) => {
@@ -161,8 +186,9 @@ pub async fn accessibility(
                 .iter()
                 .find(|c| c["metadata"]["name"] == node_name)
                 .and_then(|c| driver_keys(c, driver))
-                .ok_or_else(|| {
-                    format!("driver {driver} is not registered on the selected node {node_name} (no CSINode entry)")
+                .ok_or_else(|| TopologyError::NotRegistered {
+                    driver: driver.to_owned(),
+                    node: node_name.to_owned(),
                 })?;
             if keys.is_empty() {
                 return Ok(None);
@@ -170,9 +196,10 @@ pub async fn accessibility(
             let node = client
                 .get(&nodes(), node_name)
                 .await
-                .map_err(|e| format!("failed to get target node: {}", e.message))?;
-            let seg = node_segment(&node, &keys).ok_or_else(|| {
-                format!("topology labels from selected node {node_name} do not match topology keys {keys:?} from CSINode")
+                .map_err(TopologyError::GetNode)?;
+            let seg = node_segment(&node, &keys).ok_or_else(|| TopologyError::NodeLabels {
+                node: node_name.to_owned(),
+                keys: keys.clone(),
             })?;
             (keys, Some(seg))
         }
@@ -192,7 +219,7 @@ pub async fn accessibility(
         let node_list = client
             .list(&nodes(), &ListParams::default())
             .await
-            .map_err(|e| format!("listing nodes: {}", e.message))?
+            .map_err(TopologyError::ListNodes)?
             .items;
         let by_name: BTreeMap<&str, &Value> = node_list
             .iter()
@@ -264,7 +291,25 @@ mod tests {
             .unwrap();
         assert_eq!(r.requisite, vec![a.clone(), b.clone()]);
         assert_eq!(r.preferred[0], a);
-        assert!(requirements(vec![a.clone()], Some(c.clone()), vec![], "x").is_err());
+        let e = requirements(vec![a.clone()], Some(c.clone()), vec![], "x").unwrap_err();
+        assert!(matches!(e, TopologyError::NotAllowed { .. }));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "topology {c:?} of the selected node is not in allowedTopologies {:?}",
+                vec![a.clone()]
+            )
+        );
+        let e = TopologyError::NodeLabels {
+            node: "n1".into(),
+            keys: vec!["zone".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            r#"topology labels from selected node n1 do not match topology keys ["zone"] from CSINode"#
+        );
+        let e = TopologyError::GetNode(ClientError::transport("down"));
+        assert_eq!(e.to_string(), "failed to get target node: down");
         // Nothing known: no requirements.
         assert_eq!(requirements(vec![], None, vec![], "x").unwrap(), None);
         // Without a node every segment is preferred, in a rotation of the sorted list.

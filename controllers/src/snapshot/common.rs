@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use k1s_api::client::{Client, Patch, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, Patch, ResourceRef, WriteParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -14,6 +14,20 @@ use super::{
 };
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
+
+/// Why no class can be chosen for a new content (the text goes into the snapshot's
+/// `status.error` and a `SnapshotCreationFailed` event).
+#[derive(Debug, thiserror::Error)]
+enum ClassError {
+    #[error("failed to get snapshot class with error {}", .0.message)]
+    Get(#[source] ClientError),
+    #[error("failed to list snapshot classes: {}", .0.message)]
+    List(#[source] ClientError),
+    #[error("cannot find default snapshot class for snapshotter {driver}")]
+    NoDefault { driver: String },
+    #[error("{count} default snapshot classes were found for snapshotter {driver}")]
+    ManyDefaults { count: usize, driver: String },
+}
 
 /// Runs the controller until `cancel`.
 pub async fn run(client: Arc<dyn Client>, cancel: CancellationToken) {
@@ -143,19 +157,19 @@ impl Snapshots {
     }
 
     /// The class for a new content: the named one, else the driver's default.
-    async fn class_for(&self, snap: &Value, driver: &str) -> Result<Value, String> {
+    async fn class_for(&self, snap: &Value, driver: &str) -> Result<Value, ClassError> {
         if let Some(name) = snap["spec"]["volumeSnapshotClassName"].as_str() {
             return self
                 .client
                 .get(&classes(), name)
                 .await
-                .map_err(|e| format!("failed to get snapshot class with error {}", e.message));
+                .map_err(ClassError::Get);
         }
         let all = self
             .client
             .list(&classes(), &Default::default())
             .await
-            .map_err(|e| format!("failed to list snapshot classes: {}", e.message))?;
+            .map_err(ClassError::List)?;
         let defaults: Vec<Value> = all
             .items
             .into_iter()
@@ -166,12 +180,13 @@ impl Snapshots {
             .collect();
         match defaults.len() {
             1 => Ok(defaults.into_iter().next().unwrap_or_default()),
-            0 => Err(format!(
-                "cannot find default snapshot class for snapshotter {driver}"
-            )),
-            n => Err(format!(
-                "{n} default snapshot classes were found for snapshotter {driver}"
-            )),
+            0 => Err(ClassError::NoDefault {
+                driver: driver.to_owned(),
+            }),
+            count => Err(ClassError::ManyDefaults {
+                count,
+                driver: driver.to_owned(),
+            }),
         }
     }
 
@@ -235,7 +250,11 @@ impl Snapshots {
         };
         let class = match self.class_for(snap, driver).await {
             Ok(c) => c,
-            Err(m) => return self.fail(snap, "SnapshotCreationFailed", &m).await,
+            Err(e) => {
+                return self
+                    .fail(snap, "SnapshotCreationFailed", &e.to_string())
+                    .await;
+            }
         };
         if class["driver"].as_str() != Some(driver) {
             let m = format!(
@@ -423,6 +442,31 @@ impl Reconcile for Snapshots {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn class_error_text() {
+        use super::ClassError;
+        let e = ClassError::Get(k1s_api::client::ClientError::transport("down"));
+        assert_eq!(
+            e.to_string(),
+            "failed to get snapshot class with error down"
+        );
+        let e = ClassError::List(k1s_api::client::ClientError::transport("down"));
+        assert_eq!(e.to_string(), "failed to list snapshot classes: down");
+        let e = ClassError::NoDefault { driver: "d".into() };
+        assert_eq!(
+            e.to_string(),
+            "cannot find default snapshot class for snapshotter d"
+        );
+        let e = ClassError::ManyDefaults {
+            count: 2,
+            driver: "d".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "2 default snapshot classes were found for snapshotter d"
+        );
+    }
+
     use super::*;
 
     #[test]

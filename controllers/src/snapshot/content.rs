@@ -15,6 +15,7 @@ use super::{
     SECRET_NAMESPACE_PARAM, SnapshotError, SnapshotRequest, classes, contents, driver_parameters,
     record,
 };
+use crate::provisioner::request::RequestError;
 use crate::volume_driver::ProvisionerSet;
 use k1s_runtime::key::{self, ObjectKey};
 use k1s_runtime::{Action, Controller, Reconcile, Store, watcher};
@@ -63,7 +64,7 @@ impl Contents {
         &self,
         namespace: Option<&str>,
         name: Option<&str>,
-    ) -> Result<BTreeMap<String, String>, String> {
+    ) -> Result<BTreeMap<String, String>, RequestError> {
         match (namespace, name) {
             (Some(ns), Some(n)) => {
                 crate::provisioner::request::secret_data(&*self.client, ns, n).await
@@ -110,7 +111,7 @@ impl Contents {
                 class["parameters"][SECRET_NAME_PARAM].as_str(),
             )
             .await
-            .map_err(|m| Self::failed(k, m))?;
+            .map_err(|e| Self::failed(k, e.to_string()))?;
         let uid = content["spec"]["volumeSnapshotRef"]["uid"]
             .as_str()
             .unwrap_or("");
@@ -176,7 +177,7 @@ impl Contents {
                     ann[ANN_DELETION_SECRET_NAME].as_str(),
                 )
                 .await
-                .map_err(|m| Self::failed(k, m))?;
+                .map_err(|e| Self::failed(k, e.to_string()))?;
             if let Err(e) = driver.delete_snapshot(handle, secrets).await {
                 let message = format!("Failed to delete snapshot: {e}");
                 record(

@@ -41,8 +41,12 @@ pub enum StatefulSetError {
         #[source]
         source: ClientError,
     },
-    #[error("statefulset {key}: invalid selector: {message}")]
-    Selector { key: String, message: String },
+    #[error("statefulset {key}: invalid selector: {source}")]
+    Selector {
+        key: String,
+        #[source]
+        source: k1s_api::selector::SelectorError,
+    },
     #[error("statefulset {key}: {source}")]
     History {
         key: String,
@@ -158,9 +162,9 @@ impl Reconcile for StatefulSets {
             key: k.to_string(),
             source,
         };
-        let sel = spec_selector(&set).map_err(|message| StatefulSetError::Selector {
+        let sel = spec_selector(&set).map_err(|source| StatefulSetError::Selector {
             key: k.to_string(),
-            message,
+            source,
         })?;
         let owned = self.claim(&set, sel.as_ref(), &ns).await.map_err(api)?;
 

@@ -31,36 +31,46 @@ pub(super) enum Access {
 /// File systems the plugin makes and mounts.
 const FS_TYPES: &[&str] = &["", "ext4"];
 
+/// A volume capability the plugin cannot serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum CapabilityError {
+    #[error("volume capability has no access mode")]
+    NoAccessMode,
+    #[error("file system {0:?} is not supported (ext4 is)")]
+    FsType(String),
+    #[error("volume_mount_group is not supported")]
+    MountGroup,
+    #[error("volume capability has no access type")]
+    NoAccessType,
+}
+
 /// Checks one capability: an access type, a known access mode, a supported file system.
 /// Returns the access and whether the mode is read-only.
-pub(super) fn access(cap: &VolumeCapability) -> Result<(Access, bool), String> {
+pub(super) fn access(cap: &VolumeCapability) -> Result<(Access, bool), CapabilityError> {
     let mode = cap
         .access_mode
         .as_ref()
         .and_then(|m| Mode::try_from(m.mode).ok())
         .unwrap_or(Mode::Unknown);
     if mode == Mode::Unknown {
-        return Err("volume capability has no access mode".into());
+        return Err(CapabilityError::NoAccessMode);
     }
     let read_only = matches!(mode, Mode::SingleNodeReaderOnly | Mode::MultiNodeReaderOnly);
     let access = match &cap.access_type {
         Some(AccessType::Block(_)) => Access::Block,
         Some(AccessType::Mount(m)) => {
             if !FS_TYPES.contains(&m.fs_type.as_str()) {
-                return Err(format!(
-                    "file system {:?} is not supported (ext4 is)",
-                    m.fs_type
-                ));
+                return Err(CapabilityError::FsType(m.fs_type.clone()));
             }
             if !m.volume_mount_group.is_empty() {
-                return Err("volume_mount_group is not supported".into());
+                return Err(CapabilityError::MountGroup);
             }
             Access::Mount {
                 fs_type: "ext4".into(),
                 flags: m.mount_flags.clone(),
             }
         }
-        None => return Err("volume capability has no access type".into()),
+        None => return Err(CapabilityError::NoAccessType),
     };
     Ok((access, read_only))
 }
@@ -72,7 +82,7 @@ fn check_capabilities(caps: &[VolumeCapability]) -> Result<bool, Status> {
     }
     let mut kinds = Vec::new();
     for cap in caps {
-        let (a, _) = access(cap).map_err(Status::invalid_argument)?;
+        let (a, _) = access(cap).map_err(|e| Status::invalid_argument(e.to_string()))?;
         kinds.push(a == Access::Block);
     }
     if kinds.iter().any(|&b| b) && kinds.iter().any(|&b| !b) {
@@ -356,7 +366,7 @@ impl Controller for Driver {
             .volume_capabilities
             .iter()
             .find_map(|cap| match access(cap) {
-                Err(e) => Some(e),
+                Err(e) => Some(e.to_string()),
                 Ok((Access::Block, _)) if !block => {
                     Some("the volume was created for a file system, not block access".into())
                 }
@@ -411,7 +421,7 @@ impl Controller for Driver {
     ) -> Result<Response<GetCapacityResponse>, Status> {
         let req = request.into_inner();
         for cap in &req.volume_capabilities {
-            access(cap).map_err(Status::invalid_argument)?;
+            access(cap).map_err(|e| Status::invalid_argument(e.to_string()))?;
         }
         let here = match &req.accessible_topology {
             None => true,
@@ -668,9 +678,25 @@ mod tests {
             access(&cap(block.clone(), Mode::SingleNodeReaderOnly)),
             Ok((Access::Block, true))
         );
-        assert!(access(&cap(mount("xfs"), Mode::SingleNodeWriter)).is_err());
-        assert!(access(&cap(None, Mode::SingleNodeWriter)).is_err());
-        assert!(access(&cap(mount("ext4"), Mode::Unknown)).is_err());
+        let e = access(&cap(mount("xfs"), Mode::SingleNodeWriter)).unwrap_err();
+        assert_eq!(e, CapabilityError::FsType("xfs".into()));
+        assert_eq!(
+            e.to_string(),
+            r#"file system "xfs" is not supported (ext4 is)"#
+        );
+        let e = access(&cap(None, Mode::SingleNodeWriter)).unwrap_err();
+        assert_eq!(e, CapabilityError::NoAccessType);
+        assert_eq!(e.to_string(), "volume capability has no access type");
+        let e = access(&cap(mount("ext4"), Mode::Unknown)).unwrap_err();
+        assert_eq!(e, CapabilityError::NoAccessMode);
+        assert_eq!(e.to_string(), "volume capability has no access mode");
+        let mut grouped = cap(mount(""), Mode::SingleNodeWriter);
+        if let Some(AccessType::Mount(m)) = &mut grouped.access_type {
+            m.volume_mount_group = "g".into();
+        }
+        let e = access(&grouped).unwrap_err();
+        assert_eq!(e, CapabilityError::MountGroup);
+        assert_eq!(e.to_string(), "volume_mount_group is not supported");
         let mixed = [
             cap(block, Mode::SingleNodeWriter),
             cap(mount(""), Mode::SingleNodeWriter),

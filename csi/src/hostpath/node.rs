@@ -31,7 +31,7 @@ fn image(store: &Store, id: &str) -> Result<PathBuf, Status> {
 
 fn capability(cap: Option<VolumeCapability>) -> Result<(Access, bool), Status> {
     let cap = cap.ok_or_else(|| Status::invalid_argument("volume_capability is required"))?;
-    access(&cap).map_err(Status::invalid_argument)
+    access(&cap).map_err(|e| Status::invalid_argument(e.to_string()))
 }
 
 fn io_status(path: &Path, e: io::Error) -> Status {

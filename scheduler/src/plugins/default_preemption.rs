@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use k1s_api::client::{Client, DeleteParams, Patch, ResourceRef, WriteParams};
+use k1s_api::client::{Client, ClientError, DeleteParams, Patch, ResourceRef, WriteParams};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -342,8 +342,19 @@ pub fn pick_one_node(candidates: &[Candidate]) -> Option<&Candidate> {
     pool.first().copied()
 }
 
+/// Why a victim could not be evicted.
+#[derive(Debug, thiserror::Error)]
+enum EvictError {
+    /// Setting the `DisruptionTarget` condition failed.
+    #[error(transparent)]
+    Condition(ClientError),
+    /// Deleting the victim failed.
+    #[error(transparent)]
+    Delete(ClientError),
+}
+
 impl DefaultPreemption {
-    async fn evict(&self, preemptor: &Pod, node: &str, victim: &Pod) -> Result<(), String> {
+    async fn evict(&self, preemptor: &Pod, node: &str, victim: &Pod) -> Result<(), EvictError> {
         let ns = helpers::namespace(victim);
         let r = ResourceRef::new("", "v1", "pods", Some(ns));
         let cond = json!({"status": {"conditions": [{
@@ -364,7 +375,7 @@ impl DefaultPreemption {
             .await
             && !e.is_not_found()
         {
-            return Err(e.to_string());
+            return Err(EvictError::Condition(e));
         }
         match self
             .client
@@ -373,7 +384,7 @@ impl DefaultPreemption {
         {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(EvictError::Delete(e)),
         }
         crate::scheduler::record_event(
             self.client.as_ref(),
@@ -480,6 +491,19 @@ impl PostFilterPlugin for DefaultPreemption {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn evict_error_text() {
+        let api = ClientError {
+            code: 500,
+            reason: "InternalError".into(),
+            message: "boom".into(),
+        };
+        let e = EvictError::Condition(api.clone());
+        assert_eq!(e.to_string(), api.to_string());
+        assert_eq!(e.to_string(), "InternalError (500): boom");
+        assert_eq!(EvictError::Delete(api.clone()).to_string(), api.to_string());
+    }
     use crate::config::Config;
     use crate::framework::Framework;
     use crate::framework::listers::StaticLister;
