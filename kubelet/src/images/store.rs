@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Blobs are written to a temporary file while being hashed and renamed into place only if the
-//! digest matches (else the caller gets a [`BlobMismatch`]). Layers are unpacked into a temporary directory and renamed into place once
+//! digest matches (else the caller gets a [`BlobMismatch`]). Layers are unpacked into a
+//! temporary directory and renamed into place once
 //! complete and verified against their `diff_id`, so a crash never leaves a half layer that
 //! counts as present. Layer blobs are deleted once unpacked: the unpacked directory is what is
 //! kept (it is keyed by `diff_id`, so the same layer from a registry or an archive is shared).
