@@ -30,8 +30,7 @@ use nix::sched::{CloneFlags, setns};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork, pipe2};
 
-use super::init::{LookupError, PrivilegeError};
-use super::shim::{NulError, cstr};
+use super::init::CommandError;
 use super::spec::{self, ContainerSpec, State};
 
 /// Why the helper could not run the command; its text follows `err ` in the report.
@@ -98,24 +97,7 @@ pub enum ExecSetupError {
     #[error("setting the controlling terminal: {0}")]
     ControllingTerminal(#[source] std::io::Error),
     #[error(transparent)]
-    Lookup(#[from] LookupError),
-    #[error(transparent)]
-    Nul(#[from] NulError),
-    #[error(transparent)]
-    Privileges(#[from] PrivilegeError),
-    #[error("chdir to cwd ({cwd:?}): {source}")]
-    Chdir {
-        cwd: String,
-        #[source]
-        source: nix::Error,
-    },
-    /// `execve` itself failed; `arg0` is the command as given.
-    #[error("exec: {arg0:?}: {}", source.desc())]
-    Exec {
-        arg0: String,
-        #[source]
-        source: nix::Error,
-    },
+    Command(#[from] CommandError),
 }
 
 /// The descriptor a start failure is reported on.
@@ -302,16 +284,15 @@ fn child(
     {
         return ExecFailure(e);
     }
-    match prepare(spec, tty, command) {
-        Err(e) => ExecFailure(e),
-        Ok((path, argv, envp)) => {
-            super::init::reset_signals();
-            let source = nix::unistd::execve(&path, &argv, &envp).unwrap_err();
-            ExecFailure(ExecSetupError::Exec {
-                arg0: command[0].clone(),
-                source,
-            })
-        }
+    let env = environment(&spec.process.env, tty);
+    let cwd = if spec.process.cwd.is_empty() {
+        "/"
+    } else {
+        &spec.process.cwd
+    };
+    match super::init::prepare_command(spec, command, &env, cwd) {
+        Err(e) => ExecFailure(e.into()),
+        Ok(prepared) => ExecFailure(super::init::exec(&prepared, &command[0]).into()),
     }
 }
 
@@ -352,31 +333,6 @@ fn container_terminal(spec: &ContainerSpec, socket: File) -> Result<(), ExecSetu
         ));
     }
     Ok(())
-}
-
-type Exec = (
-    std::ffi::CString,
-    Vec<std::ffi::CString>,
-    Vec<std::ffi::CString>,
-);
-
-fn prepare(spec: &ContainerSpec, tty: bool, command: &[String]) -> Result<Exec, ExecSetupError> {
-    let env = environment(&spec.process.env, tty);
-    let path = super::init::resolve(&command[0], &env)?;
-    let argv = command.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
-    let envp = env.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
-    let path = cstr(&path)?;
-    super::init::drop_privileges(spec)?;
-    let cwd = if spec.process.cwd.is_empty() {
-        "/"
-    } else {
-        &spec.process.cwd
-    };
-    nix::unistd::chdir(cwd).map_err(|source| ExecSetupError::Chdir {
-        cwd: cwd.to_string(),
-        source,
-    })?;
-    Ok((path, argv, envp))
 }
 
 /// The container's environment, with `TERM=xterm` for a terminal unless it sets one (as
@@ -562,16 +518,18 @@ mod tests {
 
     #[test]
     fn child_failures_are_worded_as_runc_does() {
-        let e = ExecFailure(LookupError::NotInPath("nope".into()).into());
+        let e = ExecFailure(
+            CommandError::from(crate::runtime::init::LookupError::NotInPath("nope".into())).into(),
+        );
         assert_eq!(
             e.to_string(),
             "OCI runtime exec failed: exec failed: unable to start container process: \
              exec: \"nope\": executable file not found in $PATH: unknown"
         );
-        let e = ExecFailure(ExecSetupError::Exec {
+        let e = ExecFailure(ExecSetupError::Command(CommandError::Exec {
             arg0: "sh".into(),
             source: nix::Error::ENOENT,
-        });
+        }));
         assert_eq!(
             e.to_string(),
             format!(

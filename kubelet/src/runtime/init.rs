@@ -2,8 +2,9 @@
 //! the filesystem ([`super::mounts`]), hostname, user and groups, capabilities,
 //! `no_new_privs`, stdio, and the exec itself. Runs in a forked child of a single-threaded
 //! process; it only returns to report why the container could not start ([`InitFailure`],
-//! whose text the shim passes on). [`drop_privileges`] ([`PrivilegeError`]) and
-//! [`resolve`] ([`LookupError`]) serve the exec helper too.
+//! whose text the shim passes on). Its last steps, [`prepare_command`] and [`exec`]
+//! ([`CommandError`]: the command looked up, privileges dropped, the working directory, the
+//! `execve`), serve the exec helper too.
 
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
@@ -33,6 +34,22 @@ pub enum InitError {
     Sethostname(#[source] nix::Error),
     #[error("no command specified")]
     NoCommand,
+    #[error("opening /dev/null: {0}")]
+    DevNull(#[source] std::io::Error),
+    #[error("dup2: {0}")]
+    Dup2(#[source] nix::Error),
+    #[error("setsid: {0}")]
+    Setsid(#[source] nix::Error),
+    #[error("setting the controlling terminal: {0}")]
+    ControllingTerminal(#[source] std::io::Error),
+    #[error(transparent)]
+    Command(#[from] CommandError),
+}
+
+/// The last steps before `execve`, which the container's init and the exec helper share
+/// ([`prepare_command`], [`exec`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
     #[error(transparent)]
     Lookup(#[from] LookupError),
     #[error(transparent)]
@@ -45,14 +62,6 @@ pub enum InitError {
         #[source]
         source: nix::Error,
     },
-    #[error("opening /dev/null: {0}")]
-    DevNull(#[source] std::io::Error),
-    #[error("dup2: {0}")]
-    Dup2(#[source] nix::Error),
-    #[error("setsid: {0}")]
-    Setsid(#[source] nix::Error),
-    #[error("setting the controlling terminal: {0}")]
-    ControllingTerminal(#[source] std::io::Error),
     /// `execve` itself failed; `arg0` is the command as given.
     #[error("exec: {arg0:?}: {}", source.desc())]
     Exec {
@@ -112,19 +121,44 @@ pub struct Stdio {
 /// kubelet reports as the start error.
 pub fn run(spec: &ContainerSpec, stdio: Stdio) -> InitFailure {
     match prepare(spec, stdio) {
-        Ok((path, argv, envp)) => {
-            reset_signals();
-            let source = nix::unistd::execve(&path, &argv, &envp).unwrap_err();
-            InitFailure(InitError::Exec {
-                arg0: spec.process.args.first().cloned().unwrap_or_default(),
-                source,
-            })
-        }
+        Ok(command) => InitFailure(exec(&command, &spec.process.args[0]).into()),
         Err(e) => InitFailure(e),
     }
 }
 
-type Exec = (CString, Vec<CString>, Vec<CString>);
+/// A command as `execve` takes it: the resolved path, argv and envp.
+pub(crate) type Exec = (CString, Vec<CString>, Vec<CString>);
+
+/// What the container's init and the exec helper do last, in runc's order: find `args[0]`
+/// (in the container's `PATH` from `env`), become the container's user
+/// ([`drop_privileges`]), enter `cwd`.
+pub(crate) fn prepare_command(
+    spec: &ContainerSpec,
+    args: &[String],
+    env: &[String],
+    cwd: &str,
+) -> Result<Exec, CommandError> {
+    let path = resolve(&args[0], env)?;
+    let argv = args.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
+    let envp = env.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
+    let path = cstr(&path)?;
+    drop_privileges(spec)?;
+    nix::unistd::chdir(cwd).map_err(|source| CommandError::Chdir {
+        cwd: cwd.to_string(),
+        source,
+    })?;
+    Ok((path, argv, envp))
+}
+
+/// Execs `command` with default signal dispositions; returns only why that failed.
+pub(crate) fn exec((path, argv, envp): &Exec, arg0: &str) -> CommandError {
+    reset_signals();
+    let source = nix::unistd::execve(path, argv, envp).unwrap_err();
+    CommandError::Exec {
+        arg0: arg0.to_string(),
+        source,
+    }
+}
 
 fn prepare(spec: &ContainerSpec, stdio: Stdio) -> Result<Exec, InitError> {
     let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWUTS;
@@ -144,16 +178,7 @@ fn prepare(spec: &ContainerSpec, stdio: Stdio) -> Result<Exec, InitError> {
     let cwd = if p.cwd.is_empty() { "/" } else { &p.cwd };
     // As runc does, a missing working directory is created (as root, before privileges drop).
     let _ = std::fs::create_dir_all(cwd);
-    let path = resolve(&p.args[0], &p.env)?;
-    let argv = p.args.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
-    let envp = p.env.iter().map(cstr).collect::<Result<Vec<_>, _>>()?;
-    let path = cstr(&path)?;
-
-    drop_privileges(spec)?;
-    nix::unistd::chdir(cwd).map_err(|source| InitError::Chdir {
-        cwd: cwd.to_string(),
-        source,
-    })?;
+    let command = prepare_command(spec, &p.args, &p.env, cwd)?;
 
     let stdin = match stdio.stdin {
         Some(fd) => fd,
@@ -173,7 +198,7 @@ fn prepare(spec: &ContainerSpec, stdio: Stdio) -> Result<Exec, InitError> {
             ));
         }
     }
-    Ok((path, argv, envp))
+    Ok(command)
 }
 
 /// Default dispositions for the signals the shim (and Rust's runtime, SIGPIPE) ignore:
@@ -313,7 +338,7 @@ mod tests {
         let e = resolve("nope", &env).unwrap_err();
         assert_eq!(e, LookupError::NotInPath("nope".into()));
         assert_eq!(
-            InitFailure(e.into()).to_string(),
+            InitFailure(CommandError::from(e).into()).to_string(),
             r#"failed to start container process: exec: "nope": executable file not found in $PATH"#
         );
         let e = resolve("/no/such", &env).unwrap_err();
@@ -326,10 +351,10 @@ mod tests {
 
     #[test]
     fn exec_failures_use_the_errno_description() {
-        let e = InitFailure(InitError::Exec {
+        let e = InitFailure(InitError::Command(CommandError::Exec {
             arg0: "/bin/x".into(),
             source: nix::Error::EACCES,
-        });
+        }));
         assert_eq!(
             e.to_string(),
             format!(
