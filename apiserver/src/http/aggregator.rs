@@ -24,7 +24,6 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 
 use super::body::{self, Body};
 use crate::admission::webhook;
@@ -166,14 +165,6 @@ pub enum AggregatorError {
     CaBundle(#[from] webhook::InvalidCaBundle),
     #[error(transparent)]
     Tls(#[from] k1s_api::http_client::HttpClientError),
-    #[error("dial tcp {address}: {source}")]
-    Dial {
-        address: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("tls: {0}")]
-    Handshake(#[source] std::io::Error),
 }
 
 /// The user as the front proxy tells the extension server (upstream's requestheader
@@ -282,18 +273,7 @@ pub(crate) async fn proxy(
     let (address, server_name) = endpoint(rest, apiservice).await.map_err(|e| fail(&e))?;
     let tls = tls_config(apiservice, front_proxy).map_err(|e| fail(&e))?;
     let sni = rustls::pki_types::ServerName::try_from(server_name.clone()).map_err(|e| fail(&e))?;
-    let connect = async {
-        let tcp = TcpStream::connect(&address)
-            .await
-            .map_err(|source| AggregatorError::Dial {
-                address: address.clone(),
-                source,
-            })?;
-        tokio_rustls::TlsConnector::from(Arc::new(tls))
-            .connect(sni, tcp)
-            .await
-            .map_err(AggregatorError::Handshake)
-    };
+    let connect = super::upstream::dial_tls(&address, sni, tls);
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
         .await
         .map_err(|_| fail(&format!("dial tcp {address}: i/o timeout")))?
@@ -412,10 +392,5 @@ mod tests {
         let e = user_headers(&bad, &mut http::Request::builder()).unwrap_err();
         assert!(matches!(e, AggregatorError::UserHeader(_)));
         assert_eq!(e.to_string(), "user header: failed to parse header value");
-        let e = AggregatorError::Dial {
-            address: "10.0.0.1:443".into(),
-            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
-        };
-        assert_eq!(e.to_string(), "dial tcp 10.0.0.1:443: connection refused");
     }
 }

@@ -1,7 +1,8 @@
 //! Reaching what stands behind a Service or a URL, shared by the pod and service proxy
 //! ([`super::proxy`]), admission and conversion webhooks and the aggregator: the port a Service
 //! port names, one ready endpoint picked as upstream picks it, the headers a proxy passes on,
-//! and one HTTP/1.1 exchange over a connection. Nothing here reads the cluster.
+//! a TLS connection to an address ([`dial_tls`]), and one HTTP/1.1 exchange over a connection.
+//! Nothing here reads the cluster.
 
 use http::header;
 use http_body_util::{BodyExt, Full};
@@ -73,6 +74,37 @@ pub fn forwarded(name: &header::HeaderName) -> bool {
     )
 }
 
+/// Why [`dial_tls`] found no connection, worded as Go's dialer and TLS client.
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    #[error("dial tcp {address}: {source}")]
+    Dial {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tls: {0}")]
+    Handshake(#[source] std::io::Error),
+}
+
+/// A TCP connection to `address` with a TLS session on it for `server_name`.
+pub async fn dial_tls(
+    address: &str,
+    server_name: rustls::pki_types::ServerName<'static>,
+    tls: rustls::ClientConfig,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>, DialError> {
+    let tcp = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|source| DialError::Dial {
+            address: address.to_string(),
+            source,
+        })?;
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
+        .connect(server_name, tcp)
+        .await
+        .map_err(DialError::Handshake)
+}
+
 /// An HTTP/1.1 exchange that failed: hyper's error (handshake, request, connection), or the
 /// body that could not be read (or was over [`MAX_BODY`]). Shown as the underlying error.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +149,15 @@ where
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn dial_errors_are_worded_as_go_words_them() {
+        let e = DialError::Dial {
+            address: "10.0.0.1:443".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        assert_eq!(e.to_string(), "dial tcp 10.0.0.1:443: connection refused");
+    }
 
     #[test]
     fn service_ports_by_number_map_to_their_names() {

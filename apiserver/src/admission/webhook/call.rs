@@ -13,7 +13,6 @@ use http::header;
 use http_body_util::Full;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
 
 /// Where a webhook is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,14 +85,8 @@ pub enum PostFailure {
         #[source]
         source: rustls::pki_types::InvalidDnsNameError,
     },
-    #[error("dial tcp {address}: {source}")]
-    Dial {
-        address: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("tls: {0}")]
-    Handshake(#[source] std::io::Error),
+    #[error(transparent)]
+    Dial(#[from] crate::http::upstream::DialError),
     #[error(transparent)]
     Encode(#[from] serde_json::Error),
     #[error(transparent)]
@@ -296,16 +289,7 @@ pub async fn post(
             true,
         )?;
         let name = server_name(&endpoint.server_name)?;
-        let tcp = TcpStream::connect(&endpoint.address)
-            .await
-            .map_err(|source| PostFailure::Dial {
-                address: endpoint.address.clone(),
-                source,
-            })?;
-        let stream = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls))
-            .connect(name, tcp)
-            .await
-            .map_err(PostFailure::Handshake)?;
+        let stream = crate::http::upstream::dial_tls(&endpoint.address, name, tls).await?;
         let body = serde_json::to_vec(review)?;
         let request = http::Request::post(&endpoint.path)
             .header(header::HOST, &endpoint.server_name)
